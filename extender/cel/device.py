@@ -1,0 +1,204 @@
+"""The ``device`` variable: a device's driver, attributes and capacities as CEL values.
+
+A :class:`CelDevice` is built once per published device (by whoever owns the inventory) and
+reused by every expression: it converts the device to CEL values at most once and carries the
+per-device memo of selector results.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from extender.cel.errors import CelEvalError
+from extender.cel.library.quantity import Quantity
+from extender.cel.library.semver import SemverError, parse_semver
+
+#: An attribute as published: ``(kind, value)`` with kind one of int, bool, string, version
+#: (scalars) or ints, bools, strings, versions (list values, DRAListTypeAttributes); list values
+#: are tuples so that attributes stay hashable.
+RawAttribute = tuple[str, Any]
+
+SCALAR_KINDS = ("int", "bool", "string", "version")
+LIST_KINDS = ("ints", "bools", "strings", "versions")
+
+DEVICE_FIELDS = ("driver", "attributes", "capacity", "allowMultipleAllocations")
+
+#: The SemVer 2.0 grammar (what blang/semver's strict Parse accepts), for a cheap validity check.
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+
+
+class DefaultingMap(dict[str, Any]):
+    """The outer ``attributes``/``capacity`` maps: an unknown domain reads as an empty map."""
+
+    def __missing__(self, key: str) -> dict[str, Any]:
+        return {}
+
+
+class DeviceValue:
+    """The runtime value of the ``device`` variable (type ``kubernetes.DRADevice``)."""
+
+    __slots__ = DEVICE_FIELDS
+
+    def __init__(
+        self, driver: str, attributes: DefaultingMap, capacity: DefaultingMap, allow_multiple: bool
+    ) -> None:
+        self.driver = driver
+        self.attributes = attributes
+        self.capacity = capacity
+        self.allowMultipleAllocations = allow_multiple
+
+    def field(self, name: str) -> Any:
+        return getattr(self, name)
+
+
+def split_qualified(driver: str, name: str) -> tuple[str, str]:
+    """``domain/id`` -> (domain, id); a bare id belongs to the driver's domain."""
+    domain, sep, ident = name.rpartition("/")
+    return (domain, ident) if sep else (driver, name)
+
+
+def group_by_domain(driver: str, flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    grouped: dict[str, dict[str, Any]] = {}
+    for name, value in flat.items():
+        domain, ident = split_qualified(driver, name)
+        grouped.setdefault(domain, {})[ident] = value
+    return grouped
+
+
+class CelDevice:
+    """One device as CEL input, with its memoized conversion and selector results."""
+
+    __slots__ = (
+        "_signature",
+        "_valid",
+        "_value",
+        "allow_multiple",
+        "attributes",
+        "capacity",
+        "driver",
+        "memo",
+    )
+
+    def __init__(
+        self,
+        driver: str,
+        attributes: Mapping[str, Mapping[str, RawAttribute]],
+        capacity: Mapping[str, Mapping[str, Quantity]],
+        allow_multiple: bool = False,
+    ) -> None:
+        self.driver = driver
+        #: domain -> id -> (kind, value)
+        self.attributes = attributes
+        #: domain -> id -> Quantity
+        self.capacity = capacity
+        self.allow_multiple = allow_multiple
+        #: program -> True | False | CelEvalError, filled by the environment.
+        self.memo: dict[Any, Any] = {}
+        self._value: dict[bool, DeviceValue | CelEvalError] = {}
+        self._signature: tuple[Any, ...] | None = None
+        self._valid: dict[bool, bool] = {}
+
+    @classmethod
+    def from_flat(
+        cls,
+        driver: str,
+        attributes: Mapping[str, RawAttribute],
+        capacity: Mapping[str, Quantity],
+        allow_multiple: bool = False,
+    ) -> CelDevice:
+        """From ResourceSlice-style maps keyed by (possibly qualified) names."""
+        return cls(
+            driver, group_by_domain(driver, attributes), group_by_domain(driver, capacity), allow_multiple
+        )
+
+    def value(self, list_attributes: bool) -> DeviceValue:
+        """The CEL value; conversion errors (bad versions, list values when unsupported) raise."""
+        cached = self._value.get(list_attributes)
+        if cached is None:
+            cached = self._convert(list_attributes)
+            self._value[list_attributes] = cached
+        if isinstance(cached, CelEvalError):
+            raise cached
+        return cached
+
+    def conversion_error(self, list_attributes: bool) -> CelEvalError | None:
+        """Why this device cannot be converted (every expression fails on it), or ``None``."""
+        valid = self._valid.get(list_attributes)
+        if valid is None:
+            valid = self._valid[list_attributes] = self._cheap_valid(list_attributes)
+        if valid:
+            return None
+        try:
+            self.value(list_attributes)
+        except CelEvalError as exc:
+            return exc
+        return None
+
+    def _cheap_valid(self, list_attributes: bool) -> bool:
+        for entries in self.attributes.values():
+            for kind, value in entries.values():
+                if kind == "version":
+                    if not _SEMVER.fullmatch(value):
+                        return False
+                elif kind == "versions":
+                    if not list_attributes or not all(_SEMVER.fullmatch(v) for v in value):
+                        return False
+                elif kind not in SCALAR_KINDS and not (list_attributes and kind in LIST_KINDS):
+                    return False
+        return True
+
+    def _convert(self, list_attributes: bool) -> DeviceValue | CelEvalError:
+        attributes = DefaultingMap()
+        for domain, entries in self.attributes.items():
+            converted: dict[str, Any] = {}
+            for ident, raw in entries.items():
+                try:
+                    converted[ident] = convert_attribute(raw, list_attributes)
+                except CelEvalError as exc:
+                    name = ident if domain == self.driver else f"{domain}/{ident}"
+                    return CelEvalError(f"attribute {name}: {exc}")
+            attributes[domain] = converted
+        capacity = DefaultingMap({domain: dict(entries) for domain, entries in self.capacity.items()})
+        return DeviceValue(self.driver, attributes, capacity, self.allow_multiple)
+
+    def signature(self) -> tuple[Any, ...]:
+        """Everything CEL can observe of this device, as a hashable value."""
+        if self._signature is None:
+            self._signature = (
+                self.driver,
+                self.allow_multiple,
+                tuple(sorted((d, tuple(sorted(e.items()))) for d, e in self.attributes.items())),
+                tuple(
+                    sorted(
+                        (d, tuple(sorted((k, q.text or str(q.value)) for k, q in e.items())))
+                        for d, e in self.capacity.items()
+                    )
+                ),
+            )
+        return self._signature
+
+
+def convert_attribute(raw: RawAttribute, list_attributes: bool) -> Any:
+    kind, value = raw
+    if kind in ("int", "bool", "string"):
+        return value
+    if kind == "version":
+        return _version(value)
+    if kind in LIST_KINDS and list_attributes:
+        if kind == "versions":
+            return [_version(v) for v in value]
+        return list(value)
+    raise CelEvalError("unsupported attribute value")
+
+
+def _version(text: str) -> Any:
+    try:
+        return parse_semver(text)
+    except SemverError as exc:
+        raise CelEvalError(f"parse semantic version: {exc}") from None

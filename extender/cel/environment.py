@@ -1,0 +1,192 @@
+"""The DRA CEL environment: compile selectors once, evaluate them against devices, memoized.
+
+Two environments exist upstream. ``STORED`` is the scheduler's: every library and every device
+field, no static cost rejection, a runtime cost limit. ``NEW`` is API-server validation of new
+or changed expressions: feature-gated fields, the 10 KiB length limit and the static cost limit.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cachetools import LRUCache
+
+from extender.cel import ast
+from extender.cel import types as t
+from extender.cel.checker import Checker
+from extender.cel.compiler import Compiler, Eval, Frame
+from extender.cel.cost import estimate
+from extender.cel.device import CelDevice
+from extender.cel.errors import CelCompileError, CelEvalError, CelInterruptedError
+from extender.cel.library import build_registry
+from extender.cel.parser import Parser
+from extender.cel.reads import Path, derive_reads, key_function
+from extender.cel.values import type_name
+
+#: ``CELSelectorExpressionMaxCost`` / ``CELSelectorExpressionMaxLength`` in resource.k8s.io/v1.
+MAX_COST = 1_000_000
+MAX_EXPRESSION_LENGTH = 10 * 1024
+
+NO_SUCH_KEY_HINT = (
+    ". consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() "
+    "for optional fields"
+)
+
+
+class Mode(enum.Enum):
+    STORED = "stored"
+    NEW = "new"
+
+
+@dataclass(frozen=True, slots=True)
+class CelOptions:
+    #: DRAListTypeAttributes: list-valued attributes and ``includes()``.
+    list_type_attributes: bool = False
+    #: DRAConsumableCapacity: only changes the NEW environment (``allowMultipleAllocations``).
+    consumable_capacity: bool = True
+    #: Runtime cost limit per evaluation.
+    cost_limit: int = MAX_COST
+    #: Compiled programs kept, by expression text.
+    program_cache_size: int = 4096
+    #: Results kept per program, by the values of the device fields it reads.
+    result_cache_size: int = 65536
+
+
+class Program:
+    """A compiled, checked expression plus its result memo."""
+
+    __slots__ = ("_eval", "expression", "key", "memo", "reads", "root")
+
+    def __init__(
+        self, expression: str, root: ast.Node, evaluate: Eval, reads: frozenset[Path], memo_size: int
+    ) -> None:
+        self.expression = expression
+        self.root = root
+        self._eval = evaluate
+        #: The device paths the result depends on.
+        self.reads = reads
+        self.key = key_function(reads)
+        self.memo: LRUCache[Any, bool | CelEvalError] = LRUCache(maxsize=memo_size)
+
+    def __repr__(self) -> str:
+        return f"Program({self.expression!r})"
+
+
+CompileResult = Program | CelCompileError
+
+
+class CelEnvironment:
+    """Owns parsing, checking, compiling, caching and evaluating of DRA selector expressions."""
+
+    def __init__(
+        self, options: CelOptions | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.options = options or CelOptions()
+        self._clock = clock
+        self._stored = build_registry(list_type_attributes=self.options.list_type_attributes)
+        self._new = build_registry(
+            list_type_attributes=self.options.list_type_attributes,
+            allow_multiple_allocations_field=self.options.consumable_capacity,
+        )
+        self._parser = Parser(self._stored.qualified_names())
+        self._programs: LRUCache[tuple[str, Mode], CompileResult] = LRUCache(
+            maxsize=self.options.program_cache_size
+        )
+        self._variables = {"device": t.DRA_DEVICE}
+
+    # --- compiling ----------------------------------------------------------------------------
+
+    def compile(self, expression: str, mode: Mode = Mode.STORED) -> CompileResult:
+        """A program, or the compile error as a value. Cached by expression text."""
+        key = (expression, mode)
+        cached = self._programs.get(key)
+        if cached is None:
+            try:
+                cached = self._compile(expression, mode)
+            except CelCompileError as exc:
+                cached = exc
+            except RecursionError:
+                cached = CelCompileError("compilation failed: expression recursion limit exceeded")
+            self._programs[key] = cached
+        return cached
+
+    def _compile(self, expression: str, mode: Mode) -> Program:
+        if mode is Mode.NEW and len(expression.encode("utf-8")) > MAX_EXPRESSION_LENGTH:
+            raise CelCompileError(f"Too long: may not be more than {MAX_EXPRESSION_LENGTH} bytes")
+        registry = self._stored if mode is Mode.STORED else self._new
+        try:
+            root = self._parser.parse(expression)
+            result_type = Checker(registry, expression, self._variables).check(root)
+        except CelCompileError as exc:
+            raise CelCompileError(f"compilation failed: {exc}") from None
+        if not (result_type == t.BOOL or t.is_dyn(result_type)):
+            raise CelCompileError(f"must evaluate to bool or the unknown type, not {result_type}")
+        if mode is Mode.NEW:
+            cost = estimate(root)
+            if cost > MAX_COST:
+                raise CelCompileError(
+                    f"Forbidden: too complex, exceeds cost limit (estimated cost {cost} > {MAX_COST})"
+                )
+        evaluate = Compiler(registry).compile(root)
+        return Program(expression, root, evaluate, derive_reads(root), self.options.result_cache_size)
+
+    # --- evaluating ---------------------------------------------------------------------------
+
+    def matches(self, program: Program, device: CelDevice, deadline: float | None = None) -> bool:
+        """Evaluate ``program`` for ``device``; raises :class:`CelEvalError` on a runtime error.
+
+        Results (including errors) are memoized on the device and, by the values of the fields
+        the expression reads, on the program. A passed ``deadline`` (on this environment's clock)
+        interrupts long evaluations; interruptions are not memoized.
+        """
+        result = device.memo.get(program)
+        if result is None:
+            result = self._lookup(program, device, deadline)
+            device.memo[program] = result
+        if result is True or result is False:
+            return result
+        raise result
+
+    def _lookup(self, program: Program, device: CelDevice, deadline: float | None) -> bool | CelEvalError:
+        list_attributes = self.options.list_type_attributes
+        conversion_error = device.conversion_error(list_attributes)
+        if conversion_error is not None:
+            return conversion_error
+        key = program.key(device)
+        result = program.memo.get(key)
+        if result is None:
+            result = self._run(program, device.value(list_attributes), deadline)
+            program.memo[key] = result
+        return result
+
+    def _run(self, program: Program, device_value: Any, deadline: float | None) -> bool | CelEvalError:
+        frame = Frame({"device": device_value}, self.options.cost_limit, deadline, self._clock)
+        try:
+            value = program._eval(frame)
+        except CelInterruptedError:
+            raise
+        except CelEvalError as exc:
+            message = str(exc)
+            if message.startswith("no such key"):
+                return CelEvalError(message + NO_SUCH_KEY_HINT)
+            return exc
+        except RecursionError:
+            return CelEvalError("evaluation recursion limit exceeded")
+        if value is True or value is False:
+            return value
+        return CelEvalError(f"CEL result of type {type_name(value)} could not be converted to bool")
+
+    def evaluate_unmemoized(self, program: Program, device: CelDevice, deadline: float | None = None) -> bool:
+        """One evaluation without any memo (benchmarks and tests of the evaluator itself)."""
+        list_attributes = self.options.list_type_attributes
+        error = device.conversion_error(list_attributes)
+        if error is not None:
+            raise error
+        result = self._run(program, device.value(list_attributes), deadline)
+        if isinstance(result, CelEvalError):
+            raise result
+        return result
