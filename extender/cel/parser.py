@@ -133,14 +133,19 @@ class Parser:
             ) from None
         except LarkError as exc:  # pragma: no cover - lark's other failures
             raise CelCompileError(format_error(source, 1, 1, f"Syntax error: {exc}")) from None
-        return _Converter(source, self._qualified).expr(tree, 0)
+        root = _Converter(source, self._qualified).expr(tree, 0)
+        for node in ast.walk(root):
+            # 9223372036854775808 is only valid as the operand of a unary minus (folded above).
+            if isinstance(node, ast.Literal) and node.literal_type == t.INT and node.value == 2**63:
+                raise CelCompileError(format_error(source, node.line, node.column, "invalid int literal"))
+        return root
 
 
 def _pos(node: Any) -> tuple[int, int]:
     """(line, column) of a tree or token; 1-based, (1, 1) when unknown."""
     meta = getattr(node, "meta", None)
     if meta is not None and not getattr(meta, "empty", True):
-        return meta.line, meta.column
+        return (getattr(meta, "line", None) or 1), (getattr(meta, "column", None) or 1)
     line = getattr(node, "line", None)
     column = getattr(node, "column", None)
     return (line or 1), (column or 1)
