@@ -7,12 +7,12 @@ per-device memo of selector results.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from extender.cel.errors import CelEvalError
 from extender.cel.library.quantity import Quantity
+from extender.cel.library.semver import STRICT as _SEMVER
 from extender.cel.library.semver import SemverError, parse_semver
 
 #: An attribute as published: ``(kind, value)`` with kind one of int, bool, string, version
@@ -24,13 +24,6 @@ SCALAR_KINDS = ("int", "bool", "string", "version")
 LIST_KINDS = ("ints", "bools", "strings", "versions")
 
 DEVICE_FIELDS = ("driver", "attributes", "capacity", "allowMultipleAllocations")
-
-#: The SemVer 2.0 grammar (what blang/semver's strict Parse accepts), for a cheap validity check.
-_SEMVER = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
-)
 
 
 class DefaultingMap(dict[str, Any]):
@@ -158,6 +151,10 @@ class CelDevice:
         for domain, entries in self.attributes.items():
             converted: dict[str, Any] = {}
             for ident, raw in entries.items():
+                kind = raw[0]
+                if kind == "string" or kind == "int" or kind == "bool":
+                    converted[ident] = raw[1]
+                    continue
                 try:
                     converted[ident] = convert_attribute(raw, list_attributes)
                 except CelEvalError as exc:

@@ -100,10 +100,10 @@ class CelEnvironment:
 
     # --- compiling ----------------------------------------------------------------------------
 
-    def compile(self, expression: str, mode: Mode = Mode.STORED) -> CompileResult:
+    def compile(self, expression: str, mode: Mode = Mode.STORED, *, use_cache: bool = True) -> CompileResult:
         """A program, or the compile error as a value. Cached by expression text."""
         key = (expression, mode)
-        cached = self._programs.get(key)
+        cached = self._programs.get(key) if use_cache else None
         if cached is None:
             try:
                 cached = self._compile(expression, mode)

@@ -11,6 +11,12 @@ from extender.cel.library.registry import Registry
 from extender.cel.values import CelObject, no_such_overload
 
 _NUMBERS = re.compile(r"^[0-9]*$")
+#: The SemVer 2.0 grammar; a match is exactly what the strict parser below accepts (fast path).
+STRICT = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?"
+)
 _ALPHANUM = re.compile(r"^[0-9A-Za-z-]*$")
 
 
@@ -89,6 +95,18 @@ def _number(part: str, what: str) -> int:
 
 def parse_semver(text: str) -> Semver:
     """blang/semver ``Parse``: strict ``MAJOR.MINOR.PATCH[-PRE][+BUILD]``."""
+    m = STRICT.fullmatch(text)
+    if m is not None:
+        major, minor, patch, pre_text, build_text = m.groups()
+        pre = tuple(int(p) if p.isdigit() else p for p in pre_text.split(".")) if pre_text else ()
+        return Semver(
+            int(major), int(minor), int(patch), pre, tuple(build_text.split(".")) if build_text else ()
+        )
+    return _parse_slow(text)
+
+
+def _parse_slow(text: str) -> Semver:
+    """The step-by-step parse, for blang/semver's exact error messages."""
     if not text:
         raise SemverError("Version string empty")
     parts = text.split(".", 2)
