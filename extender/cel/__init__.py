@@ -13,7 +13,7 @@ from extender.cel.errors import (
     CelEvalError,
     CelInterruptedError,
 )
-from extender.cel.library.quantity import Quantity, QuantityError, parse_quantity
+from extender.quantity import Quantity, QuantityError, parse_quantity
 
 __all__ = [
     "CelCompileError",

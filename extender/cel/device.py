@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender.cel.errors import CelEvalError
-from extender.cel.library.quantity import Quantity
 from extender.cel.library.semver import STRICT as _SEMVER
 from extender.cel.library.semver import SemverError, parse_semver
+from extender.quantity import Quantity
 
 #: An attribute as published: ``(kind, value)`` with kind one of int, bool, string, version
 #: (scalars) or ints, bools, strings, versions (list values, DRAListTypeAttributes); list values

@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from extender.cel.errors import CelEvalError
+from extender.quantity import Quantity
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -112,6 +113,8 @@ def type_name(value: Any) -> str:
         return "map"
     if isinstance(value, CelObject):
         return value.cel_type_name
+    if isinstance(value, Quantity):
+        return "kubernetes.Quantity"
     if isinstance(value, Optional):
         return "optional_type"
     if isinstance(value, TypeValue):
@@ -176,6 +179,10 @@ def cel_equal(a: Any, b: Any) -> bool:
         return b is None
     if isinstance(a, CelObject):
         return a.cel_equals(b)
+    if isinstance(a, Quantity):
+        if not isinstance(b, Quantity):
+            raise no_such_overload()
+        return a.value == b.value
     if isinstance(a, list):
         if not isinstance(b, list) or len(a) != len(b):
             return False

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.cel import types as t
-from extender.cel.values import CelObject, Optional, TypeValue, UInt
+from extender.cel.values import Optional, TypeValue, UInt
 
 Guard = Callable[[Any], bool]
 
@@ -80,7 +80,7 @@ class Registry:
         #: Field types of object types the checker knows (kubernetes.DRADevice).
         self.object_fields: dict[str, dict[str, t.CelType]] = {}
 
-    def register_object(self, cls: type[CelObject], ct: t.CelType) -> None:
+    def register_object(self, cls: type, ct: t.CelType) -> None:
         self.objects[ct.name] = cls
 
     def add(
