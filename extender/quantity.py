@@ -64,6 +64,15 @@ class Quantity:
     def compare(self, other: Quantity) -> int:
         return (self.value > other.value) - (self.value < other.value)
 
+    @property
+    def binary(self) -> bool:
+        """Written with a binary suffix (Ki, Mi, ...): formatted back with one."""
+        return len(self.text) >= 2 and self.text.endswith("i") and self.text[-2] in "KMGTPE"
+
+    def canonical(self) -> str:
+        """The string apimachinery writes for this quantity (``1024Mi`` -> ``1Gi``)."""
+        return format_quantity(self.value, self.binary)
+
 
 def parse_quantity(text: str) -> Quantity:
     """Parse like apimachinery's ``ParseQuantity``; raises :class:`QuantityError`."""

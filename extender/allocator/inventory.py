@@ -1,0 +1,203 @@
+"""The published devices, indexed for allocation, and the pools a node can see.
+
+An :class:`Inventory` is immutable once built (from one snapshot of slices, classes and taint
+rules) and shared by every allocation on every node; what a node sees is computed once per
+node and cached.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from extender.allocator.features import Features
+from extender.model.dra import Device, DeviceClass, DeviceID, DeviceTaintRule, ResourceSlice, Taint
+
+PoolID = tuple[str, str]  # (driver, pool name)
+
+
+@dataclass(slots=True)
+class Pool:
+    """One pool as seen from one node (upstream ``structured.Pool``)."""
+
+    id: PoolID
+    #: Node-relevant slices of the kept generation, sorted by name (devices in slice order).
+    slices: list[ResourceSlice]
+    #: Every slice of the pool with the kept generation, on any node (counters, validation).
+    all_slices: list[ResourceSlice]
+    incomplete: bool = False
+    invalid: bool = False
+    invalid_reason: str = ""
+    #: Any device of the pool has binding conditions (such pools are searched last).
+    has_binding_conditions: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.id[0]}/{self.id[1]}"
+
+
+@dataclass(slots=True)
+class _PoolIndex:
+    slices: list[ResourceSlice] = field(default_factory=list)
+    #: generation -> number of slices published with it.
+    counts: dict[int, int] = field(default_factory=dict)
+
+
+class Inventory:
+    """Slices, classes and taint rules of one snapshot, indexed by node and pool."""
+
+    def __init__(
+        self,
+        slices: Iterable[ResourceSlice],
+        classes: Mapping[str, DeviceClass],
+        features: Features,
+        taint_rules: Iterable[DeviceTaintRule] = (),
+    ) -> None:
+        self.features = features
+        self.classes = dict(classes)
+        self.taint_rules = tuple(taint_rules) if features.device_taint_rules else ()
+        self._by_node: dict[str, list[ResourceSlice]] = defaultdict(list)
+        self._floating: list[ResourceSlice] = []
+        self._pools: dict[PoolID, _PoolIndex] = defaultdict(_PoolIndex)
+        for s in slices:
+            if s.node_name is not None and not s.per_device_node_selection:
+                self._by_node[s.node_name].append(s)
+            else:
+                self._floating.append(s)
+            index = self._pools[(s.driver, s.pool)]
+            index.slices.append(s)
+            index.counts[s.generation] = index.counts.get(s.generation, 0) + 1
+        self._node_pools: dict[tuple[str, tuple[tuple[str, str], ...]], list[Pool]] = {}
+        self._taints: dict[DeviceID, tuple[Taint, ...]] = {}
+
+    # --- lookups -----------------------------------------------------------------------------
+
+    def devices_of_pool(self, pool: Pool) -> Iterable[Device]:
+        """Every device of the pool at its kept generation, on any node."""
+        for s in pool.all_slices:
+            yield from s.devices
+
+    def device_count(self) -> int:
+        return sum(len(s.devices) for index in self._pools.values() for s in index.slices)
+
+    def slices(self) -> Iterable[ResourceSlice]:
+        for index in self._pools.values():
+            yield from index.slices
+
+    def taints(self, device: Device) -> tuple[Taint, ...]:
+        """The device's taints plus those DeviceTaintRules add (driver/pool/device selection)."""
+        if not self.taint_rules:
+            return device.taints
+        cached = self._taints.get(device.id)
+        if cached is None:
+            added = tuple(rule.taint for rule in self.taint_rules if rule.selects(device))
+            cached = self._taints[device.id] = device.taints + added
+        return cached
+
+    # --- pools of a node -------------------------------------------------------------------------
+
+    def pools_for(self, node_name: str, labels: Mapping[str, str]) -> list[Pool]:
+        """The pools ``node`` can allocate from, in search order (cached per node)."""
+        key = (node_name, tuple(sorted(labels.items())))
+        pools = self._node_pools.get(key)
+        if pools is None:
+            pools = self._node_pools[key] = self._gather(node_name, labels)
+        return pools
+
+    def _relevant(self, s: ResourceSlice, node_name: str, labels: Mapping[str, str]) -> bool:
+        if not self.features.partitionable_devices and (
+            s.per_device_node_selection is not None or s.shared_counters
+        ):
+            return False
+        if s.node_name is not None and not s.per_device_node_selection:
+            return s.node_name == node_name
+        if s.all_nodes:
+            return True
+        if s.node_selector is not None:
+            return s.node_selector.matches(node_name, labels)
+        if s.per_device_node_selection:
+            return any(device_on_node(d, node_name, labels) for d in s.devices)
+        # No node selection at all: only counter-set slices, which belong to the whole pool.
+        return bool(s.shared_counters)
+
+    def _gather(self, node_name: str, labels: Mapping[str, str]) -> list[Pool]:
+        kept: dict[PoolID, list[ResourceSlice]] = {}
+        for s in [*self._by_node.get(node_name, ()), *self._floating]:
+            if not self._relevant(s, node_name, labels):
+                continue
+            pid = (s.driver, s.pool)
+            current = kept.get(pid)
+            if current is None or s.generation > current[0].generation:
+                kept[pid] = [s]
+            elif s.generation == current[0].generation:
+                current.append(s)
+        pools = []
+        for pid, relevant in kept.items():
+            generation = relevant[0].generation
+            index = self._pools[pid]
+            expected = relevant[0].resource_slice_count
+            incomplete = False
+            if len(relevant) != expected:
+                if any(g > generation for g in index.counts):
+                    continue  # the node-local view is obsolete: a newer generation exists elsewhere
+                incomplete = index.counts[generation] != expected
+            all_slices = sorted((s for s in index.slices if s.generation == generation), key=lambda s: s.name)
+            pool = Pool(
+                id=pid,
+                slices=sorted(relevant, key=lambda s: s.name),
+                all_slices=all_slices,
+                incomplete=incomplete,
+            )
+            if not pool.incomplete:
+                self._validate(pool)
+            pool.has_binding_conditions = any(d.has_binding_conditions for s in all_slices for d in s.devices)
+            pools.append(pool)
+        pools.sort(key=lambda p: (p.has_binding_conditions, p.id))
+        return pools
+
+    def _validate(self, pool: Pool) -> None:
+        names: set[str] = set()
+        for s in pool.slices:
+            for d in s.devices:
+                if d.name in names:
+                    pool.invalid, pool.invalid_reason = True, f"duplicate device name {d.name}"
+                    return
+                names.add(d.name)
+        if not self.features.partitionable_devices:
+            return
+        counter_sets: dict[str, set[str]] = {}
+        for s in pool.all_slices:
+            for cs in s.shared_counters:
+                if cs.name in counter_sets:
+                    pool.invalid, pool.invalid_reason = True, f"duplicate counter set name {cs.name}"
+                    return
+                counter_sets[cs.name] = set(cs.counters)
+        for s in pool.all_slices:
+            for d in s.devices:
+                for consumption in d.consumes_counters:
+                    known = counter_sets.get(consumption.counter_set)
+                    if known is None:
+                        pool.invalid = True
+                        pool.invalid_reason = (
+                            f"device {d.name} consumes counters of unknown set {consumption.counter_set}"
+                        )
+                        return
+                    unknown = sorted(set(consumption.counters) - known)
+                    if unknown:
+                        pool.invalid = True
+                        pool.invalid_reason = (
+                            f"device {d.name} consumes unknown counter {unknown[0]} "
+                            f"of set {consumption.counter_set}"
+                        )
+                        return
+
+
+def device_on_node(device: Device, node_name: str, labels: Mapping[str, str]) -> bool:
+    """Per-device node selection (perDeviceNodeSelection slices)."""
+    if device.node_name is not None:
+        return device.node_name == node_name
+    if device.all_nodes:
+        return True
+    if device.node_selector is not None:
+        return device.node_selector.matches(node_name, labels)
+    return False

@@ -1,0 +1,588 @@
+"""The structured allocator: which devices of one node satisfy a pod's claims, first fit.
+
+Semantics are upstream's incubating allocator (k8s.io/dynamic-resource-allocation/structured):
+claims in order, requests in spec order, the devices of a request one after another, candidates
+in pool/slice/device order; depth-first with backtracking across devices, requests and claims,
+and across the alternatives of ``firstAvailable``. The allocator is pure: no I/O, no clock reads
+except the injected one for the time budget, no randomness except the injected share-ID source.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from extender.allocator import capacity as cap
+from extender.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
+from extender.allocator.errors import AllocationError, AllocationTimeout, NodeAllocationError
+from extender.allocator.inventory import Inventory, Pool, device_on_node
+from extender.allocator.results import DeviceResult, build_allocation
+from extender.allocator.state import AllocatedState
+from extender.cel import CelCompileError, CelEnvironment, CelEvalError, CelInterruptedError
+from extender.model.dra import (
+    ALLOCATION_MODE_ALL,
+    ALLOCATION_MODE_EXACT,
+    ALLOCATION_RESULTS_MAX,
+    Device,
+    DeviceClass,
+    DeviceID,
+    DeviceRequest,
+    ExactRequest,
+    ResourceClaim,
+    ResourceSlice,
+    Selector,
+    Taint,
+    Toleration,
+)
+from extender.quantity import Quantity
+
+#: Rejection reasons, in the order they are reported.
+REASONS = ("in use", "not selected", "tainted", "out of counters", "out of capacity", "constraint")
+
+
+class _ResultLimit(Exception):
+    """A claim reached 32 results: no device choice can fix that, only a cheaper alternative."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Unsatisfiable:
+    """No allocation fits on this node; ``reason`` says what was missing, for people."""
+
+    reason: str
+
+
+@dataclass(slots=True, eq=False)
+class _Request:
+    """One request, or one alternative of a ``firstAvailable`` request (upstream ``requestData``)."""
+
+    claim_index: int
+    request: ExactRequest
+    #: Name in results: ``req`` or ``req/sub``.
+    name: str
+    #: The top-level request name and the subrequest name ('' for plain requests).
+    base: str
+    sub: str
+    device_class: DeviceClass
+    num_devices: int
+    #: For allocationMode All: the fixed device set, with each device's slice and pool.
+    all_devices: list[tuple[Device, ResourceSlice, Pool]] | None = None
+
+
+@dataclass(slots=True)
+class _Candidate:
+    device: Device
+    slice: ResourceSlice
+    pool: Pool
+
+
+def _tolerates(toleration: Toleration, taint: Taint) -> bool:
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator in ("", "Equal"):
+        return toleration.value == taint.value
+    return toleration.operator == "Exists"
+
+
+def taints_tolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> bool:
+    for taint in taints:
+        if taint.effect not in ("NoSchedule", "NoExecute"):
+            continue  # None (1.35+) and unknown effects never block allocation
+        if not any(_tolerates(t, taint) for t in tolerations):
+            return False
+    return True
+
+
+class Allocator:
+    """Allocates claims on one node at a time against one inventory and allocated state."""
+
+    def __init__(
+        self,
+        inventory: Inventory,
+        allocated: AllocatedState,
+        cel: CelEnvironment,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        new_share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+    ) -> None:
+        self.inventory = inventory
+        self.features = inventory.features
+        self.allocated = allocated
+        self.cel = cel
+        self.clock = clock
+        self.new_share_id = new_share_id
+
+    def allocate(
+        self, node: NodeInfo, claims: Sequence[ResourceClaim], *, timeout: float | None = None
+    ) -> list[dict[str, Any]] | Unsatisfiable:
+        """One ``status.allocation`` per claim (same order), or :class:`Unsatisfiable`.
+
+        Raises :class:`AllocationError` (fatal), :class:`NodeAllocationError` (this node only)
+        or :class:`AllocationTimeout` (the budget ran out).
+        """
+        deadline = None if timeout is None else self.clock() + timeout
+        return _Attempt(self, node, claims, deadline).run()
+
+
+class _Attempt:
+    """The state of one Allocate call."""
+
+    def __init__(
+        self, allocator: Allocator, node: NodeInfo, claims: Sequence[ResourceClaim], deadline: float | None
+    ) -> None:
+        self.a = allocator
+        self.features = allocator.features
+        self.inventory = allocator.inventory
+        self.node = node
+        self.claims = claims
+        self.deadline = deadline
+        self.pools = self.inventory.pools_for(node.name, node.labels)
+        self.candidates = [
+            _Candidate(d, s, p)
+            for p in self.pools
+            if not p.incomplete and not p.invalid
+            for s in p.slices
+            for d in s.devices
+        ]
+        #: Per claim, per request: the alternatives (one for plain requests).
+        self.requests: list[list[list[_Request]]] = []
+        self.constraints: list[list[Constraint]] = []
+        self.results: list[list[DeviceResult]] = [[] for _ in claims]
+        #: device -> claim indices allocating it in this attempt (non-shared picks).
+        self.allocating: dict[DeviceID, set[int]] = {}
+        #: shared devices: capacity consumed in this attempt / number of shares taken.
+        self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
+        self.allocating_shares: dict[DeviceID, int] = {}
+        #: Counters: pool name -> available (after allocated claims) and consumed in this attempt.
+        self.available_counters: dict[str, dict[tuple[str, str], Fraction]] = {}
+        self.consumed_counters: dict[str, dict[tuple[str, str], Fraction]] = {}
+        self.match_cache: dict[tuple[int, DeviceID], bool] = {}
+        self.rejected: dict[tuple[int, int], dict[str, set[DeviceID]]] = {}
+        self.steps = 0
+
+    # --- setup -------------------------------------------------------------------------------
+
+    def claim_name(self, index: int) -> str:
+        c = self.claims[index]
+        return f"{c.namespace}/{c.name}"
+
+    def run(self) -> list[dict[str, Any]] | Unsatisfiable:
+        for index, claim in enumerate(self.claims):
+            self._prepare_claim(index, claim)
+        try:
+            found = self._allocate_one(0, 0, None, 0, 0)
+        except _ResultLimit:
+            found = False
+        if found:
+            return [
+                build_allocation(self.claims[i], self.results[i], self.node.name, self.features)
+                for i in range(len(self.claims))
+            ]
+        invalid = [p for p in self.pools if p.invalid]
+        if invalid:
+            reasons = "; ".join(f"{p}: {p.invalid_reason}" for p in invalid)
+            raise NodeAllocationError(f"invalid resource pools were encountered ({reasons})")
+        return Unsatisfiable(self._explain())
+
+    def _prepare_claim(self, index: int, claim: ResourceClaim) -> None:
+        name = self.claim_name(index)
+        total = 0
+        per_request: list[list[_Request]] = []
+        for request in claim.spec.requests:
+            alternatives = self._prepare_request(index, name, request)
+            per_request.append(alternatives)
+            total += min(r.num_devices for r in alternatives)
+        if total > ALLOCATION_RESULTS_MAX:
+            raise AllocationError(
+                f"claim {name}: number of requested devices {total} exceeds the claim limit of "
+                f"{ALLOCATION_RESULTS_MAX}"
+            )
+        constraints: list[Constraint] = []
+        for i, c in enumerate(claim.spec.constraints):
+            if c.match_attribute is not None:
+                constraints.append(MatchAttribute(c.requests, c.match_attribute))
+            elif c.distinct_attribute is not None and self.features.variant != "stable":
+                constraints.append(DistinctAttribute(c.requests, c.distinct_attribute))
+            else:
+                raise AllocationError(
+                    f"claim {name}, constraint #{i}: empty constraint (unsupported constraint type?)"
+                )
+        self.requests.append(per_request)
+        self.constraints.append(constraints)
+
+    def _prepare_request(self, index: int, claim_name: str, request: DeviceRequest) -> list[_Request]:
+        if request.first_available:
+            if not self.features.prioritized_list:
+                raise AllocationError(
+                    f"claim {claim_name}, request {request.name}: has subrequests, "
+                    "but the DRAPrioritizedList feature is disabled"
+                )
+            return [
+                self._validate(
+                    index, claim_name, sub, f"{request.name}/{sub.name}", request.name, sub.name, "subrequest"
+                )
+                for sub in request.first_available
+            ]
+        exact = request.exactly
+        assert exact is not None  # the model fills an empty one when neither field is set
+        return [self._validate(index, claim_name, exact, request.name, request.name, "", "request")]
+
+    def _validate(
+        self, index: int, claim_name: str, req: ExactRequest, name: str, base: str, sub: str, kind: str
+    ) -> _Request:
+        where = f"claim {claim_name}, {kind} {req.name}"
+        if req.capacity_requests is not None and not self.features.consumable_capacity:
+            raise AllocationError(
+                f"{where}: has capacity requests, but the DRAConsumableCapacity feature is disabled"
+            )
+        for i, selector in enumerate(req.selectors):
+            if selector.expression is None:
+                raise AllocationError(
+                    f"{where}, selector #{i}: CEL expression empty (unsupported selector type?)"
+                )
+        if req.admin_access is not None and not self.features.admin_access:
+            raise AllocationError(f"{where}: admin access is requested, but the feature is disabled")
+        if not req.device_class_name:
+            raise AllocationError(f"{where}: missing device class name (unsupported request type?)")
+        device_class = self.inventory.classes.get(req.device_class_name)
+        if device_class is None:
+            raise AllocationError(
+                f"{where}: could not retrieve device class {req.device_class_name}: "
+                f'deviceclass.resource.k8s.io "{req.device_class_name}" not found'
+            )
+        data = _Request(index, req, name, base, sub, device_class, 0)
+        if req.allocation_mode == ALLOCATION_MODE_EXACT:
+            data.num_devices = req.count
+        elif req.allocation_mode == ALLOCATION_MODE_ALL:
+            data.all_devices = self._all_devices(data, where)
+            data.num_devices = len(data.all_devices)
+        else:
+            raise AllocationError(f"{where}: unsupported count mode {req.allocation_mode}")
+        return data
+
+    def _all_devices(self, data: _Request, where: str) -> list[tuple[Device, ResourceSlice, Pool]]:
+        out = []
+        for pool in self.pools:
+            if pool.incomplete:
+                raise AllocationError(
+                    f"{where}: asks for all devices, but resource pool {pool} is currently being updated"
+                )
+            if pool.invalid:
+                raise AllocationError(
+                    f"{where}: asks for all devices, but resource pool {pool} is currently invalid"
+                )
+            for s in pool.slices:
+                for device in s.devices:
+                    if not self._selectable(data, device, s):
+                        continue
+                    if self.features.consumable_capacity and not self._capacity_possible(data, device):
+                        continue
+                    out.append((device, s, pool))
+        return out
+
+    def _capacity_possible(self, data: _Request, device: Device) -> bool:
+        """All mode: leave out devices whose capacity (after allocated claims) cannot serve the request."""
+        requests = data.request.capacity_requests
+        if device.allow_multiple_allocations:
+            current = self.a.allocated.shared.get(device.id, {})
+            return cap.fit(device.capacity, requests, current, {}) is not None
+        if requests:
+            return cap.fit(device.capacity, requests, {}, {}) is not None
+        return True
+
+    # --- selection -----------------------------------------------------------------------------
+
+    def _selectable(self, data: _Request, device: Device, s: ResourceSlice) -> bool:
+        if not self.features.device_binding and device.has_binding_conditions:
+            return False
+        if not self.features.partitionable_devices and device.consumes_counters:
+            return False
+        key = (id(data), device.id)
+        cached = self.match_cache.get(key)
+        if cached is not None:
+            return cached
+        result = self._selectors_match(
+            data, device, data.device_class.selectors, data.device_class.name
+        ) and (self._selectors_match(data, device, data.request.selectors, None))
+        if result and s.per_device_node_selection:
+            result = device_on_node(device, self.node.name, self.node.labels)
+        self.match_cache[key] = result
+        return result
+
+    def _selectors_match(
+        self, data: _Request, device: Device, selectors: Sequence[Selector], cls: str | None
+    ) -> bool:
+        for i, selector in enumerate(selectors):
+            expression = selector.expression or ""
+            owner = f"class {cls}" if cls is not None else f"claim {self.claim_name(data.claim_index)}"
+            program = self.a.cel.compile(expression)
+            if isinstance(program, CelCompileError):
+                raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {program}")
+            try:
+                if not self.a.cel.matches(program, device.cel(), self.deadline):
+                    return False
+            except CelInterruptedError:
+                raise AllocationTimeout(
+                    "timed out trying to allocate devices (during CEL evaluation)"
+                ) from None
+            except CelEvalError as exc:
+                raise AllocationError(
+                    f"{owner}: selector #{i} on device {device.id}: CEL runtime error: {exc}"
+                ) from None
+        return True
+
+    # --- the search ----------------------------------------------------------------------------
+
+    def _reject(self, data: _Request, ri: int, reason: str, device: Device) -> None:
+        self.rejected.setdefault((data.claim_index, ri), {}).setdefault(reason, set()).add(device.id)
+
+    def _allocate_one(self, ci: int, ri: int, alternative: int | None, di: int, start: int) -> bool:
+        if ci >= len(self.claims):
+            return True
+        per_request = self.requests[ci]
+        if ri >= len(per_request):
+            return self._allocate_one(ci + 1, 0, None, 0, 0)
+        alternatives = per_request[ri]
+        if alternative is None:
+            if len(alternatives) == 1 and not alternatives[0].sub:
+                return self._allocate_one(ci, ri, 0, 0, 0)
+            limit_hit = False
+            for a in range(len(alternatives)):
+                try:
+                    if self._allocate_one(ci, ri, a, 0, 0):
+                        return True
+                except _ResultLimit:
+                    limit_hit = True  # try the next (cheaper) alternative
+            if limit_hit:
+                raise _ResultLimit  # let an enclosing firstAvailable choose differently
+            return False
+        data = alternatives[alternative]
+        if di >= data.num_devices:
+            if data.all_devices is not None and not data.all_devices:
+                return False  # "All" needs at least one device
+            return self._allocate_one(ci, ri + 1, None, 0, 0)
+        if len(self.results[ci]) >= ALLOCATION_RESULTS_MAX:
+            raise _ResultLimit
+        self._tick()
+        if data.all_devices is not None:
+            device, s, pool = data.all_devices[di]
+            undo = self._allocate_device(data, ri, device, s, pool, must=True)
+            if undo is None:
+                return False
+            return self._descend(undo, ci, ri, alternative, di + 1, 0)
+        for position in range(start, len(self.candidates)):
+            candidate = self.candidates[position]
+            device = candidate.device
+            if not self._available(data, device):
+                self._reject(data, ri, "in use", device)
+                continue
+            if not self._selectable(data, device, candidate.slice):
+                self._reject(data, ri, "not selected", device)
+                continue
+            undo = self._allocate_device(data, ri, device, candidate.slice, candidate.pool, must=False)
+            if undo is None:
+                continue
+            if self._descend(undo, ci, ri, alternative, di + 1, position + 1):
+                return True
+        return False
+
+    def _descend(
+        self, undo: Callable[[], None], ci: int, ri: int, alternative: int, di: int, start: int
+    ) -> bool:
+        """Continue the search after a pick; on failure (or a result-limit abort) undo the pick."""
+        try:
+            found = self._allocate_one(ci, ri, alternative, di, start)
+        except BaseException:
+            undo()
+            raise
+        if not found:
+            undo()
+        return found
+
+    def _tick(self) -> None:
+        self.steps += 1
+        if self.deadline is not None and self.steps % 16 == 0 and self.a.clock() > self.deadline:
+            raise AllocationTimeout("timed out trying to allocate devices")
+
+    def _shared(self, device: Device) -> bool:
+        return self.features.consumable_capacity and device.allow_multiple_allocations
+
+    def _available(self, data: _Request, device: Device) -> bool:
+        """Upstream's cheap "in use" check."""
+        did = device.id
+        if self._shared(device):
+            return did not in self.a.allocated.dedicated
+        if data.request.admin_access:
+            return data.claim_index not in self.allocating.get(did, ())
+        return not (self.a.allocated.holds(did) or self.allocating.get(did))
+
+    def _allocate_device(
+        self, data: _Request, ri: int, device: Device, s: ResourceSlice, pool: Pool, *, must: bool
+    ) -> Callable[[], None] | None:
+        """Take ``device`` for ``data`` if it is usable; returns the undo, or None."""
+        if must and not self._available(data, device):
+            self._reject(data, ri, "in use", device)
+            return None
+        if self.features.device_taints and not taints_tolerated(
+            self.inventory.taints(device), data.request.tolerations
+        ):
+            self._reject(data, ri, "tainted", device)
+            return None
+        shared = self._shared(device)
+        consumption: dict[str, Quantity] | None = None
+        if self.features.consumable_capacity:
+            if shared:
+                consumption = cap.fit(
+                    device.capacity,
+                    data.request.capacity_requests,
+                    self.a.allocated.shared.get(device.id, {}),
+                    self.allocating_capacity.get(device.id, {}),
+                )
+                if consumption is None:
+                    self._reject(data, ri, "out of capacity", device)
+                    return None
+            elif (
+                data.request.capacity_requests
+                and cap.fit(device.capacity, data.request.capacity_requests, {}, {}) is None
+            ):
+                self._reject(data, ri, "out of capacity", device)
+                return None
+        charge_counters = (
+            self.features.partitionable_devices
+            and bool(device.consumes_counters)
+            and not (
+                shared and (device.id in self.a.allocated.shared or self.allocating_shares.get(device.id))
+            )
+        )
+        if charge_counters and not self._counters_fit(device, pool):
+            self._reject(data, ri, "out of counters", device)
+            return None
+
+        constraints = self.constraints[data.claim_index]
+        for i, constraint in enumerate(constraints):
+            if not constraint.add(data.base, data.sub, device):
+                for previous in constraints[:i]:
+                    previous.remove(data.base, data.sub, device)
+                if must:
+                    raise AllocationError(
+                        f"claim {self.claim_name(data.claim_index)}, request {data.request.name}: "
+                        f"cannot add device {device.id} because a claim constraint would not be satisfied"
+                    )
+                self._reject(data, ri, "constraint", device)
+                return None
+
+        # Commit.
+        if charge_counters:
+            self._charge_counters(device, pool, +1)
+        if shared:
+            assert consumption is not None
+            totals = self.allocating_capacity.setdefault(device.id, {})
+            for name, amount in consumption.items():
+                totals[name] = totals.get(name, Fraction(0)) + amount.value
+            self.allocating_shares[device.id] = self.allocating_shares.get(device.id, 0) + 1
+        else:
+            self.allocating.setdefault(device.id, set()).add(data.claim_index)
+        result = DeviceResult(
+            request=data,
+            device=device,
+            slice=s,
+            admin_access=bool(data.request.admin_access),
+            share_id=self.a.new_share_id() if shared else None,
+            consumed_capacity=consumption if shared else None,
+        )
+        results = self.results[data.claim_index]
+        results.append(result)
+
+        def undo() -> None:
+            results.pop()
+            for constraint in constraints:
+                constraint.remove(data.base, data.sub, device)
+            if shared:
+                assert consumption is not None
+                totals = self.allocating_capacity[device.id]
+                for name, amount in consumption.items():
+                    totals[name] -= amount.value
+                self.allocating_shares[device.id] -= 1
+            else:
+                self.allocating[device.id].discard(data.claim_index)
+            if charge_counters:
+                self._charge_counters(device, pool, -1)
+
+        return undo
+
+    # --- partitionable devices ---------------------------------------------------------------------
+
+    def _available_counters(self, pool: Pool) -> dict[tuple[str, str], Fraction]:
+        # Upstream keys this cache by pool name only (not driver + pool); reproduced.
+        key = pool.id[1]
+        available = self.available_counters.get(key)
+        if available is None:
+            available = {}
+            for s in pool.all_slices:
+                for counter_set in s.shared_counters:
+                    for name, q in counter_set.counters.items():
+                        available[(counter_set.name, name)] = q.value
+            for device in self.inventory.devices_of_pool(pool):
+                if self.a.allocated.holds(device.id):
+                    for consumption in device.consumes_counters:
+                        for name, q in consumption.counters.items():
+                            k = (consumption.counter_set, name)
+                            available[k] = available.get(k, Fraction(0)) - q.value
+            self.available_counters[key] = available
+        return available
+
+    def _counters_fit(self, device: Device, pool: Pool) -> bool:
+        available = self._available_counters(pool)
+        consumed = dict(self.consumed_counters.get(pool.id[1], {}))
+        for consumption in device.consumes_counters:
+            for name, q in consumption.counters.items():
+                k = (consumption.counter_set, name)
+                consumed[k] = consumed.get(k, Fraction(0)) + q.value
+        # Every counter of every set must stay covered, not only the ones this device consumes.
+        return all(value >= consumed.get(k, Fraction(0)) for k, value in available.items())
+
+    def _charge_counters(self, device: Device, pool: Pool, sign: int) -> None:
+        consumed = self.consumed_counters.setdefault(pool.id[1], {})
+        for consumption in device.consumes_counters:
+            for name, q in consumption.counters.items():
+                k = (consumption.counter_set, name)
+                consumed[k] = consumed.get(k, Fraction(0)) + sign * q.value
+
+    # --- explanations ------------------------------------------------------------------------------
+
+    def _explain(self) -> str:
+        parts = []
+        for ci, per_request in enumerate(self.requests):
+            for ri, alternatives in enumerate(per_request):
+                data = alternatives[0]
+                rejected = self.rejected.get((ci, ri), {})
+                wanted = (
+                    "all matching devices"
+                    if data.all_devices is not None
+                    else f"{data.num_devices} device{'s' if data.num_devices != 1 else ''}"
+                )
+                counts = [f"{len(rejected[r])} {r}" for r in REASONS if rejected.get(r)]
+                if data.all_devices is not None and not data.all_devices:
+                    detail = "no device matches"
+                elif counts:
+                    detail = ", ".join(counts)
+                else:
+                    detail = (
+                        "no candidate devices on this node" if not self.candidates else "not enough devices"
+                    )
+                parts.append(f"claim {self.claim_name(ci)}, request {data.base}: needs {wanted} ({detail})")
+        incomplete = [str(p) for p in self.pools if p.incomplete]
+        if incomplete:
+            parts.append(f"pools being updated: {', '.join(incomplete)}")
+        return "cannot allocate all claims: " + "; ".join(parts) if parts else "cannot allocate all claims"

@@ -1,0 +1,112 @@
+"""Cluster state: the objects DRA scheduling reads, parsed once, keyed like the API server keys them.
+
+Fed by state files (the embedded default) or by informers. Objects that cannot be read are
+kept as problems (claims by key, so a pod using a broken claim gets a precise error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.model.core import Node, Pod, parse_node, parse_pod
+from extender.model.dra import (
+    DeviceClass,
+    DeviceTaintRule,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    parse_device_class,
+    parse_device_taint_rule,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
+from extender.model.errors import ObjectError
+from extender.model.versions import SUPPORTED_VERSIONS, resource_version_of
+
+Key = tuple[str, str]  # (namespace, name); namespace '' for cluster-scoped objects
+
+NAMESPACED = {"Pod", "ResourceClaim", "ResourceClaimTemplate"}
+_PARSERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "Node": parse_node,
+    "Pod": parse_pod,
+    "ResourceSlice": parse_resource_slice,
+    "DeviceClass": parse_device_class,
+    "ResourceClaim": parse_resource_claim,
+    "ResourceClaimTemplate": parse_resource_claim_template,
+    "DeviceTaintRule": parse_device_taint_rule,
+}
+_DRA_KINDS = {"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"}
+
+
+def object_key(obj: dict[str, Any]) -> Key:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    kind = str(obj.get("kind", ""))
+    namespace = str(meta.get("namespace") or "default") if kind in NAMESPACED else ""
+    return (namespace, str(meta.get("name", "")))
+
+
+@dataclass
+class ClusterState:
+    nodes: dict[str, Node] = field(default_factory=dict)
+    pods: dict[Key, Pod] = field(default_factory=dict)
+    slices: dict[str, ResourceSlice] = field(default_factory=dict)
+    classes: dict[str, DeviceClass] = field(default_factory=dict)
+    claims: dict[Key, ResourceClaim] = field(default_factory=dict)
+    templates: dict[Key, ResourceClaimTemplate] = field(default_factory=dict)
+    taint_rules: dict[str, DeviceTaintRule] = field(default_factory=dict)
+    #: Claims that exist but cannot be read: key -> why.
+    broken_claims: dict[Key, str] = field(default_factory=dict)
+    #: Human-readable problems met while loading (skipped objects, unknown kinds).
+    problems: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[dict[str, Any]]) -> ClusterState:
+        state = cls()
+        for obj in objects:
+            state.apply(obj)
+        return state
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        """Add or replace one object (raw API dict)."""
+        kind = str(obj.get("kind", ""))
+        namespace, name = object_key(obj)
+        label = f"{kind} {namespace + '/' if namespace else ''}{name}"
+        parser = _PARSERS.get(kind)
+        if parser is None:
+            self.problems.append(f"{label}: kind not used for DRA scheduling, ignored")
+            return
+        if kind in _DRA_KINDS and resource_version_of(obj) not in SUPPORTED_VERSIONS:
+            self.problems.append(f"{label}: unsupported apiVersion {obj.get('apiVersion')!r}, ignored")
+            return
+        if not name:
+            self.problems.append(f"{kind} without metadata.name, ignored")
+            return
+        try:
+            record = parser(obj)
+        except ObjectError as exc:
+            self.problems.append(f"{label}: cannot be read: {exc}")
+            if kind == "ResourceClaim":
+                self.broken_claims[(namespace, name)] = str(exc)
+            return
+        self._store(kind, namespace, name, record)
+
+    def _store(self, kind: str, namespace: str, name: str, record: Any) -> None:
+        if kind == "Node":
+            self.nodes[name] = record
+        elif kind == "Pod":
+            self.pods[(namespace, name)] = record
+        elif kind == "ResourceSlice":
+            self.slices[name] = record
+        elif kind == "DeviceClass":
+            self.classes[name] = record
+        elif kind == "ResourceClaim":
+            self.claims[(namespace, name)] = record
+            self.broken_claims.pop((namespace, name), None)
+        elif kind == "ResourceClaimTemplate":
+            self.templates[(namespace, name)] = record
+        elif kind == "DeviceTaintRule":
+            self.taint_rules[name] = record

@@ -1,0 +1,1 @@
+"""Typed, compact records of the Kubernetes objects DRA scheduling reads, built from raw API dicts."""

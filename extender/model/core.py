@@ -1,0 +1,83 @@
+"""core/v1 records: Node and Pod, as far as DRA scheduling reads them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from extender.model.errors import ObjectError
+from extender.model.reader import Reader
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: dict[str, str]
+    #: status.allocatable (extended resources served by device plugins show up here).
+    allocatable: dict[str, str]
+    raw: dict[str, Any]
+
+
+def parse_node(obj: dict[str, Any]) -> Node:
+    meta = Reader(obj.get("metadata"), "metadata")
+    status = Reader(obj.get("status"), "status")
+    name = meta.string("name")
+    if not name:
+        raise ObjectError("metadata.name is required")
+    return Node(
+        name=name,
+        labels={str(k): str(v) for k, v in meta.mapping("labels").items()},
+        allocatable={str(k): str(v) for k, v in status.mapping("allocatable").items()},
+        raw=obj,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaimRef:
+    """One ``spec.resourceClaims`` entry."""
+
+    name: str
+    resource_claim_name: str | None
+    resource_claim_template_name: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    node_name: str
+    scheduler_name: str
+    claims: tuple[PodClaimRef, ...]
+    #: status.resourceClaimStatuses: entry name -> generated claim name (None: no claim needed).
+    claim_statuses: dict[str, str | None]
+    raw: dict[str, Any]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+
+def parse_pod(obj: dict[str, Any]) -> Pod:
+    meta = Reader(obj.get("metadata"), "metadata")
+    spec = Reader(obj.get("spec"), "spec")
+    status = Reader(obj.get("status"), "status")
+    claims = tuple(
+        PodClaimRef(
+            c.string("name"), c.opt_string("resourceClaimName"), c.opt_string("resourceClaimTemplateName")
+        )
+        for c in spec.readers("resourceClaims")
+    )
+    statuses = {
+        s.string("name"): s.opt_string("resourceClaimName") for s in status.readers("resourceClaimStatuses")
+    }
+    return Pod(
+        namespace=meta.string("namespace", "default"),
+        name=meta.string("name"),
+        uid=meta.string("uid"),
+        node_name=spec.string("nodeName"),
+        scheduler_name=spec.string("schedulerName", "default-scheduler"),
+        claims=claims,
+        claim_statuses=statuses,
+        raw=obj,
+    )

@@ -1,0 +1,514 @@
+"""resource.k8s.io records: ResourceSlice and its devices, DeviceClass, claims, templates, taint rules.
+
+Records keep exactly what allocation reads, in v1 terms, plus the raw pieces that are copied
+verbatim into allocation results (tolerations, opaque configuration).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from extender.cel import CelDevice
+from extender.model.errors import ObjectError
+from extender.model.nodeselector import NodeSelector, parse_node_selector
+from extender.model.reader import Reader
+from extender.model.versions import to_v1
+from extender.quantity import Quantity
+
+ALLOCATION_MODE_EXACT = "ExactCount"
+ALLOCATION_MODE_ALL = "All"
+ALLOCATION_RESULTS_MAX = 32
+DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
+
+_ATTRIBUTE_KINDS = (
+    ("int", "int"),
+    ("bool", "bool"),
+    ("string", "string"),
+    ("version", "version"),
+    ("ints", "ints"),
+    ("bools", "bools"),
+    ("strings", "strings"),
+    ("versions", "versions"),
+)
+
+
+class DeviceID(NamedTuple):
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+# --- ResourceSlice ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPolicy:
+    default: Quantity | None
+    valid_values: tuple[Quantity, ...] | None
+    #: (min, max, step); max and step may be None.
+    valid_range: tuple[Quantity | None, Quantity | None, Quantity | None] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    value: Quantity
+    request_policy: RequestPolicy | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CounterConsumption:
+    counter_set: str
+    counters: dict[str, Quantity]
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSet:
+    name: str
+    counters: dict[str, Quantity]
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(eq=False, slots=True)
+class Device:
+    """One published device (identity semantics: the same object for the life of its slice)."""
+
+    id: DeviceID
+    attributes: dict[str, tuple[str, Any]]
+    capacity: dict[str, Capacity]
+    consumes_counters: tuple[CounterConsumption, ...] = ()
+    taints: tuple[Taint, ...] = ()
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+    binds_to_node: bool = False
+    allow_multiple_allocations: bool = False
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool = False
+    _cel: CelDevice | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.id.device
+
+    @property
+    def has_binding_conditions(self) -> bool:
+        return bool(self.binding_conditions or self.binding_failure_conditions or self.binds_to_node)
+
+    def cel(self) -> CelDevice:
+        """The CEL input for this device, built on first use and kept (with its selector memo)."""
+        if self._cel is None:
+            self._cel = CelDevice.from_flat(
+                self.id.driver,
+                self.attributes,
+                {name: cap.value for name, cap in self.capacity.items()},
+                self.allow_multiple_allocations,
+            )
+        return self._cel
+
+    def attribute(self, qualified_name: str) -> tuple[str, Any] | None:
+        """Upstream's constraint lookup: exact key, else the bare id when the domain is the driver's."""
+        found = self.attributes.get(qualified_name)
+        if found is not None:
+            return found
+        domain, sep, ident = qualified_name.partition("/")
+        if not sep or domain != self.id.driver:
+            return None
+        return self.attributes.get(ident)
+
+
+@dataclass(eq=False, slots=True)
+class ResourceSlice:
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    resource_slice_count: int
+    node_name: str | None
+    node_selector: NodeSelector | None
+    all_nodes: bool
+    #: None when unset; upstream treats "set to false" differently from "unset" with the gate off.
+    per_device_node_selection: bool | None
+    devices: tuple[Device, ...]
+    shared_counters: tuple[CounterSet, ...]
+    resource_version: str = ""
+
+
+def _attributes(reader: Reader) -> dict[str, tuple[str, Any]]:
+    out: dict[str, tuple[str, Any]] = {}
+    for name in reader.data:
+        value = reader.sub(name)
+        for key, kind in _ATTRIBUTE_KINDS:
+            if value.has(key):
+                raw = value.raw(key)
+                out[name] = (kind, tuple(raw) if isinstance(raw, list) else raw)
+                break
+        else:
+            out[name] = ("unknown", None)
+    return out
+
+
+def _request_policy(reader: Reader) -> RequestPolicy | None:
+    if not reader.data:
+        return None
+    valid_values = None
+    if reader.has("validValues"):
+        path = f"{reader.path}.validValues"
+        valid_values = tuple(
+            Reader({"v": v}, f"{path}[{i}]").quantity("v") for i, v in enumerate(reader.items("validValues"))
+        )
+    valid_range = None
+    if reader.has("validRange"):
+        rng = reader.sub("validRange")
+        valid_range = (
+            rng.quantity("min") if rng.has("min") else None,
+            rng.quantity("max") if rng.has("max") else None,
+            rng.quantity("step") if rng.has("step") else None,
+        )
+    default = reader.quantity("default") if reader.has("default") else None
+    return RequestPolicy(default, valid_values, valid_range)
+
+
+def _device(reader: Reader, driver: str, pool: str) -> Device:
+    capacity = {}
+    caps = reader.sub("capacity")
+    for name in caps.data:
+        entry = caps.sub(name)
+        capacity[name] = Capacity(entry.quantity("value"), _request_policy(entry.sub("requestPolicy")))
+    consumes = tuple(
+        CounterConsumption(c.string("counterSet"), c.quantities("counters", "value"))
+        for c in reader.readers("consumesCounters")
+    )
+    taints = tuple(
+        Taint(t.string("key"), t.string("value"), t.string("effect")) for t in reader.readers("taints")
+    )
+    return Device(
+        id=DeviceID(driver, pool, reader.string("name")),
+        attributes=_attributes(reader.sub("attributes")),
+        capacity=capacity,
+        consumes_counters=consumes,
+        taints=taints,
+        binding_conditions=reader.strings("bindingConditions"),
+        binding_failure_conditions=reader.strings("bindingFailureConditions"),
+        binds_to_node=reader.boolean("bindsToNode"),
+        allow_multiple_allocations=reader.boolean("allowMultipleAllocations"),
+        node_name=reader.opt_string("nodeName"),
+        node_selector=parse_node_selector(reader.sub("nodeSelector")) if reader.has("nodeSelector") else None,
+        all_nodes=reader.boolean("allNodes"),
+    )
+
+
+def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
+    obj = to_v1(obj)
+    meta = Reader(obj.get("metadata"), "metadata")
+    spec = Reader(obj.get("spec"), "spec")
+    pool = spec.sub("pool")
+    driver = spec.string("driver")
+    pool_name = pool.string("name")
+    if not driver or not pool_name:
+        raise ObjectError("spec.driver and spec.pool.name are required")
+    return ResourceSlice(
+        name=meta.string("name"),
+        driver=driver,
+        pool=pool_name,
+        generation=pool.integer("generation"),
+        resource_slice_count=pool.integer("resourceSliceCount", 1),
+        node_name=spec.opt_string("nodeName") or None,
+        node_selector=parse_node_selector(spec.sub("nodeSelector")) if spec.has("nodeSelector") else None,
+        all_nodes=spec.boolean("allNodes"),
+        per_device_node_selection=spec.opt_boolean("perDeviceNodeSelection"),
+        devices=tuple(_device(d, driver, pool_name) for d in spec.readers("devices")),
+        shared_counters=tuple(
+            CounterSet(c.string("name"), c.quantities("counters", "value"))
+            for c in spec.readers("sharedCounters")
+        ),
+        resource_version=meta.string("resourceVersion"),
+    )
+
+
+# --- DeviceClass -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    #: None for a selector without ``cel`` (an unknown future selector type).
+    expression: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[Selector, ...]
+    #: Raw DeviceConfiguration entries (``{"opaque": {...}}``), copied into allocation results.
+    config: tuple[dict[str, Any], ...]
+    extended_resource_name: str | None = None
+
+
+def _selectors(reader: Reader, key: str = "selectors") -> tuple[Selector, ...]:
+    out = []
+    for sel in reader.readers(key):
+        cel = sel.sub("cel")
+        out.append(Selector(cel.string("expression") if sel.has("cel") else None))
+    return tuple(out)
+
+
+def _configuration(reader: Reader) -> dict[str, Any]:
+    """The DeviceConfiguration part of a config entry (everything but ``requests``/``source``)."""
+    return {k: v for k, v in reader.data.items() if k not in ("requests", "source")}
+
+
+def parse_device_class(obj: dict[str, Any]) -> DeviceClass:
+    obj = to_v1(obj)
+    meta = Reader(obj.get("metadata"), "metadata")
+    spec = Reader(obj.get("spec"), "spec")
+    return DeviceClass(
+        name=meta.string("name"),
+        selectors=_selectors(spec),
+        config=tuple(_configuration(c) for c in spec.readers("config")),
+        extended_resource_name=spec.opt_string("extendedResourceName"),
+    )
+
+
+# --- ResourceClaim ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+    #: The toleration as written, copied verbatim into allocation results.
+    raw: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ExactRequest:
+    """An ``exactly`` request or a ``firstAvailable`` subrequest (which has no admin access)."""
+
+    name: str
+    device_class_name: str
+    selectors: tuple[Selector, ...]
+    allocation_mode: str
+    count: int
+    admin_access: bool | None
+    tolerations: tuple[Toleration, ...]
+    #: None when the request has no ``capacity`` field at all.
+    capacity_requests: dict[str, Quantity] | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    name: str
+    #: The ``exactly`` part; for a request with neither field an empty one (no class name).
+    exactly: ExactRequest | None
+    first_available: tuple[ExactRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    requests: tuple[str, ...]
+    match_attribute: str | None
+    distinct_attribute: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimConfig:
+    requests: tuple[str, ...]
+    configuration: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    requests: tuple[DeviceRequest, ...]
+    constraints: tuple[Constraint, ...]
+    config: tuple[ClaimConfig, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AllocatedDevice:
+    """One ``status.allocation.devices.results`` entry, as far as "devices in use" needs it."""
+
+    id: DeviceID
+    request: str
+    admin_access: bool
+    share_id: str | None
+    consumed_capacity: dict[str, Quantity]
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    devices: tuple[AllocatedDevice, ...]
+    node_selector: NodeSelector | None
+    #: The allocation exactly as stored (what a status write would send back).
+    raw: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaim:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    spec: ClaimSpec
+    allocation: Allocation | None
+    reserved_for: tuple[dict[str, Any], ...]
+    finalizers: tuple[str, ...]
+    deleting: bool
+    #: controller ownerReference UID (a template claim is owned by its pod), if any.
+    controller_uid: str | None
+    annotations: dict[str, str]
+    raw: dict[str, Any]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    def reserved_for_uid(self, uid: str) -> bool:
+        return any(entry.get("uid") == uid for entry in self.reserved_for)
+
+
+def _tolerations(reader: Reader) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(t.string("key"), t.string("operator"), t.string("value"), t.string("effect"), dict(t.data))
+        for t in reader.readers("tolerations")
+    )
+
+
+def _exact(reader: Reader, name: str, *, subrequest: bool) -> ExactRequest:
+    return ExactRequest(
+        name=name,
+        device_class_name=reader.string("deviceClassName"),
+        selectors=_selectors(reader),
+        allocation_mode=reader.string("allocationMode", ALLOCATION_MODE_EXACT),
+        count=reader.integer("count", 1),
+        admin_access=None if subrequest else reader.opt_boolean("adminAccess"),
+        tolerations=_tolerations(reader),
+        capacity_requests=reader.sub("capacity").quantities("requests") if reader.has("capacity") else None,
+    )
+
+
+def parse_claim_spec(spec: Reader) -> ClaimSpec:
+    devices = spec.sub("devices")
+    requests = []
+    for r in devices.readers("requests"):
+        name = r.string("name")
+        subrequests = tuple(_exact(s, s.string("name"), subrequest=True) for s in r.readers("firstAvailable"))
+        exactly = (
+            _exact(r.sub("exactly"), name, subrequest=False) if r.has("exactly") or not subrequests else None
+        )
+        requests.append(DeviceRequest(name, exactly, subrequests))
+    constraints = tuple(
+        Constraint(c.strings("requests"), c.opt_string("matchAttribute"), c.opt_string("distinctAttribute"))
+        for c in devices.readers("constraints")
+    )
+    config = tuple(ClaimConfig(c.strings("requests"), _configuration(c)) for c in devices.readers("config"))
+    return ClaimSpec(tuple(requests), constraints, config)
+
+
+def parse_allocation(reader: Reader) -> Allocation:
+    devices = []
+    for r in reader.sub("devices").readers("results"):
+        devices.append(
+            AllocatedDevice(
+                id=DeviceID(r.string("driver"), r.string("pool"), r.string("device")),
+                request=r.string("request"),
+                admin_access=r.boolean("adminAccess"),
+                share_id=r.opt_string("shareID"),
+                consumed_capacity=r.quantities("consumedCapacity"),
+            )
+        )
+    node_selector = parse_node_selector(reader.sub("nodeSelector")) if reader.has("nodeSelector") else None
+    return Allocation(tuple(devices), node_selector, reader.data)
+
+
+def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
+    obj = to_v1(obj)
+    meta = Reader(obj.get("metadata"), "metadata")
+    status = Reader(obj.get("status"), "status")
+    controller_uid = None
+    for ref in meta.readers("ownerReferences"):
+        if ref.boolean("controller"):
+            controller_uid = ref.string("uid")
+    annotations = meta.mapping("annotations")
+    return ResourceClaim(
+        namespace=meta.string("namespace", "default"),
+        name=meta.string("name"),
+        uid=meta.string("uid"),
+        resource_version=meta.string("resourceVersion"),
+        spec=parse_claim_spec(Reader(obj.get("spec"), "spec")),
+        allocation=parse_allocation(status.sub("allocation")) if status.has("allocation") else None,
+        reserved_for=tuple(r.data for r in status.readers("reservedFor")),
+        finalizers=meta.strings("finalizers"),
+        deleting=meta.has("deletionTimestamp"),
+        controller_uid=controller_uid,
+        annotations={str(k): str(v) for k, v in annotations.items()},
+        raw=obj,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaimTemplate:
+    namespace: str
+    name: str
+    spec: ClaimSpec
+    raw: dict[str, Any]
+
+
+def parse_resource_claim_template(obj: dict[str, Any]) -> ResourceClaimTemplate:
+    obj = to_v1(obj)
+    meta = Reader(obj.get("metadata"), "metadata")
+    spec = Reader(obj.get("spec"), "spec")
+    return ResourceClaimTemplate(
+        namespace=meta.string("namespace", "default"),
+        name=meta.string("name"),
+        spec=parse_claim_spec(spec.sub("spec")),
+        raw=obj,
+    )
+
+
+# --- DeviceTaintRule ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    name: str
+    driver: str | None
+    pool: str | None
+    device: str | None
+    device_class_name: str | None
+    selectors: tuple[Selector, ...]
+    taint: Taint
+
+    def selects(self, device: Device) -> bool:
+        """Driver/pool/device filters only; class and CEL selectors are applied by the caller."""
+        return (
+            (self.driver is None or self.driver == device.id.driver)
+            and (self.pool is None or self.pool == device.id.pool)
+            and (self.device is None or self.device == device.id.device)
+        )
+
+
+def parse_device_taint_rule(obj: dict[str, Any]) -> DeviceTaintRule:
+    meta = Reader(obj.get("metadata"), "metadata")
+    spec = Reader(obj.get("spec"), "spec")
+    sel = spec.sub("deviceSelector")
+    taint = spec.sub("taint")
+    return DeviceTaintRule(
+        name=meta.string("name"),
+        driver=sel.opt_string("driver"),
+        pool=sel.opt_string("pool"),
+        device=sel.opt_string("device"),
+        device_class_name=sel.opt_string("deviceClassName"),
+        selectors=_selectors(sel),
+        taint=Taint(taint.string("key"), taint.string("value"), taint.string("effect")),
+    )

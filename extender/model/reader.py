@@ -1,0 +1,107 @@
+"""Typed access to raw API dicts, with errors that name the offending field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender.model.errors import ObjectError
+from extender.quantity import Quantity, QuantityError, parse_quantity
+
+
+class Reader:
+    """A view of one mapping inside an object; ``path`` is what error messages show."""
+
+    __slots__ = ("data", "path")
+
+    def __init__(self, data: Any, path: str = "") -> None:
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ObjectError(f"{path or 'object'}: expected a mapping, got {type(data).__name__}")
+        self.data: dict[str, Any] = data
+        self.path = path
+
+    def _at(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def raw(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def string(self, key: str, default: str = "") -> str:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise ObjectError(f"{self._at(key)}: expected a string, got {type(value).__name__}")
+        return value
+
+    def opt_string(self, key: str) -> str | None:
+        return self.string(key) if self.has(key) else None
+
+    def integer(self, key: str, default: int = 0) -> int:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ObjectError(f"{self._at(key)}: expected an integer, got {type(value).__name__}")
+        return value
+
+    def boolean(self, key: str, default: bool = False) -> bool:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise ObjectError(f"{self._at(key)}: expected a boolean, got {type(value).__name__}")
+        return value
+
+    def opt_boolean(self, key: str) -> bool | None:
+        return self.boolean(key) if self.has(key) else None
+
+    def items(self, key: str) -> list[Any]:
+        value = self.data.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise ObjectError(f"{self._at(key)}: expected a list, got {type(value).__name__}")
+        return value
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        items = self.items(key)
+        for i, item in enumerate(items):
+            if not isinstance(item, str):
+                raise ObjectError(f"{self._at(key)}[{i}]: expected a string, got {type(item).__name__}")
+        return tuple(items)
+
+    def readers(self, key: str) -> list[Reader]:
+        return [Reader(item, f"{self._at(key)}[{i}]") for i, item in enumerate(self.items(key))]
+
+    def sub(self, key: str) -> Reader:
+        return Reader(self.data.get(key), self._at(key))
+
+    def mapping(self, key: str) -> dict[str, Any]:
+        value = self.data.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise ObjectError(f"{self._at(key)}: expected a mapping, got {type(value).__name__}")
+        return value
+
+    def quantity(self, key: str) -> Quantity:
+        value = self.data.get(key)
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ObjectError(f"{self._at(key)}: expected a quantity, got {type(value).__name__}")
+        try:
+            return parse_quantity(str(value))
+        except QuantityError as exc:
+            raise ObjectError(f"{self._at(key)}: invalid quantity {value!r}: {exc}") from None
+
+    def quantities(self, key: str, field: str | None = None) -> dict[str, Quantity]:
+        """A map of quantities (``{name: q}``, or ``{name: {field: q}}`` when ``field`` is given)."""
+        out = {}
+        inner = self.sub(key)
+        for name in inner.data:
+            out[name] = inner.sub(name).quantity(field) if field else inner.quantity(name)
+        return out

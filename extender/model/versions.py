@@ -1,0 +1,61 @@
+"""Normalizing resource.k8s.io v1beta1 and v1beta2 objects to the v1 shape.
+
+v1beta2 (1.33) already has v1's shape. v1beta1 nests device fields under ``basic`` and puts
+request fields directly on the request instead of under ``exactly``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+RESOURCE_GROUP = "resource.k8s.io"
+SUPPORTED_VERSIONS = ("v1", "v1beta2", "v1beta1")
+
+_EXACT_FIELDS = (
+    "deviceClassName",
+    "selectors",
+    "allocationMode",
+    "count",
+    "adminAccess",
+    "tolerations",
+    "capacity",
+)
+
+
+def resource_version_of(obj: dict[str, Any]) -> str:
+    """The resource.k8s.io version of an object's apiVersion ('' for other groups)."""
+    api_version = str(obj.get("apiVersion", ""))
+    group, _, version = api_version.rpartition("/")
+    return version if group == RESOURCE_GROUP else ""
+
+
+def to_v1(obj: dict[str, Any]) -> dict[str, Any]:
+    """A v1-shaped copy of a DRA object (the input is returned as is when already v1/v1beta2)."""
+    if resource_version_of(obj) != "v1beta1":
+        return obj
+    out = copy.deepcopy(obj)
+    out["apiVersion"] = f"{RESOURCE_GROUP}/v1"
+    kind = out.get("kind")
+    spec = out.get("spec")
+    if kind == "ResourceSlice" and isinstance(spec, dict):
+        for device in spec.get("devices") or []:
+            if isinstance(device, dict) and isinstance(device.get("basic"), dict):
+                basic = device.pop("basic")
+                device.update(basic)
+    if kind == "ResourceClaim" and isinstance(spec, dict):
+        _requests_to_v1(spec.get("devices"))
+    if kind == "ResourceClaimTemplate" and isinstance(spec, dict) and isinstance(spec.get("spec"), dict):
+        _requests_to_v1(spec["spec"].get("devices"))
+    return out
+
+
+def _requests_to_v1(devices: Any) -> None:
+    if not isinstance(devices, dict):
+        return
+    for request in devices.get("requests") or []:
+        if not isinstance(request, dict) or "exactly" in request or request.get("firstAvailable"):
+            continue
+        exactly = {field: request.pop(field) for field in _EXACT_FIELDS if field in request}
+        if exactly:
+            request["exactly"] = exactly

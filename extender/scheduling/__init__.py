@@ -1,0 +1,1 @@
+"""Scheduling decisions over a cluster snapshot: claims of a pod, fit per node, allocations."""
