@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 import orjson
 
@@ -53,7 +54,7 @@ def _features(text: str) -> Features:
     return Features.from_gates(gates)
 
 
-def run_simulate(args: argparse.Namespace) -> int:
+def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
     try:
         features = _features(args.feature_gates)
         objects, problems = load_objects(args.state)
@@ -68,16 +69,16 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.output == "json":
-        sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+        out.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        print(render_text(result))
+        out.write(render_text(result) + "\n")
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "simulate":
-        return run_simulate(args)
+        return run_simulate(args, out or sys.stdout)
     return 2  # pragma: no cover - argparse enforces the subcommands
 
 

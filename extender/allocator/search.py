@@ -18,7 +18,7 @@ from typing import Any
 
 from extender.allocator import capacity as cap
 from extender.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
-from extender.allocator.errors import AllocationError, AllocationTimeout, NodeAllocationError
+from extender.allocator.errors import AllocationError, AllocationTimeout, AllocatorError, NodeAllocationError
 from extender.allocator.inventory import Inventory, Pool, device_on_node
 from extender.allocator.results import DeviceResult, build_allocation
 from extender.allocator.state import AllocatedState
@@ -562,27 +562,38 @@ class _Attempt:
     # --- explanations ------------------------------------------------------------------------------
 
     def _explain(self) -> str:
+        """Why nothing fit, per request: how many devices match, and what kept them out."""
         parts = []
         for ci, per_request in enumerate(self.requests):
             for ri, alternatives in enumerate(per_request):
                 data = alternatives[0]
-                rejected = self.rejected.get((ci, ri), {})
-                wanted = (
-                    "all matching devices"
-                    if data.all_devices is not None
-                    else f"{data.num_devices} device{'s' if data.num_devices != 1 else ''}"
+                parts.append(
+                    f"claim {self.claim_name(ci)}, request {data.base}: {self._explain_request(data, ri)}"
                 )
-                counts = [f"{len(rejected[r])} {r}" for r in REASONS if rejected.get(r)]
-                if data.all_devices is not None and not data.all_devices:
-                    detail = "no device matches"
-                elif counts:
-                    detail = ", ".join(counts)
-                else:
-                    detail = (
-                        "no candidate devices on this node" if not self.candidates else "not enough devices"
-                    )
-                parts.append(f"claim {self.claim_name(ci)}, request {data.base}: needs {wanted} ({detail})")
         incomplete = [str(p) for p in self.pools if p.incomplete]
         if incomplete:
             parts.append(f"pools being updated: {', '.join(incomplete)}")
-        return "cannot allocate all claims: " + "; ".join(parts) if parts else "cannot allocate all claims"
+        return "cannot allocate all claims: " + "; ".join(parts)
+
+    def _explain_request(self, data: _Request, ri: int) -> str:
+        if data.all_devices is not None:
+            wanted = "all matching devices"
+            matching = [(d, s) for d, s, _ in data.all_devices]
+        else:
+            wanted = f"{data.num_devices} device{'s' if data.num_devices != 1 else ''}"
+            try:
+                matching = [
+                    (c.device, c.slice) for c in self.candidates if self._selectable(data, c.device, c.slice)
+                ]
+            except AllocatorError:
+                matching = []
+        if not matching:
+            where = "on this node" if self.candidates else "(no devices published for this node)"
+            return f"needs {wanted}, no device matches {where}"
+        in_use = sum(1 for d, _ in matching if not self._available(data, d))
+        rejected = self.rejected.get((data.claim_index, ri), {})
+        details = [f"{len(matching)} match"]
+        if in_use:
+            details.append(f"{in_use} of them in use")
+        details += [f"{len(rejected[r])} {r}" for r in REASONS[2:] if rejected.get(r)]
+        return f"needs {wanted}; " + ", ".join(details)
