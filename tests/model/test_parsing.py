@@ -1,0 +1,124 @@
+"""Reading raw API objects into records: v1 and older versions, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from extender.model.dra import parse_resource_claim, parse_resource_slice
+from extender.model.errors import ObjectError
+from extender.model.nodeselector import parse_node_selector
+from extender.model.reader import Reader
+from tests.builders import claim, device, exact, resource_slice
+
+
+def test_v1beta1_slice_devices_are_flattened() -> None:
+    raw = resource_slice(
+        "s",
+        [
+            {
+                "name": "d",
+                "basic": {"attributes": {"model": {"string": "a"}}, "capacity": {"mem": {"value": "1Gi"}}},
+            }
+        ],
+    )
+    raw["apiVersion"] = "resource.k8s.io/v1beta1"
+    parsed = parse_resource_slice(raw)
+    assert parsed.devices[0].attributes == {"model": ("string", "a")}
+    assert parsed.devices[0].capacity["mem"].value.value == 2**30
+
+
+def test_v1beta1_claim_requests_move_under_exactly() -> None:
+    raw = claim(requests=[{"name": "r", "deviceClassName": "c", "count": 2, "allocationMode": "ExactCount"}])
+    raw["apiVersion"] = "resource.k8s.io/v1beta1"
+    request = parse_resource_claim(raw).spec.requests[0]
+    assert (
+        request.exactly is not None
+        and request.exactly.device_class_name == "c"
+        and request.exactly.count == 2
+    )
+
+
+def test_v1beta2_is_read_like_v1() -> None:
+    raw = claim(requests=[exact("r", "c")])
+    raw["apiVersion"] = "resource.k8s.io/v1beta2"
+    assert parse_resource_claim(raw).spec.requests[0].exactly.device_class_name == "c"  # type: ignore[union-attr]
+
+
+def test_defaults() -> None:
+    request = parse_resource_claim(
+        claim(requests=[{"name": "r", "exactly": {"deviceClassName": "c"}}])
+    ).spec.requests[0]
+    assert request.exactly is not None
+    assert (request.exactly.allocation_mode, request.exactly.count, request.exactly.admin_access) == (
+        "ExactCount",
+        1,
+        None,
+    )
+    assert request.exactly.capacity_requests is None
+
+
+def test_a_request_with_neither_field_has_an_empty_class() -> None:
+    request = parse_resource_claim(claim(requests=[{"name": "r"}])).spec.requests[0]
+    assert request.exactly is not None and request.exactly.device_class_name == ""
+
+
+BAD_SLICES = [
+    (
+        "count-not-int",
+        {"pool": {"name": "p", "generation": "one"}},
+        "spec.pool.generation: expected an integer",
+    ),
+    ("devices-not-list", {"devices": {"name": "d"}}, "spec.devices: expected a list"),
+    (
+        "bad-quantity",
+        {"devices": [device("d", capacity={"mem": "lots"})]},
+        "spec.devices[0].capacity.mem.value: invalid quantity 'lots'",
+    ),
+    ("missing-pool", {"pool": None}, "spec.driver and spec.pool.name are required"),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "message"), BAD_SLICES, ids=[b[0] for b in BAD_SLICES])
+def test_malformed_slices_say_which_field(name: str, spec: dict[str, object], message: str) -> None:
+    raw = resource_slice("s", [])
+    raw["spec"].update(spec)
+    with pytest.raises(ObjectError, match=re.escape(message)):
+        parse_resource_slice(raw)
+
+
+def test_node_selector_matching() -> None:
+    selector = parse_node_selector(
+        Reader(
+            {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "zone", "operator": "In", "values": ["a"]},
+                            {"key": "gpu", "operator": "Exists"},
+                        ]
+                    },
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["special"]}]},
+                ]
+            }
+        )
+    )
+    assert selector.matches("n", {"zone": "a", "gpu": "yes"})
+    assert not selector.matches("n", {"zone": "a"})
+    assert selector.matches("special", {})
+    empty_term = parse_node_selector(Reader({"nodeSelectorTerms": [{}]}))
+    assert not empty_term.matches("n", {})
+
+
+def test_gt_lt_operators() -> None:
+    selector = parse_node_selector(
+        Reader(
+            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["3"]}]}]}
+        )
+    )
+    assert (
+        selector.matches("n", {"gen": "4"})
+        and not selector.matches("n", {"gen": "3"})
+        and not selector.matches("n", {"gen": "x"})
+    )

@@ -1,0 +1,100 @@
+"""``dra-extender simulate`` as a user runs it: outputs, selection and failures."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from extender.cli import main
+from tests.shared import REPO
+
+EXAMPLES = REPO / "examples"
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out)
+    return code, out.getvalue()
+
+
+def test_json_output_has_the_documented_shape() -> None:
+    code, text = run("simulate", str(EXAMPLES), "-o", "json")
+    assert code == 0
+    result = json.loads(text)
+    pods = {f"{p['namespace']}/{p['name']}": p for p in result["pods"]}
+    assert "default/batch-job" not in pods  # already bound
+    trainer = pods["default/trainer"]["nodes"]
+    assert trainer["gpu-node-3"]["fits"] and trainer["gpu-node-3"]["error"] is None
+    allocation = trainer["gpu-node-3"]["allocations"]["trainer-gpus"]
+    assert len(allocation["devices"]["results"]) == 4
+    assert allocation["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["gpu-node-3"]
+    assert not trainer["gpu-node-1"]["fits"] and "allocations" not in trainer["gpu-node-1"]
+    assert trainer["gpu-node-1"]["reason"].startswith("cannot allocate all claims")
+    # batch-job holds gpu-0 and gpu-1 of gpu-node-1: inference-0 gets gpu-2 there.
+    inference = pods["default/inference-0"]["nodes"]["gpu-node-1"]["allocations"]
+    assert inference["inference-0-gpu-x7k2p"]["devices"]["results"][0]["device"] == "gpu-2"
+
+
+def test_pod_and_node_selection() -> None:
+    code, text = run(
+        "simulate", str(EXAMPLES), "--pod", "default/rdma-worker", "--node", "gpu-node-2", "-o", "json"
+    )
+    result = json.loads(text)
+    assert code == 0 and [p["name"] for p in result["pods"]] == ["rdma-worker"]
+    assert list(result["pods"][0]["nodes"]) == ["gpu-node-2"]
+
+
+def test_text_output_is_a_table() -> None:
+    code, text = run("simulate", str(EXAMPLES), "--pod", "default/oversized")
+    assert code == 0
+    assert "NODE" in text and "FITS" in text and "needs 9 devices; 8 match, 2 of them in use" in text
+
+
+def test_unknown_pod_node_gate_and_file_fail_cleanly(tmp_path: Path) -> None:
+    assert run("simulate", str(EXAMPLES), "--pod", "default/nope")[0] == 2
+    assert run("simulate", str(EXAMPLES), "--node", "nope")[0] == 2
+    assert run("simulate", str(EXAMPLES), "--feature-gates", "NoSuchGate=true")[0] == 2
+    assert run("simulate", str(tmp_path / "missing.yaml"))[0] == 2
+
+
+def test_feature_gates_change_the_answer(tmp_path: Path) -> None:
+    state = tmp_path / "state.yaml"
+    state.write_text(
+        (EXAMPLES / "cluster.yaml").read_text()
+        + "\n---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: prio, namespace: default, uid: u1}\n"
+        "spec: {devices: {requests: [{name: r, firstAvailable: [{name: a, deviceClassName: gpu.example.com}]}]}}\n"
+        "---\napiVersion: v1\nkind: Pod\nmetadata: {name: prio-pod, namespace: default, uid: u2}\n"
+        "spec: {containers: [{name: c, image: x}], resourceClaims: [{name: r, resourceClaimName: prio}]}\n"
+    )
+    _, on = run("simulate", str(state), "--pod", "default/prio-pod", "--node", "gpu-node-2", "-o", "json")
+    _, off = run(
+        "simulate",
+        str(state),
+        "--pod",
+        "default/prio-pod",
+        "--node",
+        "gpu-node-2",
+        "-o",
+        "json",
+        "--feature-gates",
+        "DRAPrioritizedList=false",
+    )
+    assert json.loads(on)["pods"][0]["nodes"]["gpu-node-2"]["fits"]
+    assert (
+        "DRAPrioritizedList feature is disabled" in json.loads(off)["pods"][0]["nodes"]["gpu-node-2"]["error"]
+    )
+
+
+def test_the_console_script_runs() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "extender.cli", "simulate", str(EXAMPLES), "--pod", "default/web"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "no claims to allocate" in result.stdout
