@@ -381,6 +381,8 @@ class _Attempt:
             if undo is None:
                 return False
             return self._descend(undo, ci, ri, alternative, di + 1, 0)
+        if not self._enough_candidates(data, start, data.num_devices - di):
+            return False
         for position in range(start, len(self.candidates)):
             candidate = self.candidates[position]
             device = candidate.device
@@ -409,6 +411,39 @@ class _Attempt:
         if not found:
             undo()
         return found
+
+    def _enough_candidates(self, data: _Request, start: int, needed: int) -> bool:
+        """A sound bound: enough devices from ``start`` on that could still be picked.
+
+        Devices are picked in increasing position within a request, so a branch that has fewer
+        possibly-usable candidates left than devices still needed cannot succeed. Selector errors
+        count as usable here: the search proper decides whether upstream would meet them.
+        """
+        count = 0
+        check_taints = self.features.device_taints
+        fixed = [
+            (c.attribute, c.value)
+            for c in self.constraints[data.claim_index]
+            if isinstance(c, MatchAttribute) and c.count > 0 and c.covers(data.base, data.sub)
+        ]
+        for position in range(start, len(self.candidates)):
+            candidate = self.candidates[position]
+            device = candidate.device
+            if not self._available(data, device):
+                continue
+            if fixed and any(device.attribute(name) != value for name, value in fixed):
+                continue
+            try:
+                if not self._selectable(data, device, candidate.slice):
+                    continue
+            except AllocatorError:
+                pass
+            if check_taints and not taints_tolerated(self.inventory.taints(device), data.request.tolerations):
+                continue
+            count += 1
+            if count >= needed:
+                return True
+        return False
 
     def _tick(self) -> None:
         self.steps += 1

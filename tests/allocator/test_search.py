@@ -306,12 +306,16 @@ def test_claim_selector_errors_name_the_claim() -> None:
 
 
 def test_an_unsatisfiable_search_stops_at_the_time_budget() -> None:
-    # Two numa groups of 12 devices, 13 wanted on one numa node: every 12-subset gets tried.
+    # 24 partitions of a counter worth 12, 13 wanted: the counter only fails at depth 13, so
+    # without a budget every 12-subset of 24 devices would be tried.
     ticks = itertools.count()
-    objects = [
-        A,
-        resource_slice("s", gpus(24, numa=[i % 2 for i in range(24)])),
-        claim(requests=[exact(count=13)], constraints=[{"matchAttribute": "driver-a/numa"}]),
+    counters = resource_slice(
+        "counters", None, count=2, sharedCounters=[{"name": "set", "counters": {"c": {"value": "12"}}}]
+    )
+    parts = [
+        device(f"p{i}", consumesCounters=[{"counterSet": "set", "counters": {"c": {"value": "1"}}}])
+        for i in range(24)
     ]
+    objects = [A, counters, resource_slice("parts", parts, count=2), claim(requests=[exact(count=13)])]
     out = allocate(objects, timeout=100.0, clock=lambda: float(next(ticks)))
     assert out.timeout is not None and "timed out" in out.timeout
