@@ -248,7 +248,8 @@ def run(nodes: int, gpus: int, repeat: int, budget: float) -> dict[str, Any]:
             r = section[name] = bench_claim(snapshot, pod_claims, all_nodes, repeat, budget)
             print(
                 f"  {name:38s} one node {ms(r['one_node_s'])}   {nodes} nodes: "
-                f"first {ms(r['all_nodes_first_s'])}, median {ms(r['all_nodes_p50_s'])}, max {ms(r['all_nodes_max_s'])}  ({r['fits']} fit)"
+                f"first {ms(r['all_nodes_first_s'])}, median {ms(r['all_nodes_p50_s'])}, "
+                f"max {ms(r['all_nodes_max_s'])}  ({r['fits']} fit)"
             )
         out[label] = section
     return out
