@@ -7,7 +7,7 @@ from typing import Any
 
 from extender.cel import types as t
 from extender.cel.errors import CelEvalError
-from extender.cel.library.registry import Registry
+from extender.cel.library.registry import Registry, parses
 from extender.cel.values import CelObject, no_such_overload
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -85,14 +85,6 @@ def _ip(text: str) -> IP:
         raise CelEvalError(f"IP Address {text!r} parse error during conversion from string: {exc}") from None
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        parse_ip(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _is_canonical(text: str) -> bool:
     return str(_ip(text).addr) == text
 
@@ -135,14 +127,6 @@ def _cidr(text: str) -> CIDR:
         raise CelEvalError(f"network address parse error during conversion from string: {exc}") from None
 
 
-def _is_cidr(text: str) -> bool:
-    try:
-        parse_cidr(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _contains_ip(c: CIDR, other: IP | str) -> bool:
     addr = other.addr if isinstance(other, IP) else _ip(other).addr
     return addr.version == c.addr.version and addr in c.network
@@ -160,7 +144,7 @@ def register(reg: Registry) -> None:
     reg.register_object(IP, IPT)
     reg.register_object(CIDR, CT)
     reg.add("ip", "string_to_ip", (S,), IPT, _ip)
-    reg.add("isIP", "is_ip", (S,), B, _is_ip)
+    reg.add("isIP", "is_ip", (S,), B, parses(parse_ip))
     reg.add("ip.isCanonical", "ip_is_canonical", (S,), B, _is_canonical)
     reg.add("family", "ip_family", (IPT,), Int, lambda v: v.addr.version, member=True)
     reg.add("isUnspecified", "ip_is_unspecified", (IPT,), B, lambda v: v.addr.is_unspecified, member=True)
@@ -186,7 +170,7 @@ def register(reg: Registry) -> None:
     )
     reg.add("string", "ip_to_string", (IPT,), S, lambda v: str(v.addr))
     reg.add("cidr", "string_to_cidr", (S,), CT, _cidr)
-    reg.add("isCIDR", "is_cidr", (S,), B, _is_cidr)
+    reg.add("isCIDR", "is_cidr", (S,), B, parses(parse_cidr))
     reg.add("containsIP", "cidr_contains_ip_string", (CT, S), B, _contains_ip, member=True)
     reg.add("containsIP", "cidr_contains_ip_ip", (CT, IPT), B, _contains_ip, member=True)
     reg.add("containsCIDR", "cidr_contains_cidr_string", (CT, S), B, _contains_cidr, member=True)

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 from extender.cel import types as t
 from extender.cel.errors import CelEvalError
-from extender.cel.library.registry import Registry
+from extender.cel.library.registry import Registry, parses
 from extender.quantity import Quantity, QuantityError, from_fraction, parse_quantity
 
 # --- CEL functions ------------------------------------------------------------------------------
@@ -17,14 +17,6 @@ def cel_quantity(text: str) -> Quantity:
         return parse_quantity(text)
     except QuantityError as exc:
         raise CelEvalError(str(exc)) from None
-
-
-def _is_quantity(text: str) -> bool:
-    try:
-        parse_quantity(text)
-    except QuantityError:
-        return False
-    return True
 
 
 def _as_integer(q: Quantity) -> int:
@@ -54,7 +46,7 @@ def register(reg: Registry) -> None:
     Q, S, B, Int = t.QUANTITY, t.STRING, t.BOOL, t.INT
     reg.register_object(Quantity, Q)
     reg.add("quantity", "string_to_quantity", (S,), Q, cel_quantity)
-    reg.add("isQuantity", "is_quantity_string", (S,), B, _is_quantity)
+    reg.add("isQuantity", "is_quantity_string", (S,), B, parses(parse_quantity, QuantityError))
     reg.add("sign", "quantity_sign", (Q,), Int, _sign)
     reg.add(
         "isGreaterThan", "quantity_is_greater_than", (Q, Q), B, lambda a, b: a.compare(b) > 0, member=True

@@ -17,6 +17,21 @@ from extender.cel.values import Optional, TypeValue, UInt
 Guard = Callable[[Any], bool]
 
 
+def parses(
+    parse: Callable[[str], Any], errors: type[Exception] | tuple[type[Exception], ...] = ValueError
+) -> Callable[[str], bool]:
+    """``isX(string)`` for a parser: whether ``parse`` accepts the text."""
+
+    def check(text: str) -> bool:
+        try:
+            parse(text)
+        except errors:
+            return False
+        return True
+
+    return check
+
+
 def _any(_v: Any) -> bool:
     return True
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from extender.cel import types as t
 from extender.cel.errors import CelEvalError
-from extender.cel.library.registry import Registry
+from extender.cel.library.registry import Registry, parses
 from extender.cel.values import CelObject, no_such_overload
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -56,14 +56,6 @@ def _url(text: str) -> URL:
         raise CelEvalError(f"URL parse error during conversion from string: {exc}") from None
 
 
-def _is_url(text: str) -> bool:
-    try:
-        parse_request_uri(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _host(u: URL) -> str:
     netloc = u.parts.netloc
     return netloc.rsplit("@", 1)[-1]
@@ -92,7 +84,7 @@ def register(reg: Registry) -> None:
     S, U = t.STRING, t.URL
     reg.register_object(URL, U)
     reg.add("url", "string_to_url", (S,), U, _url)
-    reg.add("isURL", "is_url_string", (S,), t.BOOL, _is_url)
+    reg.add("isURL", "is_url_string", (S,), t.BOOL, parses(parse_request_uri))
     reg.add("getScheme", "url_get_scheme", (U,), S, lambda u: u.parts.scheme, member=True)
     reg.add("getHost", "url_get_host", (U,), S, _host, member=True)
     reg.add("getHostname", "url_get_hostname", (U,), S, _hostname, member=True)
