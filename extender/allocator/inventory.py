@@ -8,13 +8,32 @@ node and cached.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from extender.allocator.features import Features
 from extender.model.dra import Device, DeviceClass, DeviceID, DeviceTaintRule, ResourceSlice, Taint
 
 PoolID = tuple[str, str]  # (driver, pool name)
+_MISSING = object()
+
+
+def label_key(labels: Mapping[str, str]) -> Hashable:
+    """A hashable form of node labels (records may carry a precomputed one as ``_label_key``)."""
+    cached = getattr(labels, "label_key", None)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    return tuple(sorted(labels.items()))
+
+
+class Projection(Protocol):
+    """Reduces a device to what some claims can observe of it (see :meth:`Inventory.node_signature`)."""
+
+    @property
+    def key(self) -> Hashable: ...
+
+    def of(self, device: Device) -> Hashable: ...
 
 
 @dataclass(slots=True)
@@ -67,7 +86,9 @@ class Inventory:
             index = self._pools[(s.driver, s.pool)]
             index.slices.append(s)
             index.counts[s.generation] = index.counts.get(s.generation, 0) + 1
-        self._node_pools: dict[tuple[str, tuple[tuple[str, str], ...]], list[Pool]] = {}
+        self._node_pools: dict[tuple[str, Hashable], list[Pool]] = {}
+        self._node_signatures: dict[tuple[Any, ...], int | None] = {}
+        self._signature_ids: dict[tuple[Any, ...], int] = {}
         self._taints: dict[DeviceID, tuple[Taint, ...]] = {}
 
     # --- lookups -----------------------------------------------------------------------------
@@ -98,11 +119,56 @@ class Inventory:
 
     def pools_for(self, node_name: str, labels: Mapping[str, str]) -> list[Pool]:
         """The pools ``node`` can allocate from, in search order (cached per node)."""
-        key = (node_name, tuple(sorted(labels.items())))
+        key = (node_name, label_key(labels))
         pools = self._node_pools.get(key)
         if pools is None:
             pools = self._node_pools[key] = self._gather(node_name, labels)
         return pools
+
+    def node_signature(self, node_name: str, labels: Mapping[str, str], projection: Projection) -> int | None:
+        """What allocation of some claims on this node depends on, without device names.
+
+        ``projection`` reduces each device to what the claims can observe (the attributes their
+        selectors and constraints read, taints, capacity ...), so nodes with equal signatures
+        (and equal devices in use) get the same answer for those claims and one allocation
+        serves them all. ``None`` when that does not hold: pools with shared counters depend on
+        devices of other nodes, and incomplete pools name themselves in the answer.
+        """
+        key = (node_name, label_key(labels), projection.key)
+        found = self._node_signatures.get(key, _MISSING)
+        if found is not _MISSING:
+            return found  # type: ignore[return-value]
+        signature: int | None = None
+        pools = self.pools_for(node_name, labels)
+        if not any(p.incomplete or any(s.shared_counters for s in p.all_slices) for p in pools):
+            content = tuple(
+                (
+                    p.id[0],
+                    p.invalid,
+                    p.has_binding_conditions,
+                    tuple(
+                        (
+                            projection.of(d),
+                            self.taints(d),
+                            bool(s.per_device_node_selection) and device_on_node(d, node_name, labels),
+                        )
+                        for s in p.slices
+                        for d in s.devices
+                    ),
+                )
+                for p in pools
+            )
+            # Interned: equal contents get one small int, cheap to hash in memo keys.
+            signature = self._signature_ids.setdefault(content, len(self._signature_ids))
+        if len(self._node_signatures) > 200_000:
+            self._node_signatures.clear()  # bounded: rebuilt on demand
+            self._signature_ids.clear()
+        self._node_signatures[key] = signature
+        return signature
+
+    def node_devices(self, node_name: str, labels: Mapping[str, str]) -> list[Device]:
+        """The devices of the node's usable pools, in search order."""
+        return [d for p in self.pools_for(node_name, labels) for s in p.slices for d in s.devices]
 
     def _relevant(self, s: ResourceSlice, node_name: str, labels: Mapping[str, str]) -> bool:
         if not self.features.partitionable_devices and (

@@ -134,6 +134,29 @@ class Allocator:
         deadline = None if timeout is None else self.clock() + timeout
         return _Attempt(self, node, claims, deadline).run()
 
+    def free_matching(self, node: NodeInfo, claims: Sequence[ResourceClaim]) -> int:
+        """How many devices of the node are free and match some request of ``claims`` (for scoring)."""
+        attempt = _Attempt(self, node, claims, None)
+        try:
+            for index, claim in enumerate(claims):
+                attempt._prepare_claim(index, claim)
+        except AllocatorError:
+            return 0
+        requests = [data for per_claim in attempt.requests for alts in per_claim for data in alts]
+        count = 0
+        for candidate in attempt.candidates:
+            for data in requests:
+                try:
+                    usable = attempt._available(data, candidate.device) and attempt._selectable(
+                        data, candidate.device, candidate.slice
+                    )
+                except AllocatorError:
+                    usable = False
+                if usable:
+                    count += 1
+                    break
+        return count
+
 
 class _Attempt:
     """The state of one Allocate call."""

@@ -62,6 +62,9 @@ class ClusterState:
     broken_claims: dict[Key, str] = field(default_factory=dict)
     #: Human-readable problems met while loading (skipped objects, unknown kinds).
     problems: list[str] = field(default_factory=list)
+    #: Bumped on every change; ``inventory_version`` only when slices, classes or taint rules change.
+    version: int = 0
+    inventory_version: int = 0
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]]) -> ClusterState:
@@ -75,6 +78,8 @@ class ClusterState:
         kind = str(obj.get("kind", ""))
         namespace, name = object_key(obj)
         label = f"{kind} {namespace + '/' if namespace else ''}{name}"
+        if len(self.problems) > 1000:
+            del self.problems[:500]  # a long-running cache keeps the recent ones
         parser = _PARSERS.get(kind)
         if parser is None:
             self.problems.append(f"{label}: kind not used for DRA scheduling, ignored")
@@ -90,11 +95,52 @@ class ClusterState:
         except ObjectError as exc:
             self.problems.append(f"{label}: cannot be read: {exc}")
             if kind == "ResourceClaim":
+                self.claims.pop((namespace, name), None)
                 self.broken_claims[(namespace, name)] = str(exc)
+                self._changed(kind)
             return
         self._store(kind, namespace, name, record)
 
+    def remove(self, obj: dict[str, Any]) -> None:
+        """Forget one object (a watch DELETED event)."""
+        kind = str(obj.get("kind", ""))
+        namespace, name = object_key(obj)
+        tables: dict[str, dict[Any, Any]] = {
+            "Node": self.nodes,
+            "Pod": self.pods,
+            "ResourceSlice": self.slices,
+            "DeviceClass": self.classes,
+            "ResourceClaim": self.claims,
+            "ResourceClaimTemplate": self.templates,
+            "DeviceTaintRule": self.taint_rules,
+        }
+        table = tables.get(kind)
+        if table is None:
+            return
+        key: Any = (namespace, name) if kind in NAMESPACED else name
+        table.pop(key, None)
+        if kind == "ResourceClaim":
+            self.broken_claims.pop((namespace, name), None)
+        self._changed(kind)
+
+    def _changed(self, kind: str) -> None:
+        self.version += 1
+        if kind in ("ResourceSlice", "DeviceClass", "DeviceTaintRule"):
+            self.inventory_version += 1
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "Node": len(self.nodes),
+            "Pod": len(self.pods),
+            "ResourceSlice": len(self.slices),
+            "DeviceClass": len(self.classes),
+            "ResourceClaim": len(self.claims),
+            "ResourceClaimTemplate": len(self.templates),
+            "DeviceTaintRule": len(self.taint_rules),
+        }
+
     def _store(self, kind: str, namespace: str, name: str, record: Any) -> None:
+        self._changed(kind)
         if kind == "Node":
             self.nodes[name] = record
         elif kind == "Pod":

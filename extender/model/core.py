@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.model.errors import ObjectError
+from extender.model.labels import Labels
 from extender.model.reader import Reader
 
 
@@ -26,7 +27,7 @@ def parse_node(obj: dict[str, Any]) -> Node:
         raise ObjectError("metadata.name is required")
     return Node(
         name=name,
-        labels={str(k): str(v) for k, v in meta.mapping("labels").items()},
+        labels=Labels({str(k): str(v) for k, v in meta.mapping("labels").items()}),
         allocatable={str(k): str(v) for k, v in status.mapping("allocatable").items()},
         raw=obj,
     )

@@ -29,6 +29,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, ResourceClaim
+from extender.scheduling.projection import ClaimProjection, claim_projection
 
 #: Default budget for one node's allocation; an unsatisfiable claim can never stall a request.
 DEFAULT_NODE_TIMEOUT = 1.0
@@ -50,6 +51,21 @@ class NodeDecision:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """A node's answer without device names: what filter and prioritize need (memoizable)."""
+
+    fits: bool
+    reason: str | None = None
+    error: str | None = None
+    #: Devices this pod would take, and free matching devices left on the node afterwards.
+    allocated: int = 0
+    free_after: int = 0
+    #: firstAvailable: the chosen alternative's index, summed over requests, and the worst case.
+    preference: int = 0
+    preference_worst: int = 0
+
+
 @dataclass(slots=True)
 class PodClaims:
     """The pod's claims, resolved: or why they cannot be (``reason``: unschedulable, ``error``)."""
@@ -62,6 +78,12 @@ class PodClaims:
     @property
     def empty(self) -> bool:
         return not self.allocated and not self.to_allocate and self.reason is None and self.error is None
+
+    def key(self) -> tuple[Any, ...]:
+        """Identity of the claims as allocation sees them (changes with every claim update)."""
+        return tuple((c.namespace, c.name, c.uid, c.resource_version) for c in self.to_allocate) + tuple(
+            (c.namespace, c.name, c.uid, c.resource_version) for c in self.allocated
+        )
 
 
 def resolve_claims(pod: Pod, claims: Mapping[Key, ResourceClaim], broken: Mapping[Key, str]) -> PodClaims:
@@ -119,15 +141,23 @@ class Snapshot:
         in_flight: Iterable[Allocation] = (),
         clock: Callable[[], float] = time.monotonic,
         new_share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+        inventory: Inventory | None = None,
     ) -> None:
         self.state = state
         self.features = features
-        self.inventory = Inventory(state.slices.values(), state.classes, features, state.taint_rules.values())
+        self.inventory = inventory or Inventory(
+            state.slices.values(), state.classes, features, state.taint_rules.values()
+        )
         allocations = [c.allocation for c in state.claims.values() if c.allocation is not None]
         self.allocated = AllocatedState.from_allocations([*allocations, *in_flight], features)
         self.allocator = Allocator(
             self.inventory, self.allocated, cel, clock=clock, new_share_id=new_share_id
         )
+        self.cel = cel
+        self._assessments: dict[tuple[Any, ...], Assessment] = {}
+        self._projections: dict[tuple[Any, ...], ClaimProjection | None] = {}
+        self._in_use: dict[str, int] = {}
+        self._in_use_ids: dict[tuple[Any, ...], int] = {}
 
     def claims_of(self, pod: Pod) -> PodClaims:
         return resolve_claims(pod, self.state.claims, self.state.broken_claims)
@@ -168,4 +198,95 @@ class Snapshot:
                 claim.name: allocation
                 for claim, allocation in zip(pod_claims.to_allocate, outcome, strict=True)
             },
+        )
+
+    # --- memoized assessments (filter and prioritize) -------------------------------------------
+
+    def _node_in_use(self, node: Node) -> int:
+        """Which of the node's devices are in use, interned to a small int."""
+        cached = self._in_use.get(node.name)
+        if cached is None:
+            held = self.allocated
+            content = tuple(
+                (
+                    d.id in held.dedicated,
+                    tuple(sorted(held.shared[d.id].items())) if d.id in held.shared else None,
+                )
+                for d in self.inventory.node_devices(node.name, node.labels)
+            )
+            cached = self._in_use[node.name] = self._in_use_ids.setdefault(content, len(self._in_use_ids))
+        return cached
+
+    def assess(
+        self, pod_claims: PodClaims, node: Node, *, timeout: float | None = DEFAULT_NODE_TIMEOUT
+    ) -> Assessment:
+        """Like :meth:`decide` without device names; nodes that look alike share one allocation."""
+        return self.assessor(pod_claims, timeout=timeout)(node)
+
+    def assessor(
+        self, pod_claims: PodClaims, *, timeout: float | None = DEFAULT_NODE_TIMEOUT
+    ) -> Callable[[Node], Assessment]:
+        """A per-pod function node -> :class:`Assessment` (the per-pod work done once)."""
+        if pod_claims.error is not None or pod_claims.reason is not None or not pod_claims.to_allocate:
+
+            def direct(node: Node) -> Assessment:
+                d = self.decide(pod_claims, node, timeout=timeout)
+                return Assessment(d.fits, d.reason, d.error)
+
+            return direct
+        claims_key = pod_claims.key()
+        projection = self._projection(pod_claims)
+        selectors = [
+            c.allocation.node_selector
+            for c in pod_claims.allocated
+            if c.allocation and c.allocation.node_selector
+        ]
+        memo = self._assessments
+
+        def assess(node: Node) -> Assessment:
+            key = None
+            if projection is not None:
+                signature = self.inventory.node_signature(node.name, node.labels, projection)
+                if signature is not None:
+                    fits_selectors = tuple(sel.matches(node.name, node.labels) for sel in selectors)
+                    key = (claims_key, signature, self._node_in_use(node), fits_selectors)
+                    cached = memo.get(key)
+                    if cached is not None:
+                        return cached
+            decision = self.decide(pod_claims, node, timeout=timeout)
+            assessment = self._summarize(pod_claims, node, decision)
+            timed_out = decision.reason is not None and "timed out" in decision.reason
+            if key is not None and not timed_out:
+                memo[key] = assessment
+            return assessment
+
+        return assess
+
+    def _projection(self, pod_claims: PodClaims) -> ClaimProjection | None:
+        key = pod_claims.key()
+        if key not in self._projections:
+            self._projections[key] = claim_projection(pod_claims.to_allocate, self.state.classes, self.cel)
+        return self._projections[key]
+
+    def _summarize(self, pod_claims: PodClaims, node: Node, decision: NodeDecision) -> Assessment:
+        if not decision.fits:
+            return Assessment(False, decision.reason, decision.error)
+        allocated = sum(len(a["devices"]["results"]) for a in decision.allocations.values())
+        free = self.allocator.free_matching(NodeInfo(node.name, node.labels), pod_claims.to_allocate)
+        preference = worst = 0
+        for claim in pod_claims.to_allocate:
+            allocation = decision.allocations.get(claim.name)
+            chosen = {r["request"] for r in allocation["devices"]["results"]} if allocation else set()
+            for request in claim.spec.requests:
+                if not request.first_available:
+                    continue
+                names = [f"{request.name}/{sub.name}" for sub in request.first_available]
+                worst += len(names) - 1
+                preference += next((i for i, n in enumerate(names) if n in chosen), len(names) - 1)
+        return Assessment(
+            True,
+            allocated=allocated,
+            free_after=max(free - allocated, 0),
+            preference=preference,
+            preference_worst=worst,
         )

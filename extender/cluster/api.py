@@ -1,0 +1,43 @@
+"""The few API calls the extender makes, as an interface: the in-memory store and the API server
+implement it; the claim-writing logic is written once against it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class ClusterAPIError(Exception):
+    """A failed API call; ``code`` is the HTTP status (0 when there was no answer)."""
+
+    code = 0
+
+
+class ApiConflict(ClusterAPIError):
+    code = 409
+
+
+class ApiNotFound(ClusterAPIError):
+    code = 404
+
+
+class ClusterAPI(Protocol):
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        """The current ResourceClaim (raw)."""
+
+    async def update_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
+        """PUT the claim (finalizers); the resourceVersion is a precondition (409 when stale)."""
+
+    async def update_claim_status(self, claim: dict[str, Any]) -> dict[str, Any]:
+        """PUT the claim's status subresource; the resourceVersion is a precondition."""
+
+    async def unreserve_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
+        """Remove the pod's reservedFor entry (upstream Unreserve's strategic-merge patch)."""
+
+    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """Create the pod's Binding with the UID as precondition."""
+
+    async def record_event(
+        self, pod: dict[str, Any], reason: str, message: str, warning: bool = True
+    ) -> None:
+        """Best effort: an Event on the pod."""

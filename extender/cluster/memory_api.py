@@ -1,0 +1,99 @@
+"""The embedded default's API: the :class:`~extender.cluster.api.ClusterAPI` over a MemoryStore."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections import deque
+from typing import Any
+
+from extender.cluster.api import ApiConflict, ApiNotFound, ClusterAPIError
+from extender.cluster.memstore import Conflict, MemoryStore, NotFound, StoreError
+
+
+def _translate(exc: StoreError) -> ClusterAPIError:
+    if isinstance(exc, Conflict):
+        return ApiConflict(str(exc))
+    if isinstance(exc, NotFound):
+        return ApiNotFound(str(exc))
+    err = ClusterAPIError(str(exc))
+    err.code = exc.code
+    return err
+
+
+class MemoryAPI:
+    def __init__(self, store: MemoryStore, *, events: int = 200) -> None:
+        self.store = store
+        #: Recent events, newest last (what ``kubectl get events`` would show).
+        self.events: deque[dict[str, Any]] = deque(maxlen=events)
+
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        try:
+            return self.store.get("ResourceClaim", namespace, name)
+        except StoreError as exc:
+            raise _translate(exc) from None
+
+    async def update_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.store.update(claim)
+        except StoreError as exc:
+            raise _translate(exc) from None
+
+    async def update_claim_status(self, claim: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.store.update(claim, status=True)
+        except StoreError as exc:
+            raise _translate(exc) from None
+
+    async def unreserve_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
+        def drop(obj: dict[str, Any]) -> None:
+            if obj["metadata"].get("uid") != claim_uid:
+                raise Conflict("precondition failed: claim UID changed")
+            status = obj.get("status") or {}
+            kept = [e for e in status.get("reservedFor") or [] if e.get("uid") != pod_uid]
+            if kept:
+                status["reservedFor"] = kept
+            else:
+                status.pop("reservedFor", None)
+
+        try:
+            self.store.mutate("ResourceClaim", namespace, name, drop)
+        except StoreError as exc:
+            raise _translate(exc) from None
+
+    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+        def bind(obj: dict[str, Any]) -> None:
+            if obj["metadata"].get("uid") != uid:
+                raise Conflict(
+                    f"Precondition failed: UID in precondition: {uid}, "
+                    f"UID in object meta: {obj['metadata'].get('uid')}"
+                )
+            spec = obj.setdefault("spec", {})
+            if spec.get("nodeName"):
+                raise Conflict(f'pod {name} is already assigned to node "{spec["nodeName"]}"')
+            spec["nodeName"] = node
+            conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+            conditions[:] = [c for c in conditions if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "True"})
+
+        try:
+            self.store.mutate("Pod", namespace, name, bind)
+        except StoreError as exc:
+            raise _translate(exc) from None
+
+    async def record_event(
+        self, pod: dict[str, Any], reason: str, message: str, warning: bool = True
+    ) -> None:
+        meta = pod.get("metadata") or {}
+        self.events.append(
+            {
+                "type": "Warning" if warning else "Normal",
+                "reason": reason,
+                "message": message,
+                "involvedObject": {
+                    "kind": "Pod",
+                    "namespace": meta.get("namespace"),
+                    "name": meta.get("name"),
+                },
+                "time": _dt.datetime.now(_dt.UTC).isoformat(),
+            }
+        )

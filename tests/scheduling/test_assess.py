@@ -1,0 +1,80 @@
+"""Memoized assessments (one allocation shared by look-alike nodes) equal full decisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from extender.allocator import Features
+from extender.cel import CelEnvironment
+from extender.cluster.state import ClusterState
+from extender.scheduling.decision import Snapshot
+from tests.builders import allocated, attrs, claim, device, device_class, exact, node, pod, resource_slice
+
+CEL = CelEnvironment()
+
+CLAIMS = [
+    claim("one"),
+    claim("two-same-numa", requests=[exact(count=2)], constraints=[{"matchAttribute": "driver-a/numa"}]),
+    claim("big-model", requests=[exact(selectors=['device.attributes["driver-a"].model == "big"'])]),
+    claim("pair", requests=[exact("a"), exact("b")], constraints=[{"distinctAttribute": "driver-a/numa"}]),
+    claim("all", requests=[exact(mode="All", selectors=['device.attributes["driver-a"].model == "small"'])]),
+]
+
+device_spec = st.tuples(
+    st.sampled_from(["big", "small"]), st.integers(0, 1), st.booleans(), st.integers(0, 10**6)
+)
+
+
+@st.composite
+def clusters(draw: Any) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = [device_class(), *CLAIMS]
+    held: list[tuple[str, str, str]] = []
+    for n in range(draw(st.integers(1, 6))):
+        name = f"node-{n}"
+        objects.append(node(name, zone=draw(st.sampled_from(["a", "b"]))))
+        devices = []
+        for i, (model, numa, used, serial) in enumerate(draw(st.lists(device_spec, min_size=0, max_size=4))):
+            devices.append(device(f"d{i}", attributes=attrs(model=model, numa=numa, serial=f"s{serial}")))
+            if used:
+                held.append(("driver-a", name, f"d{i}"))
+        objects.append(resource_slice(f"{name}-slice", devices, pool=name, node=name))
+    if held:
+        objects.append(claim("held", allocation=allocated(*held)))
+    for c in CLAIMS:
+        objects.append(pod(f"pod-{c['metadata']['name']}", [c["metadata"]["name"]]))
+    return objects
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters())
+def test_assess_equals_decide(objects: list[dict[str, Any]]) -> None:
+    state = ClusterState.from_objects(objects)
+    snapshot = Snapshot(state, Features(), CEL)
+    for p in (p for p in state.pods.values() if not p.node_name):
+        pod_claims = snapshot.claims_of(p)
+        assess = snapshot.assessor(pod_claims)
+        for n in state.nodes.values():
+            full = snapshot.decide(pod_claims, n)
+            fast = assess(n)
+            assert (fast.fits, fast.reason, fast.error) == (full.fits, full.reason, full.error), (
+                p.name,
+                n.name,
+            )
+            if full.fits:
+                assert fast.allocated == sum(len(a["devices"]["results"]) for a in full.allocations.values())
+
+
+def test_look_alike_nodes_share_one_allocation() -> None:
+    objects: list[dict[str, Any]] = [device_class(), claim("one"), pod("p", ["one"])]
+    for n in range(20):
+        objects.append(node(f"node-{n}"))
+        devices = [device(f"d{i}", attributes=attrs(model="big", serial=f"{n}-{i}")) for i in range(4)]
+        objects.append(resource_slice(f"s{n}", devices, pool=f"node-{n}", node=f"node-{n}"))
+    state = ClusterState.from_objects(objects)
+    snapshot = Snapshot(state, Features(), CEL)
+    assess = snapshot.assessor(snapshot.claims_of(state.pods[("default", "p")]))
+    assert all(assess(n).fits for n in state.nodes.values())
+    assert len(snapshot._assessments) == 1  # serials differ, but no selector reads them
