@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -12,6 +13,9 @@ import orjson
 from extender.allocator import FeatureGateError, Features, parse_feature_gates
 from extender.allocator.features import GATES
 from extender.cluster.state import ClusterState
+from extender.scheduling.engine import SCORE_POLICIES, EngineConfig
+from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app
+from extender.service.runtime import ServeConfig, build_embedded, configure_logging
 from extender.simulate import SelectionError, SimulationRequest, render_text, simulate
 from extender.statefile import StateFileError, load_objects
 
@@ -38,6 +42,47 @@ def _parser() -> argparse.ArgumentParser:
         f"(known: {', '.join(sorted(GATES))})",
     )
     sim.add_argument("--timeout", type=float, default=1.0, help="allocation time budget per node, seconds")
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the extender service (filter, prioritize, bind) for kube-scheduler",
+        description="Serve kube-scheduler's extender verbs under --prefix, plus /healthz, /readyz, "
+        "/metrics and /debug/*. With --state the cluster lives in memory, read from state files "
+        "(the embedded default).",
+    )
+    serve.add_argument(
+        "--state", nargs="+", metavar="PATH", help="state files or directories (embedded mode)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8888, help="port to listen on (default 8888)")
+    serve.add_argument("--prefix", default="/scheduler", help="URL prefix of the verbs (default /scheduler)")
+    serve.add_argument(
+        "--feature-gates", default="", help="comma-separated NAME=true|false (Kubernetes names)"
+    )
+    serve.add_argument(
+        "--score-policy",
+        choices=SCORE_POLICIES,
+        default="binpack",
+        help="prioritize: binpack (fewest free devices left) or spread (default binpack)",
+    )
+    serve.add_argument(
+        "--node-timeout", type=float, default=1.0, help="allocation budget per node, seconds (default 1)"
+    )
+    serve.add_argument(
+        "--filter-budget",
+        type=float,
+        default=3.0,
+        help="allocation budget of one filter call over all nodes, seconds; keep it below the "
+        "scheduler's httpTimeout (default 3)",
+    )
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help=f"largest accepted request body (default {DEFAULT_MAX_BODY_BYTES})",
+    )
+    serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    serve.add_argument("--log-format", default="text", choices=("text", "json"))
     return parser
 
 
@@ -75,10 +120,48 @@ def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def serve_config(args: argparse.Namespace) -> ServeConfig:
+    features = Features.from_gates(parse_feature_gates(args.feature_gates))
+    engine = EngineConfig(
+        features=features,
+        score_policy=args.score_policy,
+        node_timeout=args.node_timeout,
+        filter_budget=args.filter_budget,
+    )
+    return ServeConfig(engine=engine, prefix=args.prefix, max_body_bytes=args.max_body_bytes)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    configure_logging(args.log_level, args.log_format)
+    try:
+        config = serve_config(args)
+        if not args.state:
+            print("error: give --state FILE... (embedded mode)", file=sys.stderr)
+            return 2
+        service, _store = build_embedded(args.state, config)
+    except (FeatureGateError, StateFileError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    app = create_app(service, prefix=config.prefix, max_body_bytes=config.max_body_bytes)
+    logging.getLogger("dra_extender").info(
+        "serving %s mode on http://%s:%d%s/{filter,prioritize,bind}",
+        service.mode,
+        args.host,
+        args.port,
+        config.prefix,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "simulate":
         return run_simulate(args, out or sys.stdout)
+    if args.command == "serve":
+        return run_serve(args)
     return 2  # pragma: no cover - argparse enforces the subcommands
 
 

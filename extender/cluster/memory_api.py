@@ -8,6 +8,7 @@ from typing import Any
 
 from extender.cluster.api import ApiConflict, ApiNotFound, ClusterAPIError
 from extender.cluster.memstore import Conflict, MemoryStore, NotFound, StoreError
+from extender.model.dra import DELETE_PROTECTION_FINALIZER
 
 
 def _translate(exc: StoreError) -> ClusterAPIError:
@@ -49,11 +50,19 @@ class MemoryAPI:
             if obj["metadata"].get("uid") != claim_uid:
                 raise Conflict("precondition failed: claim UID changed")
             status = obj.get("status") or {}
-            kept = [e for e in status.get("reservedFor") or [] if e.get("uid") != pod_uid]
+            had = status.get("reservedFor") or []
+            kept = [e for e in had if e.get("uid") != pod_uid]
             if kept:
                 status["reservedFor"] = kept
-            else:
-                status.pop("reservedFor", None)
+                return
+            status.pop("reservedFor", None)
+            # kube-controller-manager's part, which nobody else plays here: on the transition to
+            # no consumers, deallocate and drop the finalizer.
+            finalizers = obj["metadata"].get("finalizers") or []
+            if had and DELETE_PROTECTION_FINALIZER in finalizers:
+                status.pop("allocation", None)
+                status.pop("devices", None)
+                finalizers.remove(DELETE_PROTECTION_FINALIZER)
 
         try:
             self.store.mutate("ResourceClaim", namespace, name, drop)

@@ -43,6 +43,8 @@ class NodeDecision:
     error: str | None = None
     #: claim name -> the ``status.allocation`` this decision would write.
     allocations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The error concerns this node only (invalid pools): the node is unschedulable, the pod is not.
+    node_local: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"fits": self.fits, "reason": self.reason, "error": self.error}
@@ -154,6 +156,8 @@ class Snapshot:
             self.inventory, self.allocated, cel, clock=clock, new_share_id=new_share_id
         )
         self.cel = cel
+        #: The state's inventory_version this snapshot's inventory was built from.
+        self.inventory_version = state.inventory_version
         self._assessments: dict[tuple[Any, ...], Assessment] = {}
         self._projections: dict[tuple[Any, ...], ClaimProjection | None] = {}
         self._in_use: dict[str, int] = {}
@@ -187,7 +191,9 @@ class Snapshot:
             )
         except AllocationTimeout as exc:
             return NodeDecision(node.name, False, reason=str(exc))
-        except (AllocationError, NodeAllocationError) as exc:
+        except NodeAllocationError as exc:
+            return NodeDecision(node.name, False, error=str(exc), node_local=True)
+        except AllocationError as exc:
             return NodeDecision(node.name, False, error=str(exc))
         if isinstance(outcome, Unsatisfiable):
             return NodeDecision(node.name, False, reason=outcome.reason)
@@ -230,8 +236,7 @@ class Snapshot:
         if pod_claims.error is not None or pod_claims.reason is not None or not pod_claims.to_allocate:
 
             def direct(node: Node) -> Assessment:
-                d = self.decide(pod_claims, node, timeout=timeout)
-                return Assessment(d.fits, d.reason, d.error)
+                return self._summarize(pod_claims, node, self.decide(pod_claims, node, timeout=timeout))
 
             return direct
         claims_key = pod_claims.key()
@@ -270,6 +275,8 @@ class Snapshot:
 
     def _summarize(self, pod_claims: PodClaims, node: Node, decision: NodeDecision) -> Assessment:
         if not decision.fits:
+            if decision.node_local:
+                return Assessment(False, reason=decision.error)
             return Assessment(False, decision.reason, decision.error)
         allocated = sum(len(a["devices"]["results"]) for a in decision.allocations.values())
         free = self.allocator.free_matching(NodeInfo(node.name, node.labels), pod_claims.to_allocate)

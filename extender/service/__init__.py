@@ -1,0 +1,1 @@
+"""The HTTP service: kube-scheduler's extender verbs, operations and debug endpoints."""

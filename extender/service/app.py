@@ -1,0 +1,178 @@
+"""The HTTP layer: kube-scheduler's verbs, health, metrics and debug endpoints.
+
+Bodies are read raw and decoded with msgspec (no per-request pydantic models); answers are
+JSON bytes with kube-scheduler's exact keys. Every well-formed request gets HTTP 200; malformed
+ones get 400 with the reason, oversized ones 413, and nothing about the state changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import PlainTextResponse, Response
+
+from extender.model.core import Node, parse_pod
+from extender.model.errors import ObjectError
+from extender.model.labels import Labels
+from extender.scheduling.engine import Engine
+from extender.service import debug, wire
+from extender.service.metrics import Metrics
+
+log = logging.getLogger("dra_extender.http")
+
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+JSON = "application/json"
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+@dataclass
+class Service:
+    """Everything the HTTP layer talks to."""
+
+    engine: Engine
+    metrics: Metrics
+    ready: Callable[[], bool]
+    mode: str
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json(payload: bytes, status: int = 200) -> Response:
+    return Response(content=payload, status_code=status, media_type=JSON)
+
+
+def _bad_request(message: str, status: int = 400) -> Response:
+    return _json(wire.encode({"Error": message}), status)
+
+
+def create_app(
+    service: Service, *, prefix: str = "/scheduler", max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> FastAPI:
+    app = FastAPI(title="dra-extender", version="0.1.0", docs_url=None, redoc_url=None, openapi_url=None)
+    engine, metrics = service.engine, service.metrics
+    prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
+
+    async def decode_args(request: Request, verb: str) -> tuple[wire.DecodedArgs, Any] | Response:
+        try:
+            body = await _read_body(request, max_body_bytes)
+            args = wire.decode_args(body)
+            pod = parse_pod(args.pod)
+        except BodyTooLarge:
+            metrics.bad_requests.labels(verb).inc()
+            return _bad_request(f"request body larger than {max_body_bytes} bytes", 413)
+        except (wire.WireError, ObjectError) as exc:
+            metrics.bad_requests.labels(verb).inc()
+            log.warning("bad %s request: %s", verb, exc)
+            return _bad_request(
+                str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
+            )
+        return args, pod
+
+    def request_nodes(args: wire.DecodedArgs) -> dict[str, Node] | None:
+        if args.raw_node_labels is None:
+            return None
+        return {name: Node(name, Labels(labels), {}, {}) for name, labels in args.raw_node_labels.items()}
+
+    @app.post(f"{prefix}/filter")
+    async def filter_verb(request: Request) -> Response:
+        started = time.perf_counter()
+        decoded = await decode_args(request, "filter")
+        if isinstance(decoded, Response):
+            return decoded
+        args, pod = decoded
+        result = engine.filter(pod, args.node_names, request_nodes(args))
+        payload = wire.encode_filter_result(
+            args, result.passed, result.failed, result.unresolvable, result.error
+        )
+        metrics.latency.labels("filter").observe(time.perf_counter() - started)
+        return _json(payload)
+
+    @app.post(f"{prefix}/prioritize")
+    async def prioritize_verb(request: Request) -> Response:
+        started = time.perf_counter()
+        decoded = await decode_args(request, "prioritize")
+        if isinstance(decoded, Response):
+            return decoded
+        args, pod = decoded
+        scores = engine.prioritize(pod, args.node_names, request_nodes(args))
+        metrics.latency.labels("prioritize").observe(time.perf_counter() - started)
+        return _json(wire.encode_priorities(scores))
+
+    @app.post(f"{prefix}/bind")
+    async def bind_verb(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            args = wire.decode_binding(await _read_body(request, max_body_bytes))
+        except BodyTooLarge:
+            metrics.bad_requests.labels("bind").inc()
+            return _bad_request(f"request body larger than {max_body_bytes} bytes", 413)
+        except wire.WireError as exc:
+            metrics.bad_requests.labels("bind").inc()
+            return _bad_request(str(exc))
+        error = await engine.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
+        metrics.latency.labels("bind").observe(time.perf_counter() - started)
+        return _json(wire.encode_binding_result(error))
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return PlainTextResponse("ok\n")
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        if service.ready():
+            return PlainTextResponse("ok\n")
+        return PlainTextResponse("not ready: the cache has not synced\n", status_code=503)
+
+    @app.get("/metrics")
+    async def metrics_endpoint() -> Response:
+        return Response(content=metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    def view(name: str, data: dict[str, Any], fmt: str | None) -> Response:
+        if fmt == "text":
+            return PlainTextResponse(debug.render_text(name, data))
+        return _json(wire.encode(data))
+
+    @app.get("/debug/inventory")
+    async def debug_inventory(format: str | None = None) -> Response:
+        return view("inventory", debug.inventory(engine), format)
+
+    @app.get("/debug/claims")
+    async def debug_claims(format: str | None = None) -> Response:
+        return view("claims", debug.claims(engine), format)
+
+    @app.get("/debug/inflight")
+    async def debug_in_flight(format: str | None = None) -> Response:
+        return view("inflight", debug.in_flight(engine), format)
+
+    @app.get("/debug/decisions")
+    async def debug_decisions(format: str | None = None, limit: int = 50) -> Response:
+        return view("decisions", debug.decisions(engine, limit), format)
+
+    @app.get("/debug/pods/{namespace}/{name}")
+    async def debug_pod(namespace: str, name: str, format: str | None = None) -> Response:
+        pod = engine.state.pods.get((namespace, name))
+        if pod is None:
+            return _json(wire.encode({"error": f"pod {namespace}/{name} not found"}), 404)
+        return view("pod", debug.pod(engine.explain(pod), namespace, name), format)
+
+    return app

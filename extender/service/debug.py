@@ -1,0 +1,173 @@
+"""What the extender believes, for people: inventory, claims, in-flight allocations, decisions.
+
+Each view is a JSON-ready dict and has a plain-text table rendering (``?format=text``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from extender.model.dra import DeviceID
+from extender.scheduling.decision import NodeDecision
+from extender.scheduling.engine import Engine
+
+_SUMMARY_ATTRIBUTES = ("productName", "model", "type")
+
+
+def _holders(engine: Engine) -> dict[DeviceID, list[str]]:
+    holders: dict[DeviceID, list[str]] = {}
+    for claim in engine.state.claims.values():
+        if claim.allocation is None:
+            continue
+        for r in claim.allocation.devices:
+            label = f"{claim.namespace}/{claim.name}" + (" (admin)" if r.admin_access else "")
+            holders.setdefault(r.id, []).append(label)
+    for entry in engine.in_flight.values():
+        for (ns, name), allocation in entry.claims.items():
+            for r in (allocation or {}).get("devices", {}).get("results", []):
+                device = DeviceID(r["driver"], r["pool"], r["device"])
+                label = f"{ns}/{name} (in flight)"
+                if label not in holders.get(device, []) and f"{ns}/{name}" not in holders.get(device, []):
+                    holders.setdefault(device, []).append(label)
+    return holders
+
+
+def inventory(engine: Engine) -> dict[str, Any]:
+    snapshot = engine.snapshot()
+    holders = _holders(engine)
+    nodes = {}
+    for name in sorted(engine.state.nodes):
+        node = engine.state.nodes[name]
+        devices = []
+        for pool in snapshot.inventory.pools_for(node.name, node.labels):
+            for s in pool.slices:
+                for d in s.devices:
+                    summary = next(
+                        (str(d.attributes[a][1]) for a in _SUMMARY_ATTRIBUTES if a in d.attributes),
+                        d.id.driver,
+                    )
+                    devices.append(
+                        {
+                            "device": str(d.id),
+                            "summary": summary,
+                            "allocatedTo": holders.get(d.id, []),
+                            "pool": {"incomplete": pool.incomplete, "invalid": pool.invalid_reason or None},
+                        }
+                    )
+        free = sum(1 for d in devices if not d["allocatedTo"])
+        nodes[name] = {"devices": devices, "free": free, "total": len(devices)}
+    return {"nodes": nodes}
+
+
+def claims(engine: Engine) -> dict[str, Any]:
+    out = []
+    for (ns, name), claim in sorted(engine.state.claims.items()):
+        allocation = claim.allocation
+        out.append(
+            {
+                "claim": f"{ns}/{name}",
+                "allocated": allocation is not None,
+                "devices": [f"{r.request}={r.id}" for r in allocation.devices] if allocation else [],
+                "reservedFor": [f"{e.get('resource')}/{e.get('name')}" for e in claim.reserved_for],
+                "deleting": claim.deleting,
+            }
+        )
+    broken = [
+        {"claim": f"{ns}/{name}", "problem": why}
+        for (ns, name), why in sorted(engine.state.broken_claims.items())
+    ]
+    return {"claims": out, "unreadable": broken}
+
+
+def in_flight(engine: Engine) -> dict[str, Any]:
+    now = engine.clock()
+    return {
+        "inFlight": [
+            {
+                "pod": f"{e.pod_key[0]}/{e.pod_key[1]}",
+                "podUID": e.pod_uid,
+                "node": e.node,
+                "claims": [f"{ns}/{name}" for ns, name in e.claims],
+                "ageSeconds": round(now - e.started, 3),
+                "written": e.completed,
+            }
+            for e in engine.in_flight.values()
+        ]
+    }
+
+
+def pod(decisions: dict[str, NodeDecision], namespace: str, name: str) -> dict[str, Any]:
+    return {"pod": f"{namespace}/{name}", "nodes": {n: d.to_dict() for n, d in decisions.items()}}
+
+
+def decisions(engine: Engine, limit: int) -> dict[str, Any]:
+    recent = list(engine.decisions)[-limit:] if limit > 0 else []
+    return {"decisions": recent}
+
+
+# --- text renderings ------------------------------------------------------------------------------
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def render_text(view: str, data: dict[str, Any]) -> str:
+    if view == "inventory":
+        rows = []
+        for node, info in data["nodes"].items():
+            if not info["devices"]:
+                rows.append([node, "-", "-", "(no devices)"])
+            for d in info["devices"]:
+                rows.append([node, d["device"], d["summary"], ", ".join(d["allocatedTo"]) or "free"])
+        return _table(["NODE", "DEVICE", "KIND", "ALLOCATED TO"], rows)
+    if view == "claims":
+        rows = [
+            [
+                c["claim"],
+                "yes" if c["allocated"] else "no",
+                " ".join(c["devices"]) or "-",
+                " ".join(c["reservedFor"]) or "-",
+            ]
+            for c in data["claims"]
+        ]
+        text = _table(["CLAIM", "ALLOCATED", "DEVICES", "RESERVED FOR"], rows)
+        for b in data["unreadable"]:
+            text += f"unreadable: {b['claim']}: {b['problem']}\n"
+        return text
+    if view == "inflight":
+        rows = [
+            [e["pod"], e["node"], " ".join(e["claims"]), str(e["ageSeconds"]), str(e["written"])]
+            for e in data["inFlight"]
+        ]
+        return _table(["POD", "NODE", "CLAIMS", "AGE(s)", "WRITTEN"], rows)
+    if view == "pod":
+        rows = []
+        for node, d in data["nodes"].items():
+            if d["fits"]:
+                devices = "; ".join(
+                    f"{claim}: "
+                    + ", ".join(
+                        f"{r['request']}={r['driver']}/{r['pool']}/{r['device']}"
+                        for r in a["devices"]["results"]
+                    )
+                    for claim, a in d.get("allocations", {}).items()
+                )
+                rows.append([node, "yes", devices or "no claims to allocate"])
+            else:
+                rows.append([node, "no", f"error: {d['error']}" if d["error"] else d["reason"] or ""])
+        return f"pod {data['pod']}\n" + _table(["NODE", "FITS", "DETAIL"], rows)
+    if view == "decisions":
+        rows = []
+        for d in data["decisions"]:
+            when = _dt.datetime.fromtimestamp(d["time"], _dt.UTC).strftime("%H:%M:%S.%f")[:-3]
+            details = " ".join(
+                f"{k}={v}" for k, v in d.items() if k not in ("time", "verb", "pod", "durationMs")
+            )
+            rows.append([when, d["verb"], d.get("pod") or "-", f"{d['durationMs']}", details])
+        return _table(["TIME", "VERB", "POD", "MS", "DETAILS"], rows)
+    raise ValueError(f"unknown view {view}")

@@ -1,0 +1,141 @@
+"""kube-scheduler's extender wire format (k8s.io/kube-scheduler/extender/v1), decoded fast.
+
+The Go types have no json tags: keys are the Go field names, nulls are sent, nothing is
+omitted. Requests are decoded with msgspec into only the fields we read; Node objects of a
+full NodeList are kept as raw bytes so that they go back unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class WireError(ValueError):
+    """A request body that is not what kube-scheduler sends (answered with HTTP 400)."""
+
+
+class _NodeMeta(msgspec.Struct):
+    name: str = ""
+    labels: dict[str, str] | None = None
+
+
+class _NodeHead(msgspec.Struct):
+    metadata: _NodeMeta = msgspec.field(default_factory=_NodeMeta)
+
+
+class NodeList(msgspec.Struct):
+    items: list[msgspec.Raw] | None = None
+
+
+class ExtenderArgs(msgspec.Struct):
+    Pod: dict[str, Any] | None = None
+    Nodes: NodeList | None = None
+    NodeNames: list[str] | None = None
+
+
+class ExtenderBindingArgs(msgspec.Struct):
+    PodName: str = ""
+    PodNamespace: str = ""
+    PodUID: str = ""
+    Node: str = ""
+
+
+_args = msgspec.json.Decoder(ExtenderArgs)
+_binding = msgspec.json.Decoder(ExtenderBindingArgs)
+_node_head = msgspec.json.Decoder(_NodeHead)
+_encoder = msgspec.json.Encoder()
+
+
+def _decode(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
+    if not body.strip():
+        raise WireError("empty request body")
+    try:
+        return decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise WireError(f"malformed request: {exc}") from None
+
+
+class DecodedArgs:
+    """A filter/prioritize request: the pod, the node names, and the raw nodes if sent."""
+
+    __slots__ = ("node_names", "nodes_raw", "pod", "raw_node_labels")
+
+    def __init__(
+        self,
+        pod: dict[str, Any],
+        node_names: list[str],
+        nodes_raw: list[msgspec.Raw] | None,
+        labels: dict[str, dict[str, str]] | None,
+    ) -> None:
+        self.pod = pod
+        self.node_names = node_names
+        #: Full-NodeList mode: the Node objects exactly as received, by position.
+        self.nodes_raw = nodes_raw
+        self.raw_node_labels = labels
+
+
+def decode_args(body: bytes) -> DecodedArgs:
+    args: ExtenderArgs = _decode(_args, body)
+    if args.Pod is None:
+        raise WireError("malformed request: Pod is required")
+    meta = args.Pod.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise WireError("malformed request: Pod.metadata.name is required")
+    if args.NodeNames is not None:
+        return DecodedArgs(args.Pod, args.NodeNames, None, None)
+    if args.Nodes is not None:
+        raw = args.Nodes.items or []
+        names: list[str] = []
+        labels: dict[str, dict[str, str]] = {}
+        for i, item in enumerate(raw):
+            try:
+                head = _node_head.decode(item)
+            except msgspec.DecodeError as exc:
+                raise WireError(f"malformed request: Nodes.items[{i}]: {exc}") from None
+            names.append(head.metadata.name)
+            labels[head.metadata.name] = head.metadata.labels or {}
+        return DecodedArgs(args.Pod, names, raw, labels)
+    return DecodedArgs(args.Pod, [], None, None)
+
+
+def decode_binding(body: bytes) -> ExtenderBindingArgs:
+    args: ExtenderBindingArgs = _decode(_binding, body)
+    missing = [k for k in ("PodName", "PodNamespace", "Node") if not getattr(args, k)]
+    if missing:
+        raise WireError(f"malformed request: {', '.join(missing)} required")
+    return args
+
+
+def encode_filter_result(
+    args: DecodedArgs, passed: list[str], failed: dict[str, str], unresolvable: dict[str, str], error: str
+) -> bytes:
+    if args.nodes_raw is not None:
+        keep = set(passed)
+        items = [raw for raw, name in zip(args.nodes_raw, args.node_names, strict=True) if name in keep]
+        nodes: dict[str, Any] | None = {"metadata": {}, "items": items}
+        names: list[str] | None = None
+    else:
+        nodes, names = None, passed
+    return _encoder.encode(
+        {
+            "Nodes": nodes,
+            "NodeNames": names,
+            "FailedNodes": failed,
+            "FailedAndUnresolvableNodes": unresolvable,
+            "Error": error,
+        }
+    )
+
+
+def encode_priorities(scores: list[tuple[str, int]]) -> bytes:
+    return _encoder.encode([{"Host": host, "Score": int(score)} for host, score in scores])
+
+
+def encode_binding_result(error: str) -> bytes:
+    return _encoder.encode({"Error": error})
+
+
+def encode(value: Any) -> bytes:
+    return _encoder.encode(value)
