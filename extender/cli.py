@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 from collections.abc import Sequence
@@ -145,6 +146,8 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     app = create_app(service, prefix=config.prefix, max_body_bytes=config.max_body_bytes)
+    gc.collect()
+    gc.freeze()  # the loaded state is long-lived: keep it out of the collector's way (GC tails)
     logging.getLogger("dra_extender").info(
         "serving %s mode on http://%s:%d%s/{filter,prioritize,bind}",
         service.mode,

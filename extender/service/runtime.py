@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -58,8 +57,6 @@ def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, 
     decisions = logging.getLogger("dra_extender.decisions")
     engine.log_sink = lambda entry: decisions.info("%s", orjson.dumps(entry).decode())
     engine.snapshot()  # index the inventory now, not on the first request
-    gc.collect()
-    gc.freeze()  # the loaded state is long-lived: keep it out of the collector's way
     return Service(engine=engine, metrics=metrics, ready=lambda: True, mode="embedded"), store
 
 

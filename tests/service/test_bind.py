@@ -1,0 +1,217 @@
+"""Bind under faults and concurrency: never a half-written allocation, never a device twice."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from extender.cluster.api import ApiConflict, ClusterAPIError
+from extender.cluster.memory_api import MemoryAPI
+from extender.cluster.memstore import MemoryStore
+from extender.scheduling.engine import Engine
+from extender.service.runtime import ServeConfig, build_embedded
+from tests.builders import claim, device, device_class, node, pod, resource_slice
+from tests.shared import REPO
+
+
+class FaultyAPI(MemoryAPI):
+    """MemoryAPI with injectable failures: ``fail[method] = [exception, ...]`` (consumed in order)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__(store)
+        self.fail: dict[str, list[Exception]] = {}
+        self.calls: list[str] = []
+        self.before_status_write: Any = None
+        #: Awaited before every status write with the object being written; may raise.
+        self.status_write_hook: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+
+    def _maybe_fail(self, method: str) -> None:
+        self.calls.append(method)
+        queue = self.fail.get(method)
+        if queue:
+            raise queue.pop(0)
+
+    async def update_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
+        self._maybe_fail("update_claim")
+        return await super().update_claim(claim)
+
+    async def update_claim_status(self, claim: dict[str, Any]) -> dict[str, Any]:
+        if self.before_status_write is not None:
+            hook, self.before_status_write = self.before_status_write, None
+            hook()
+        self._maybe_fail("update_claim_status")
+        if self.status_write_hook is not None:
+            await self.status_write_hook(claim)
+        return await super().update_claim_status(claim)
+
+    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+        self._maybe_fail("bind_pod")
+        await super().bind_pod(namespace, name, uid, node)
+
+
+def engine_for(objects: list[dict[str, Any]], tmp_path: Any) -> tuple[Engine, MemoryStore, FaultyAPI]:
+    import yaml
+
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    service, store = build_embedded([str(path)], ServeConfig())
+    api = FaultyAPI(store)
+    service.engine.api = api
+    return service.engine, store, api
+
+
+def base(n_devices: int = 2) -> list[dict[str, Any]]:
+    return [device_class(), resource_slice("s", [device(f"d{i}") for i in range(n_devices)]), node("node-1")]
+
+
+def status(store: MemoryStore, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = store.get("ResourceClaim", "default", name).get("status") or {}
+    return result
+
+
+def test_failed_binding_removes_the_reservation_and_deallocates(tmp_path: Any) -> None:
+    engine, store, api = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
+    api.fail["bind_pod"] = [ClusterAPIError("500 Internal Server Error")]
+    error = asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
+    assert "binding pod to node-1 failed" in error
+    assert status(store, "c") == {}  # reservation removed; the claim controller's part deallocated
+    assert not store.get("ResourceClaim", "default", "c")["metadata"].get("finalizers")
+    assert not engine.in_flight
+    assert api.events[-1]["reason"] == "FailedBinding"
+    # A retry succeeds.
+    assert asyncio.run(engine.bind("default", "p", "uid-p", "node-1")) == ""
+    assert status(store, "c")["reservedFor"][0]["uid"] == "uid-p"
+
+
+def test_conflicts_on_the_status_write_are_retried_with_a_fresh_read(tmp_path: Any) -> None:
+    engine, store, api = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
+    api.fail["update_claim_status"] = [ApiConflict("409"), ApiConflict("409")]
+    assert asyncio.run(engine.bind("default", "p", "uid-p", "node-1")) == ""
+    assert api.calls.count("update_claim_status") == 3
+    assert len(status(store, "c")["allocation"]["devices"]["results"]) == 1
+
+
+def test_a_claim_allocated_elsewhere_meanwhile_fails_the_bind(tmp_path: Any) -> None:
+    engine, store, api = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
+
+    def someone_else_allocates() -> None:
+        def change(obj: dict[str, Any]) -> None:
+            obj["status"] = {
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {"request": "req-0", "driver": "driver-a", "pool": "pool-1", "device": "d1"}
+                        ]
+                    }
+                },
+                "reservedFor": [{"resource": "pods", "name": "other", "uid": "uid-other"}],
+            }
+
+        store.mutate("ResourceClaim", "default", "c", change)
+
+    api.before_status_write = someone_else_allocates
+    error = asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
+    assert "got allocated elsewhere in the meantime" in error
+    final = status(store, "c")
+    assert final["allocation"]["devices"]["results"][0]["device"] == "d1"  # theirs, untouched
+    assert final["reservedFor"] == [{"resource": "pods", "name": "other", "uid": "uid-other"}]
+    assert not store.get("Pod", "default", "p")["spec"].get("nodeName")
+
+
+def test_second_claim_failing_unreserves_the_first(tmp_path: Any) -> None:
+    engine, store, api = engine_for([*base(), claim("a"), claim("b"), pod("p", ["a", "b"])], tmp_path)
+    api.fail["update_claim"] = [ClusterAPIError("403 forbidden")]
+    # First claim: finalizer update fails -> nothing written at all.
+    assert "403" in asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
+    assert status(store, "a") == {} and status(store, "b") == {}
+
+    # Now let the first claim succeed and the second claim's status write fail.
+    async def second_fails(obj: dict[str, Any]) -> None:
+        if obj["metadata"]["name"] == "b":
+            raise ClusterAPIError("500")
+
+    api.status_write_hook = second_fails
+    assert "500" in asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
+    assert status(store, "a") == {} and status(store, "b") == {}
+    assert not store.get("Pod", "default", "p")["spec"].get("nodeName")
+
+
+def test_shared_claim_gets_one_allocation_and_two_reservations(tmp_path: Any) -> None:
+    engine, store, _ = engine_for(
+        [*base(), claim("shared"), pod("p1", ["shared"]), pod("p2", ["shared"])], tmp_path
+    )
+    assert asyncio.run(engine.bind("default", "p1", "uid-p1", "node-1")) == ""
+    first = status(store, "shared")["allocation"]
+    assert asyncio.run(engine.bind("default", "p2", "uid-p2", "node-1")) == ""
+    final = status(store, "shared")
+    assert final["allocation"] == first
+    assert [e["uid"] for e in final["reservedFor"]] == ["uid-p1", "uid-p2"]
+
+
+def test_concurrent_binds_never_give_a_device_twice(tmp_path: Any) -> None:
+    n_pods, n_devices = 12, 5
+    objects = [*base(n_devices)]
+    for i in range(n_pods):
+        objects += [claim(f"c{i}"), pod(f"p{i}", [f"c{i}"])]
+    engine, store, api = engine_for(objects, tmp_path)
+
+    async def slow_status(obj: dict[str, Any]) -> None:
+        await asyncio.sleep(0.001)  # interleave the binds at every write
+
+    api.status_write_hook = slow_status
+
+    async def all_binds() -> list[str]:
+        return await asyncio.gather(
+            *(engine.bind("default", f"p{i}", f"uid-p{i}", "node-1") for i in range(n_pods))
+        )
+
+    errors = asyncio.run(all_binds())
+    assert errors.count("") == n_devices
+    taken = [
+        r["device"]
+        for i in range(n_pods)
+        for r in (status(store, f"c{i}").get("allocation") or {}).get("devices", {}).get("results", [])
+    ]
+    assert sorted(taken) == sorted(f"d{i}" for i in range(n_devices))  # each device exactly once
+    for i in range(n_pods):
+        s = status(store, f"c{i}")
+        bound = store.get("Pod", "default", f"p{i}")["spec"].get("nodeName") == "node-1"
+        assert bound == bool(s.get("allocation")) == bool(s.get("reservedFor"))
+    assert not engine.in_flight
+
+
+def test_same_bind_twice_concurrently_gives_one_answer(tmp_path: Any) -> None:
+    engine, _store, api = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
+
+    async def twice() -> tuple[str, str]:
+        return await asyncio.gather(
+            engine.bind("default", "p", "uid-p", "node-1"), engine.bind("default", "p", "uid-p", "node-1")
+        )
+
+    assert asyncio.run(twice()) == ("", "")
+    assert api.calls.count("bind_pod") == 1
+
+
+def test_in_flight_entries_expire(tmp_path: Any) -> None:
+    engine, _store, _ = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
+    now = [0.0]
+    engine.clock = lambda: now[0]
+
+    async def start_only() -> None:
+        snapshot = engine.snapshot()
+        p = engine.state.pods[("default", "p")]
+        claims = snapshot.claims_of(p)
+        decision = snapshot.decide(claims, engine.state.nodes["node-1"])
+        engine._start_in_flight(p, "node-1", claims, decision)
+
+    asyncio.run(start_only())
+    assert engine.in_flight
+    now[0] = engine.config.in_flight_ttl + 1
+    engine.snapshot()
+    assert not engine.in_flight
+
+
+def test_examples_state_loads() -> None:
+    service, store = build_embedded([str(REPO / "examples")], ServeConfig())
+    assert service.ready() and len(store.objects("Node")) == 4

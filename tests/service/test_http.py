@@ -1,0 +1,259 @@
+"""The HTTP layer in process: verbs, status codes, debug views, metrics; bad input changes nothing."""
+
+from __future__ import annotations
+
+import json
+
+from extender.service.runtime import ServeConfig
+from tests.service.fixtures import (
+    EXAMPLE_NODES,
+    INFERENCE,
+    TRAINER,
+    WEB,
+    args_names,
+    args_nodes,
+    binding,
+    scheduler_node,
+)
+from tests.service.harness import Running, claim_status, run_with_service
+
+
+def test_filter_names_mode() -> None:
+    async def body(r: Running) -> None:
+        resp = await r.client.post("/scheduler/filter", content=args_names(TRAINER, EXAMPLE_NODES))
+        assert resp.status_code == 200
+        out = resp.json()
+        assert out["NodeNames"] == ["gpu-node-3"] and out["Nodes"] is None and out["Error"] == ""
+        assert set(out["FailedAndUnresolvableNodes"]) == {"cpu-node-1", "gpu-node-1", "gpu-node-2"}
+        assert out["FailedNodes"] == {}
+
+    run_with_service(body)
+
+
+def test_filter_full_node_list_mode_uses_the_sent_nodes() -> None:
+    async def body(r: Running) -> None:
+        nodes = [scheduler_node(n) for n in EXAMPLE_NODES]
+        resp = await r.client.post("/scheduler/filter", content=args_nodes(TRAINER, nodes))
+        out = resp.json()
+        assert out["NodeNames"] is None
+        assert [n["metadata"]["name"] for n in out["Nodes"]["items"]] == ["gpu-node-3"]
+        assert out["Nodes"]["items"][0] == nodes[3]
+
+    run_with_service(body)
+
+
+def test_unknown_nodes_are_rejected_not_errors() -> None:
+    async def body(r: Running) -> None:
+        out = (
+            await r.client.post("/scheduler/filter", content=args_names(TRAINER, ["gpu-node-3", "ghost"]))
+        ).json()
+        assert out["NodeNames"] == ["gpu-node-3"]
+        assert "not known" in out["FailedAndUnresolvableNodes"]["ghost"]
+
+    run_with_service(body)
+
+
+def test_pods_without_claims_take_the_fast_path() -> None:
+    async def body(r: Running) -> None:
+        names = [*EXAMPLE_NODES, "ghost"]
+        out = (await r.client.post("/scheduler/filter", content=args_names(WEB, names))).json()
+        assert out["NodeNames"] == names
+        scores = (await r.client.post("/scheduler/prioritize", content=args_names(WEB, names))).json()
+        assert scores == [{"Host": n, "Score": 0} for n in names]
+        assert (
+            await r.client.post("/scheduler/bind", content=binding("web", "uid-pod-web", "cpu-node-1"))
+        ).json() == {"Error": ""}
+        assert r.store.get("Pod", "default", "web")["spec"]["nodeName"] == "cpu-node-1"
+
+    run_with_service(body)
+
+
+def test_prioritize_scores_are_integers_0_to_10_and_binpack_prefers_fuller_nodes() -> None:
+    async def body(r: Running) -> None:
+        resp = await r.client.post(
+            "/scheduler/prioritize", content=args_names(INFERENCE, ["gpu-node-1", "gpu-node-2", "gpu-node-3"])
+        )
+        scores = {s["Host"]: s["Score"] for s in resp.json()}
+        assert all(isinstance(v, int) and 0 <= v <= 10 for v in scores.values())
+        # gpu-node-1 has 2 of 8 GPUs taken and gpu-node-3 has only 4: both beat the empty 8-GPU node.
+        assert scores["gpu-node-3"] == 10 and scores["gpu-node-2"] == 0 and scores["gpu-node-1"] > 0
+
+    run_with_service(body)
+
+
+def test_spread_prefers_emptier_nodes() -> None:
+    from extender.scheduling.engine import EngineConfig
+
+    async def body(r: Running) -> None:
+        resp = await r.client.post(
+            "/scheduler/prioritize", content=args_names(INFERENCE, ["gpu-node-2", "gpu-node-3"])
+        )
+        scores = {s["Host"]: s["Score"] for s in resp.json()}
+        assert scores == {"gpu-node-2": 10, "gpu-node-3": 0}
+
+    run_with_service(body, ServeConfig(engine=EngineConfig(score_policy="spread")))
+
+
+def test_bind_writes_finalizer_allocation_reservation_then_binds() -> None:
+    async def body(r: Running) -> None:
+        resp = await r.client.post(
+            "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
+        )
+        assert resp.status_code == 200 and resp.json() == {"Error": ""}
+        claim = r.store.get("ResourceClaim", "default", "trainer-gpus")
+        assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        assert [x["device"] for x in claim["status"]["allocation"]["devices"]["results"]] == [
+            "gpu-0",
+            "gpu-1",
+            "gpu-2",
+            "gpu-3",
+        ]
+        assert claim["status"]["reservedFor"] == [
+            {"resource": "pods", "name": "trainer", "uid": "uid-pod-trainer"}
+        ]
+        assert r.store.get("Pod", "default", "trainer")["spec"]["nodeName"] == "gpu-node-3"
+        # Idempotent: the same bind again succeeds and changes nothing.
+        rv = claim["metadata"]["resourceVersion"]
+        assert (
+            await r.client.post(
+                "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
+            )
+        ).json() == {"Error": ""}
+        assert r.store.get("ResourceClaim", "default", "trainer-gpus")["metadata"]["resourceVersion"] == rv
+        # The next filter sees the devices as taken.
+        out = (await r.client.post("/scheduler/filter", content=args_names(INFERENCE, ["gpu-node-3"]))).json()
+        assert out["NodeNames"] == []
+
+    run_with_service(body)
+
+
+def test_bind_to_a_node_that_does_not_fit_fails_cleanly() -> None:
+    async def body(r: Running) -> None:
+        error = (
+            await r.client.post(
+                "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-1")
+            )
+        ).json()["Error"]
+        assert error.startswith("cannot bind to gpu-node-1")
+        assert claim_status(r.store, "trainer-gpus") == {}
+        assert not r.store.get("Pod", "default", "trainer")["spec"].get("nodeName")
+        wrong_uid = (
+            await r.client.post("/scheduler/bind", content=binding("trainer", "other-uid", "gpu-node-3"))
+        ).json()["Error"]
+        assert "UID mismatch" in wrong_uid
+        missing = (await r.client.post("/scheduler/bind", content=binding("nope", "u", "gpu-node-3"))).json()[
+            "Error"
+        ]
+        assert "not found" in missing
+
+    run_with_service(body)
+
+
+def test_template_claim_is_found_through_pod_status() -> None:
+    async def body(r: Running) -> None:
+        assert (
+            await r.client.post(
+                "/scheduler/bind", content=binding("inference-0", "uid-pod-inference-0", "gpu-node-1")
+            )
+        ).json() == {"Error": ""}
+        results = claim_status(r.store, "inference-0-gpu-x7k2p")["allocation"]["devices"]["results"]
+        assert results[0]["device"] == "gpu-2"  # gpu-0 and gpu-1 are held by batch-job
+
+    run_with_service(body)
+
+
+def test_malformed_requests_get_400_and_change_nothing() -> None:
+    async def body(r: Running) -> None:
+        before = r.store.resource_version
+        for verb, payload in [
+            ("filter", b"{"),
+            ("prioritize", b'{"Pod":1}'),
+            ("bind", b'{"PodName":5}'),
+            ("filter", b""),
+        ]:
+            resp = await r.client.post(f"/scheduler/{verb}", content=payload)
+            assert resp.status_code == 400, (verb, payload)
+            assert resp.json()["Error"]
+        assert r.store.resource_version == before
+
+    run_with_service(body)
+
+
+def test_oversized_bodies_get_413() -> None:
+    async def body(r: Running) -> None:
+        resp = await r.client.post("/scheduler/filter", content=args_names(TRAINER, ["n"] * 5000))
+        assert resp.status_code == 413
+
+    run_with_service(body, ServeConfig(max_body_bytes=10_000))
+
+
+def test_configurable_prefix() -> None:
+    async def body(r: Running) -> None:
+        assert (await r.client.post("/dra/filter", content=args_names(WEB, ["a"]))).status_code == 200
+        assert (await r.client.post("/scheduler/filter", content=args_names(WEB, ["a"]))).status_code in (
+            404,
+            405,
+        )
+
+    run_with_service(body, ServeConfig(prefix="/dra/"))
+
+
+def test_health_readiness_metrics() -> None:
+    async def body(r: Running) -> None:
+        assert (await r.client.get("/healthz")).text == "ok\n"
+        assert (await r.client.get("/readyz")).status_code == 200
+        await r.client.post("/scheduler/filter", content=args_names(TRAINER, EXAMPLE_NODES))
+        await r.client.post("/scheduler/filter", content=b"{")
+        text = (await r.client.get("/metrics")).text
+        assert 'dra_extender_request_duration_seconds_count{verb="filter"} 1.0' in text
+        assert 'dra_extender_filter_nodes_total{outcome="passed"} 1.0' in text
+        assert 'dra_extender_bad_requests_total{verb="filter"} 1.0' in text
+        assert 'dra_extender_cache_objects{kind="ResourceSlice"} 6.0' in text
+
+    run_with_service(body)
+
+
+def test_debug_views_in_json_and_text() -> None:
+    async def body(r: Running) -> None:
+        await r.client.post("/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3"))
+        inventory = (await r.client.get("/debug/inventory")).json()
+        node3 = inventory["nodes"]["gpu-node-3"]
+        gpus = [d for d in node3["devices"] if d["device"].startswith("gpu.example.com/")]
+        assert (
+            all(d["allocatedTo"] == ["default/trainer-gpus"] for d in gpus) and node3["free"] == 2
+        )  # the NICs
+        assert "default/batch-job-gpus" in (await r.client.get("/debug/inventory?format=text")).text
+        claims = (await r.client.get("/debug/claims")).json()["claims"]
+        assert any(
+            c["claim"] == "default/trainer-gpus" and c["reservedFor"] == ["pods/trainer"] for c in claims
+        )
+        pod = (await r.client.get("/debug/pods/default/rdma-worker")).json()
+        assert pod["nodes"]["gpu-node-2"]["fits"] and "allocations" in pod["nodes"]["gpu-node-2"]
+        text = (await r.client.get("/debug/pods/default/oversized?format=text")).text
+        assert "needs 9 devices" in text
+        assert (await r.client.get("/debug/pods/default/nope")).status_code == 404
+        decisions = (await r.client.get("/debug/decisions")).json()["decisions"]
+        assert decisions[-1]["verb"] == "bind" and decisions[-1]["devices"]["trainer-gpus"]
+        assert "bind" in (await r.client.get("/debug/decisions?format=text")).text
+        assert (await r.client.get("/debug/inflight")).json() == {"inFlight": []}
+
+    run_with_service(body)
+
+
+def test_json_bodies_are_exact() -> None:
+    async def body(r: Running) -> None:
+        raw = (
+            await r.client.post("/scheduler/bind", content=binding("web", "uid-pod-web", "gpu-node-1"))
+        ).content
+        assert raw == b'{"Error":""}'
+        assert json.loads(
+            (await r.client.post("/scheduler/filter", content=args_names(WEB, []))).content
+        ) == {
+            "Nodes": None,
+            "NodeNames": [],
+            "FailedNodes": {},
+            "FailedAndUnresolvableNodes": {},
+            "Error": "",
+        }
+
+    run_with_service(body)

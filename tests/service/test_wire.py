@@ -1,0 +1,65 @@
+"""The wire format, byte for byte where kube-scheduler cares."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from extender.service import wire
+from tests.service.fixtures import TRAINER, args_names, args_nodes, scheduler_node
+
+
+def test_node_names_mode_round_trip() -> None:
+    args = wire.decode_args(args_names(TRAINER, ["a", "b"]))
+    assert args.node_names == ["a", "b"] and args.nodes_raw is None
+    out = json.loads(wire.encode_filter_result(args, ["a"], {}, {"b": "no"}, ""))
+    assert out == {
+        "Nodes": None,
+        "NodeNames": ["a"],
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {"b": "no"},
+        "Error": "",
+    }
+
+
+def test_full_node_list_mode_returns_the_original_objects() -> None:
+    nodes = [scheduler_node("a", {"zone": "z1"}), scheduler_node("b")]
+    args = wire.decode_args(args_nodes(TRAINER, nodes))
+    assert args.node_names == ["a", "b"]
+    assert args.raw_node_labels is not None and args.raw_node_labels["a"]["zone"] == "z1"
+    out = json.loads(wire.encode_filter_result(args, ["b"], {}, {"a": "no"}, ""))
+    assert out["NodeNames"] is None
+    assert out["Nodes"] == {"metadata": {}, "items": [nodes[1]]}  # unchanged, incl. the legacy "Port" key
+
+
+def test_priorities_are_a_bare_array_of_integer_scores() -> None:
+    assert wire.encode_priorities([("a", 7), ("b", 0)]) == b'[{"Host":"a","Score":7},{"Host":"b","Score":0}]'
+
+
+def test_binding_round_trip() -> None:
+    args = wire.decode_binding(b'{"PodName":"p","PodNamespace":"ns","PodUID":"u","Node":"n"}')
+    assert (args.PodName, args.PodNamespace, args.PodUID, args.Node) == ("p", "ns", "u", "n")
+    assert wire.encode_binding_result("") == b'{"Error":""}'
+
+
+BAD = [
+    ("empty", b"", "empty request body"),
+    ("not-json", b"{nope", "malformed request"),
+    ("no-pod", b'{"Pod":null,"Nodes":null,"NodeNames":[]}', "Pod is required"),
+    ("pod-wrong-type", b'{"Pod":[1]}', "malformed request"),
+    ("names-wrong-type", b'{"Pod":{"metadata":{"name":"p"}},"NodeNames":"a"}', "NodeNames"),
+    ("pod-without-name", b'{"Pod":{"metadata":{}},"NodeNames":[]}', "Pod.metadata.name is required"),
+    ("node-item-not-object", b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[5]}}', "Nodes.items[0]"),
+]
+
+
+@pytest.mark.parametrize(("name", "body", "message"), BAD, ids=[b[0] for b in BAD])
+def test_malformed_args_are_rejected_with_a_reason(name: str, body: bytes, message: str) -> None:
+    with pytest.raises(wire.WireError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        wire.decode_args(body)
+
+
+def test_binding_needs_its_fields() -> None:
+    with pytest.raises(wire.WireError, match="PodName, Node required"):
+        wire.decode_binding(b'{"PodNamespace":"ns"}')
