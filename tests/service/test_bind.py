@@ -184,12 +184,14 @@ def test_concurrent_binds_never_give_a_device_twice(tmp_path: Any) -> None:
 def test_same_bind_twice_concurrently_gives_one_answer(tmp_path: Any) -> None:
     engine, _store, api = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
 
-    async def twice() -> tuple[str, str]:
-        return await asyncio.gather(
-            engine.bind("default", "p", "uid-p", "node-1"), engine.bind("default", "p", "uid-p", "node-1")
+    async def twice() -> list[str]:
+        return list(
+            await asyncio.gather(
+                engine.bind("default", "p", "uid-p", "node-1"), engine.bind("default", "p", "uid-p", "node-1")
+            )
         )
 
-    assert asyncio.run(twice()) == ("", "")
+    assert asyncio.run(twice()) == ["", ""]
     assert api.calls.count("bind_pod") == 1
 
 
