@@ -1,0 +1,73 @@
+"""Real servers for integration tests: the CLI as a subprocess, or uvicorn in a thread."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+
+from tests.shared import REPO
+
+
+@contextlib.contextmanager
+def cli_server(*args: str) -> Iterator[str]:
+    """``dra-extender serve ARGS --port 0``; yields the base URL once it listens."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "extender.cli", "serve", "--port", "0", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    url = None
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while url is None and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        match = re.search(r"Uvicorn running on (http://\S+)", line)
+        if match:
+            url = match.group(1)
+    try:
+        assert url is not None, "server did not start:\n" + "".join(lines)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def thread_server(app: FastAPI) -> Iterator[str]:
+    """uvicorn serving ``app`` on 127.0.0.1 (a free port) in a background thread."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False)
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.started, "uvicorn did not start"
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+EXAMPLES = str(Path(REPO) / "examples")

@@ -1,0 +1,98 @@
+"""The real service (uvicorn on 127.0.0.1) on the example state, driven as kube-scheduler does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import yaml
+
+from extender.service.app import create_app
+from extender.service.runtime import ServeConfig, build_embedded
+from tests.builders import claim, device, device_class, node, pod, resource_slice
+from tests.integration.servers import EXAMPLES, cli_server, thread_server
+from tests.service.fixtures import EXAMPLE_NODES, INFERENCE, TRAINER, args_names, binding, scheduler_pod
+
+
+def test_scheduling_cycle_through_the_cli_server() -> None:
+    with cli_server("--state", EXAMPLES) as url, httpx.Client(base_url=url, timeout=10) as http:
+        assert http.get("/readyz").status_code == 200
+        # filter -> prioritize -> bind, as kube-scheduler would for the trainer pod.
+        filtered = http.post("/scheduler/filter", content=args_names(TRAINER, EXAMPLE_NODES)).json()
+        assert filtered["NodeNames"] == ["gpu-node-3"] and filtered["Error"] == ""
+        scores = http.post("/scheduler/prioritize", content=args_names(TRAINER, filtered["NodeNames"])).json()
+        assert scores == [{"Host": "gpu-node-3", "Score": 5}]
+        assert http.post(
+            "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
+        ).json() == {"Error": ""}
+        # The claim as written, and the pod's binding, as the debug endpoints show them.
+        claims = {c["claim"]: c for c in http.get("/debug/claims").json()["claims"]}
+        trainer = claims["default/trainer-gpus"]
+        assert trainer["allocated"] and trainer["reservedFor"] == ["pods/trainer"]
+        assert trainer["devices"] == [f"gpu=gpu.example.com/gpu-node-3/gpu-{i}" for i in range(4)]
+        # inference-0 (template claim) then lands on the fullest A100 node, gpu-node-1.
+        inference_nodes = ["gpu-node-1", "gpu-node-2", "gpu-node-3"]
+        filtered = http.post("/scheduler/filter", content=args_names(INFERENCE, inference_nodes)).json()
+        assert filtered["NodeNames"] == ["gpu-node-1", "gpu-node-2"]
+        scores = {
+            s["Host"]: s["Score"]
+            for s in http.post(
+                "/scheduler/prioritize", content=args_names(INFERENCE, filtered["NodeNames"])
+            ).json()
+        }
+        best = max(scores, key=lambda n: scores[n])
+        assert best == "gpu-node-1"
+        assert http.post(
+            "/scheduler/bind", content=binding("inference-0", "uid-pod-inference-0", best)
+        ).json() == {"Error": ""}
+        inventory = http.get("/debug/inventory").json()["nodes"]["gpu-node-1"]["devices"]
+        assert [d["allocatedTo"] for d in inventory if d["device"].endswith("/gpu-2")] == [
+            ["default/inference-0-gpu-x7k2p"]
+        ]
+        assert "bind" in http.get("/debug/decisions?format=text").text
+        metrics = http.get("/metrics").text
+        assert 'dra_extender_binds_total{outcome="success"} 2.0' in metrics
+
+
+def test_concurrent_binds_over_http_never_share_a_device(tmp_path: Any) -> None:
+    n_pods, n_devices = 16, 6
+    objects: list[dict[str, Any]] = [
+        device_class(),
+        node("node-1"),
+        resource_slice("s", [device(f"d{i}") for i in range(n_devices)]),
+    ]
+    for i in range(n_pods):
+        objects += [claim(f"c{i}"), pod(f"p{i}", [f"c{i}"])]
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    service, store = build_embedded([str(path)], ServeConfig())
+
+    async def storm(url: str) -> list[dict[str, Any]]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+
+            async def one(i: int) -> dict[str, Any]:
+                spod = scheduler_pod(f"p{i}", f"uid-p{i}", [{"name": f"c{i}", "resourceClaimName": f"c{i}"}])
+                filtered = (await http.post("/scheduler/filter", content=args_names(spod, ["node-1"]))).json()
+                if filtered["NodeNames"] != ["node-1"]:
+                    return {"Error": "filtered out"}
+                result: dict[str, Any] = (
+                    await http.post("/scheduler/bind", content=binding(f"p{i}", f"uid-p{i}", "node-1"))
+                ).json()
+                return result
+
+            return list(await asyncio.gather(*(one(i) for i in range(n_pods))))
+
+    with thread_server(create_app(service)) as url:
+        results = asyncio.run(storm(url))
+    assert sum(1 for r in results if r["Error"] == "") == n_devices
+    taken: list[str] = []
+    for i in range(n_pods):
+        status = store.get("ResourceClaim", "default", f"c{i}").get("status") or {}
+        results_i = (status.get("allocation") or {}).get("devices", {}).get("results", [])
+        taken += [r["device"] for r in results_i]
+        bound = store.get("Pod", "default", f"p{i}")["spec"].get("nodeName") == "node-1"
+        assert bound == bool(results_i) == bool(status.get("reservedFor")), (i, status)
+    assert sorted(taken) == sorted(f"d{i}" for i in range(n_devices))
+    assert json.loads(json.dumps(service.engine.in_flight == {}))
