@@ -6,7 +6,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
+
+#: libyaml's C loader when PyYAML was built with it (several times faster), else the pure one.
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class StateFileError(ValueError):
@@ -19,8 +23,11 @@ def _documents(path: Path) -> Iterator[Any]:
     except OSError as exc:
         raise StateFileError(f"{path}: {exc.strerror or exc}") from None
     try:
-        yield from yaml.safe_load_all(text)  # JSON is YAML too
-    except yaml.YAMLError as exc:
+        if path.suffix == ".json":
+            yield orjson.loads(text)
+        else:
+            yield from yaml.load_all(text, Loader=_LOADER)
+    except (yaml.YAMLError, orjson.JSONDecodeError) as exc:
         raise StateFileError(f"{path}: not valid YAML/JSON: {exc}") from None
 
 

@@ -31,6 +31,8 @@ from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, ResourceClaim
 from extender.scheduling.projection import ClaimProjection, claim_projection
 
+_NO_KEY = object()
+
 #: Default budget for one node's allocation; an unsatisfiable claim can never stall a request.
 DEFAULT_NODE_TIMEOUT = 1.0
 
@@ -161,6 +163,8 @@ class Snapshot:
         self._assessments: dict[tuple[Any, ...], Assessment] = {}
         self._projections: dict[tuple[Any, ...], ClaimProjection | None] = {}
         self._in_use: dict[str, int] = {}
+        #: projection key -> node name -> (signature, in-use), for this snapshot.
+        self._node_keys: dict[Any, dict[str, tuple[int, int] | None]] = {}
         self._in_use_ids: dict[tuple[Any, ...], int] = {}
 
     def claims_of(self, pod: Pod) -> PodClaims:
@@ -247,14 +251,31 @@ class Snapshot:
             if c.allocation and c.allocation.node_selector
         ]
         memo = self._assessments
+        cached_nodes = self.state.nodes
+        node_keys = self._node_keys.setdefault(projection.key, {}) if projection is not None else {}
+
+        def node_key(node: Node) -> tuple[int, int] | None:
+            """(signature, in-use) of a node; per snapshot, by name, for the cached Node records."""
+            if cached_nodes.get(node.name) is node:
+                found = node_keys.get(node.name, _NO_KEY)
+                if found is not _NO_KEY:
+                    return found  # type: ignore[return-value]
+            assert projection is not None
+            signature = self.inventory.node_signature(node.name, node.labels, projection)
+            key = None if signature is None else (signature, self._node_in_use(node))
+            if cached_nodes.get(node.name) is node:
+                node_keys[node.name] = key
+            return key
 
         def assess(node: Node) -> Assessment:
             key = None
             if projection is not None:
-                signature = self.inventory.node_signature(node.name, node.labels, projection)
-                if signature is not None:
-                    fits_selectors = tuple(sel.matches(node.name, node.labels) for sel in selectors)
-                    key = (claims_key, signature, self._node_in_use(node), fits_selectors)
+                nk = node_key(node)
+                if nk is not None:
+                    fits_selectors = (
+                        tuple(sel.matches(node.name, node.labels) for sel in selectors) if selectors else ()
+                    )
+                    key = (claims_key, nk, fits_selectors)
                     cached = memo.get(key)
                     if cached is not None:
                         return cached

@@ -20,8 +20,15 @@ from tests.shared import REPO
 @contextlib.contextmanager
 def cli_server(*args: str) -> Iterator[str]:
     """``dra-extender serve ARGS --port 0``; yields the base URL once it listens."""
+    with process_server([sys.executable, "-m", "extender.cli", "serve", "--port", "0", *args]) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def process_server(command: list[str]) -> Iterator[str]:
+    """A server process that logs uvicorn's "Uvicorn running on URL" line; yields the URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "extender.cli", "serve", "--port", "0", *args],
+        command,
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -39,6 +46,11 @@ def cli_server(*args: str) -> Iterator[str]:
         match = re.search(r"Uvicorn running on (http://\S+)", line)
         if match:
             url = match.group(1)
+    # Keep reading the server's output (its log), or a full pipe would block the server.
+    drain = threading.Thread(
+        target=lambda: [lines.append(x) for x in iter(proc.stdout.readline, "")], daemon=True
+    )
+    drain.start()
     try:
         assert url is not None, "server did not start:\n" + "".join(lines)
         yield url

@@ -1,0 +1,196 @@
+"""Service benchmark: filter, prioritize and bind latency at 500 nodes x 8 GPUs, over real HTTP.
+
+Run: ``python -m bench.service_bench`` (``--nodes``, ``--requests``, ``--json FILE``).
+
+Each verb is measured client-side over one keep-alive connection (kube-scheduler's pattern),
+next to the floor of an empty endpoint (a FastAPI route that reads the same body and returns a
+constant) served by the same uvicorn setup in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.allocator_bench import GPU, cluster
+from tests.integration.servers import cli_server, process_server
+from tests.service.fixtures import args_names, args_nodes, binding, scheduler_node, scheduler_pod
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50_ms": statistics.median(ordered) * 1e3,
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e3,
+        "max_ms": ordered[-1] * 1e3,
+    }
+
+
+def measure(call: Callable[[], httpx.Response], n: int, warmup: int = 20) -> dict[str, float]:
+    for _ in range(warmup):
+        call()
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        resp = call()
+        samples.append(time.perf_counter() - start)
+        assert resp.status_code == 200, resp.text
+    return percentiles(samples)
+
+
+def state_file(directory: Path, nodes: int, pods: int) -> Path:
+    objects = cluster(nodes, 8, 0.5)
+    for i in range(pods):
+        objects.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": f"claim-{i}", "namespace": "default", "uid": f"uid-claim-{i}"},
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU, "count": 1}}]
+                    }
+                },
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"pod-{i}", "namespace": "default", "uid": f"uid-pod-{i}"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "x"}],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": f"claim-{i}"}],
+                },
+            }
+        )
+    path = directory / "state.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    return path
+
+
+def row(label: str, result: dict[str, float], floor: dict[str, float]) -> str:
+    return (
+        f"  {label:40s} p50 {result['p50_ms']:7.3f} ms  p99 {result['p99_ms']:7.3f} ms  "
+        f"max {result['max_ms']:7.3f} ms   | floor p50 {floor['p50_ms']:6.3f} p99 {floor['p99_ms']:6.3f}"
+    )
+
+
+def run(n_nodes: int, n_requests: int) -> dict[str, Any]:
+    results: dict[str, Any] = {"nodes": n_nodes, "requests": n_requests}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = state_file(Path(tmp), n_nodes, n_requests + 50)
+        floor_script = Path(tmp) / "floor.py"
+        floor_script.write_text(FLOOR_SERVER)
+        names = [f"node-{n:04d}" for n in range(n_nodes)]
+        pod = scheduler_pod("pod-0", "uid-pod-0", [{"name": "gpu", "resourceClaimName": "claim-0"}])
+        names_body = args_names(pod, names)
+        nodes_body = args_nodes(pod, [scheduler_node(n, {"zone": f"z{i % 3}"}) for i, n in enumerate(names)])
+        start = time.perf_counter()
+        with (
+            process_server([sys.executable, str(floor_script)]) as floor_url,
+            cli_server("--state", str(path)) as url,
+        ):
+            print(
+                f"== {n_nodes} nodes x 8 GPUs (half allocated) + 2 NICs; "
+                f"servers up in {time.perf_counter() - start:.1f} s"
+            )
+            with (
+                httpx.Client(base_url=floor_url, timeout=30) as floor_client,
+                httpx.Client(base_url=url, timeout=30) as http,
+            ):
+                floor_names = measure(lambda: floor_client.post("/empty", content=names_body), n_requests)
+                floor_nodes = measure(lambda: floor_client.post("/empty", content=nodes_body), n_requests)
+                floor_bind = measure(
+                    lambda: floor_client.post("/empty", content=binding("p", "u", "n")), n_requests
+                )
+                filter_names = measure(lambda: http.post("/scheduler/filter", content=names_body), n_requests)
+                filter_nodes = measure(
+                    lambda: http.post("/scheduler/filter", content=nodes_body), max(n_requests // 4, 20)
+                )
+                prioritize = measure(
+                    lambda: http.post("/scheduler/prioritize", content=names_body), n_requests
+                )
+                counter = iter(range(1, n_requests + 40))
+
+                def bind_next() -> httpx.Response:
+                    i = next(counter)
+                    resp = http.post(
+                        "/scheduler/bind", content=binding(f"pod-{i}", f"uid-pod-{i}", names[i % len(names)])
+                    )
+                    assert resp.json() == {"Error": ""}, resp.text
+                    return resp
+
+                bind = measure(bind_next, n_requests, warmup=5)
+                counter2 = iter(range(n_requests + 40, n_requests + 50))
+
+                def filter_after_bind() -> httpx.Response:
+                    # After a bind the snapshot changes: the first filter per change pays for it.
+                    i = next(counter2)
+                    http.post(
+                        "/scheduler/bind", content=binding(f"pod-{i}", f"uid-pod-{i}", names[i % len(names)])
+                    )
+                    return http.post("/scheduler/filter", content=names_body)
+
+                churn = measure(filter_after_bind, 8, warmup=0)
+    print(row("filter, NodeNames (500 names)", filter_names, floor_names))
+    print(row("filter, full NodeList (500 nodes)", filter_nodes, floor_nodes))
+    print(row("prioritize, NodeNames", prioritize, floor_names))
+    print(row("bind (embedded store)", bind, floor_bind))
+    print(row("bind, then the first filter after it", churn, floor_names))
+    print("  targets: filter p50 <= 2 ms and p99 <= 10 ms (NodeNames); bind p50 <= 2 ms")
+    results.update(
+        {
+            "floor_names": floor_names,
+            "floor_nodelist": floor_nodes,
+            "floor_bind": floor_bind,
+            "filter_names": filter_names,
+            "filter_nodelist": filter_nodes,
+            "prioritize": prioritize,
+            "bind": bind,
+            "bind_then_filter": churn,
+        }
+    )
+    return results
+
+
+FLOOR_SERVER = """
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+app = FastAPI()
+
+
+@app.post("/empty")
+async def empty(request: Request) -> Response:
+    await request.body()
+    return Response(content=b'{"Error":""}', media_type="application/json")
+
+
+uvicorn.run(app, host="127.0.0.1", port=0, log_level="info", access_log=False)
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--json", help="write the numbers to this file")
+    args = parser.parse_args()
+    results = run(args.nodes, args.requests)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
