@@ -47,10 +47,14 @@ def process_server(command: list[str]) -> Iterator[str]:
         if match:
             url = match.group(1)
     # Keep reading the server's output (its log), or a full pipe would block the server.
-    drain = threading.Thread(
-        target=lambda: [lines.append(x) for x in iter(proc.stdout.readline, "")], daemon=True
-    )
-    drain.start()
+    output = proc.stdout
+
+    def keep_reading() -> None:
+        for line in iter(output.readline, ""):
+            lines.append(line)
+            del lines[:-200]
+
+    threading.Thread(target=keep_reading, daemon=True).start()
     try:
         assert url is not None, "server did not start:\n" + "".join(lines)
         yield url
