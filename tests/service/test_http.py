@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import yaml
 
 from extender.service.runtime import ServeConfig
+from tests.builders import attrs, claim, device, device_class, exact, node, resource_slice
 from tests.service.fixtures import (
     EXAMPLE_NODES,
     INFERENCE,
@@ -14,6 +18,7 @@ from tests.service.fixtures import (
     args_nodes,
     binding,
     scheduler_node,
+    scheduler_pod,
 )
 from tests.service.harness import Running, claim_status, run_with_service
 
@@ -257,3 +262,27 @@ def test_json_bodies_are_exact() -> None:
         }
 
     run_with_service(body)
+
+
+def test_a_broken_device_class_fails_only_the_pods_that_use_it(tmp_path: Path) -> None:
+    objects = [
+        device_class("good"),
+        device_class("broken", "device.attributes['driver-a'].model >= quantity('1')"),
+        resource_slice("s", [device("d0", attributes=attrs(model="x"))]),
+        node("node-1"),
+        claim("uses-broken", requests=[exact(cls="broken")]),
+        claim("uses-good", requests=[exact(cls="good")]),
+    ]
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+
+    async def body(r: Running) -> None:
+        broken_pod = scheduler_pod("a", "uid-a", [{"name": "c", "resourceClaimName": "uses-broken"}])
+        good_pod = scheduler_pod("b", "uid-b", [{"name": "c", "resourceClaimName": "uses-good"}])
+        out = (await r.client.post("/scheduler/filter", content=args_names(broken_pod, ["node-1"]))).json()
+        assert out["NodeNames"] == [] and "class broken: selector #0: CEL compile error" in out["Error"]
+        assert "found no matching overload for '_>=_'" in out["Error"]
+        ok = (await r.client.post("/scheduler/filter", content=args_names(good_pod, ["node-1"]))).json()
+        assert ok["NodeNames"] == ["node-1"] and ok["Error"] == ""
+
+    run_with_service(body, paths=[str(path)])
