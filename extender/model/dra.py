@@ -431,8 +431,8 @@ def parse_allocation(reader: Reader) -> Allocation:
     return Allocation(tuple(devices), node_selector, reader.data)
 
 
-def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
-    obj = to_v1(obj)
+def parse_resource_claim(original: dict[str, Any]) -> ResourceClaim:
+    obj = to_v1(original)
     meta = Reader(obj.get("metadata"), "metadata")
     status = Reader(obj.get("status"), "status")
     controller_uid = None
@@ -452,7 +452,7 @@ def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
         deleting=meta.has("deletionTimestamp"),
         controller_uid=controller_uid,
         annotations={str(k): str(v) for k, v in annotations.items()},
-        raw=obj,
+        raw=original,
     )
 
 

@@ -1,0 +1,669 @@
+"""An in-process fake kube-apiserver for tests: real HTTP, resourceVersion semantics, fault hooks.
+
+Requirements: ../shared/reference/testing-without-apiserver.md. Standard library only (plus the
+JSON patch helpers below); a ``ThreadingHTTPServer`` on 127.0.0.1:0 in a daemon thread.
+
+Supported: discovery, list (label/field selectors), watch (resume by resourceVersion, synthetic
+ADDED for RV 0, bookmarks, 410 after compaction, server timeouts), create, update, update of the
+status subresource (409 on stale resourceVersion), merge / JSON / strategic-merge patches
+(``reservedFor`` keyed by uid), delete with preconditions, both binding endpoints, and a
+request log. Faults: the next N watches expire (410), drop watch streams, inject status codes,
+add latency.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.fakeapi.patches import PatchError, json_patch, merge_patch, strategic_merge_patch
+
+# resource (plural) -> (group, version, kind, namespaced)
+RESOURCES: dict[str, tuple[str, str, str, bool]] = {
+    "nodes": ("", "v1", "Node", False),
+    "pods": ("", "v1", "Pod", True),
+    "namespaces": ("", "v1", "Namespace", False),
+    "events": ("", "v1", "Event", True),
+    "resourceslices": ("resource.k8s.io", "v1", "ResourceSlice", False),
+    "deviceclasses": ("resource.k8s.io", "v1", "DeviceClass", False),
+    "resourceclaims": ("resource.k8s.io", "v1", "ResourceClaim", True),
+    "resourceclaimtemplates": ("resource.k8s.io", "v1", "ResourceClaimTemplate", True),
+    "devicetaintrules": ("resource.k8s.io", "v1", "DeviceTaintRule", False),
+    "leases": ("coordination.k8s.io", "v1", "Lease", True),
+}
+KIND_TO_RESOURCE = {kind: res for res, (_, _, kind, _) in RESOURCES.items()}
+
+
+def _api_version(resource: str) -> str:
+    group, version, _, _ = RESOURCES[resource]
+    return f"{group}/{version}" if group else version
+
+
+def go_bool(text: str | None) -> bool:
+    return (text or "").lower() in ("1", "t", "true")
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+
+
+@dataclass
+class Faults:
+    """Knobs tests turn; all thread-safe enough for tests (set before the request that needs them)."""
+
+    watch_410: int = 0  # the next N watches answer 410 Expired
+    drop_watch_after: int | None = None  # abort watch streams after this many events
+    server_watch_timeout: float = 30.0
+    bookmark_every: float | None = None
+    #: (method, path substring) -> list of status codes to answer (consumed in order).
+    inject: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    latency: float = 0.0
+
+    def take_injected(self, method: str, path: str) -> int | None:
+        for (m, fragment), codes in self.inject.items():
+            if m == method and fragment in path and codes:
+                return codes.pop(0)
+        return None
+
+
+class Store:
+    """Objects by (resource, namespace, name), one RV counter, a bounded event log."""
+
+    def __init__(self, log_size: int = 100_000) -> None:
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.rv = 100
+        self.events: list[tuple[int, str, str, dict[str, Any]]] = []  # (rv, resource, type, object)
+        self.compacted_rv = 0
+        self.log_size = log_size
+        self.cond = threading.Condition()
+
+    def _record(self, resource: str, etype: str, obj: dict[str, Any]) -> None:
+        self.events.append((self.rv, resource, etype, copy.deepcopy(obj)))
+        if len(self.events) > self.log_size:
+            drop = len(self.events) - self.log_size
+            self.compacted_rv = self.events[drop - 1][0]
+            del self.events[:drop]
+        self.cond.notify_all()
+
+    def bump(self, obj: dict[str, Any]) -> None:
+        self.rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+
+    def compact(self) -> None:
+        with self.cond:
+            self.compacted_rv = self.rv
+            self.events.clear()
+
+    def put(self, resource: str, obj: dict[str, Any], etype: str) -> dict[str, Any]:
+        meta = obj["metadata"]
+        key = (resource, meta.get("namespace", ""), meta["name"])
+        self.bump(obj)
+        self.objects[key] = obj
+        self._record(resource, etype, obj)
+        return copy.deepcopy(obj)
+
+
+class FakeApiServer:
+    """Start with :meth:`start` (or use as a context manager); ``url`` is the base URL."""
+
+    def __init__(self) -> None:
+        self.store = Store()
+        self.faults = Faults()
+        self.requests: list[tuple[str, str, str]] = []  # (method, path?query, content-type)
+        self._server: ThreadingHTTPServer | None = None
+        self.url = ""
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> FakeApiServer:
+        fake = self
+
+        class Handler(_Handler):
+            api = fake
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        self._server = server
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            with self.store.cond:
+                self.store.cond.notify_all()
+
+    def __enter__(self) -> FakeApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- direct access for tests ----------------------------------------------------------------
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        resource = KIND_TO_RESOURCE[obj["kind"]]
+        with self.store.cond:
+            return self._create(resource, copy.deepcopy(obj))
+
+    def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
+        resource = KIND_TO_RESOURCE[kind]
+        if RESOURCES[resource][3] and not namespace:
+            namespace = "default"
+        with self.store.cond:
+            return copy.deepcopy(self.store.objects[(resource, namespace, name)])
+
+    def update_direct(self, kind: str, name: str, namespace: str, change: Any) -> dict[str, Any]:
+        """Change an object as another writer would (bumps RV, emits MODIFIED)."""
+        resource = KIND_TO_RESOURCE[kind]
+        with self.store.cond:
+            obj = copy.deepcopy(self.store.objects[(resource, namespace, name)])
+            change(obj)
+            return self.store.put(resource, obj, "MODIFIED")
+
+    def delete_direct(self, kind: str, name: str, namespace: str = "") -> None:
+        resource = KIND_TO_RESOURCE[kind]
+        with self.store.cond:
+            obj = self.store.objects.pop((resource, namespace, name))
+            self.store.bump(obj)
+            self.store._record(resource, "DELETED", obj)
+
+    def calls(self, method: str | None = None, fragment: str = "") -> list[tuple[str, str, str]]:
+        return [r for r in self.requests if (method is None or r[0] == method) and fragment in r[1]]
+
+    # --- operations (called with the store lock held) -------------------------------------------------
+
+    def _create(self, resource: str, obj: dict[str, Any], namespace: str = "") -> dict[str, Any]:
+        group, _version, kind, namespaced = RESOURCES[resource]
+        meta = obj.setdefault("metadata", {})
+        if namespaced:
+            meta["namespace"] = namespace or meta.get("namespace") or "default"
+        if not meta.get("name"):
+            if meta.get("generateName"):
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            else:
+                raise ApiError(422, "Invalid", "metadata.name: Required value")
+        key = (resource, meta.get("namespace", ""), meta["name"])
+        if key in self.store.objects:
+            raise ApiError(
+                409, "AlreadyExists", f'{resource}.{group or "core"} "{meta["name"]}" already exists'
+            )
+        obj["apiVersion"], obj["kind"] = _api_version(resource), kind
+        meta.update(
+            {
+                "uid": meta.get("uid") or str(uuid.uuid4()),
+                "creationTimestamp": "2026-11-22T00:00:00Z",
+                "generation": 1,
+            }
+        )
+        return self.store.put(resource, obj, "ADDED")
+
+    def _current(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
+        obj = self.store.objects.get((resource, namespace, name))
+        if obj is None:
+            group = RESOURCES[resource][0]
+            raise ApiError(404, "NotFound", f'{resource}{"." + group if group else ""} "{name}" not found')
+        return obj
+
+    def _check_rv(self, resource: str, current: dict[str, Any], sent: dict[str, Any]) -> None:
+        rv = (sent.get("metadata") or {}).get("resourceVersion")
+        if rv and rv != current["metadata"]["resourceVersion"]:
+            group = RESOURCES[resource][0]
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Operation cannot be fulfilled on {resource}{'.' + group if group else ''} "
+                f'"{current["metadata"]["name"]}": the object has been modified; please apply your changes '
+                "to the latest version and try again",
+            )
+
+    def _validate_claim_status(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        old_alloc = (old.get("status") or {}).get("allocation")
+        status = new.get("status") or {}
+        if old_alloc is not None and status.get("allocation") not in (None, old_alloc):
+            raise ApiError(422, "Invalid", "status.allocation: Invalid value: field is immutable")
+        reserved = status.get("reservedFor") or []
+        if len(reserved) > 256:
+            raise ApiError(422, "Invalid", "status.reservedFor: Too many: must have at most 256 items")
+        if reserved and not status.get("allocation"):
+            raise ApiError(
+                422, "Invalid", "status.reservedFor: Forbidden: may not be set when `allocation` is unset"
+            )
+        uids = [r.get("uid") for r in reserved]
+        if len(set(uids)) != len(uids):
+            raise ApiError(422, "Invalid", "status.reservedFor: Duplicate value")
+
+    def _replace(
+        self, resource: str, namespace: str, name: str, body: dict[str, Any], status: bool
+    ) -> dict[str, Any]:
+        current = self._current(resource, namespace, name)
+        self._check_rv(resource, current, body)
+        new = copy.deepcopy(current)
+        if status:
+            new["status"] = body.get("status")
+            if new["status"] is None:
+                new.pop("status")
+        else:
+            new["metadata"] = {
+                **current["metadata"],
+                **{
+                    k: v
+                    for k, v in (body.get("metadata") or {}).items()
+                    if k not in ("uid", "resourceVersion", "creationTimestamp")
+                },
+            }
+            for key in body:
+                if key not in ("metadata", "status", "apiVersion", "kind"):
+                    new[key] = body[key]
+            if new.get("spec") != current.get("spec"):
+                new["metadata"]["generation"] = current["metadata"].get("generation", 1) + 1
+        if resource == "resourceclaims":
+            self._validate_claim_status(current, new)
+        if new == current:
+            return copy.deepcopy(current)  # a no-op update does not bump the RV
+        return self.store.put(resource, new, "MODIFIED")
+
+    def _patch(
+        self, resource: str, namespace: str, name: str, body: bytes, content_type: str, status: bool
+    ) -> dict[str, Any]:
+        current = self._current(resource, namespace, name)
+        try:
+            if content_type.startswith("application/merge-patch+json"):
+                patch = json.loads(body)
+                self._check_rv(resource, current, patch if isinstance(patch, dict) else {})
+                new = merge_patch(current, patch)
+            elif content_type.startswith("application/json-patch+json"):
+                new = json_patch(current, json.loads(body))
+            elif content_type.startswith("application/strategic-merge-patch+json"):
+                patch = json.loads(body)
+                self._check_rv(resource, current, patch)
+                uid = (patch.get("metadata") or {}).get("uid")
+                if uid and uid != current["metadata"]["uid"]:
+                    raise ApiError(
+                        409,
+                        "Conflict",
+                        f"Precondition failed: UID in precondition: {uid}, UID in object meta: {current['metadata']['uid']}",
+                    )
+                new = strategic_merge_patch(current, patch, resource)
+            else:
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type})",
+                )
+        except PatchError as exc:
+            raise ApiError(422, "Invalid", str(exc)) from None
+        if status:
+            merged = copy.deepcopy(current)
+            merged["status"] = new.get("status")
+            new = merged
+        new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        if resource == "resourceclaims":
+            self._validate_claim_status(current, new)
+        if new == current:
+            return copy.deepcopy(current)
+        return self.store.put(resource, new, "MODIFIED")
+
+    def _delete(self, resource: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        current = self._current(resource, namespace, name)
+        pre = body.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != current["metadata"]["uid"]:
+            raise ApiError(409, "Conflict", "Precondition failed: UID mismatch")
+        if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", "Precondition failed: resourceVersion mismatch")
+        del self.store.objects[(resource, namespace, name)]
+        self.store.bump(current)
+        self.store._record(resource, "DELETED", current)
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}}
+
+    def _bind(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        pod = self._current("pods", namespace, name)
+        uid = (body.get("metadata") or {}).get("uid")
+        if uid and uid != pod["metadata"]["uid"]:
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod['metadata']['uid']}",
+            )
+        if pod.get("spec", {}).get("nodeName"):
+            raise ApiError(
+                409, "Conflict", f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
+            )
+        if pod["metadata"].get("deletionTimestamp"):
+            raise ApiError(409, "Conflict", f"pod {name} is being deleted, cannot be assigned to a host")
+        new = copy.deepcopy(pod)
+        new.setdefault("spec", {})["nodeName"] = (body.get("target") or {}).get("name")
+        conditions = new.setdefault("status", {}).setdefault("conditions", [])
+        conditions[:] = [c for c in conditions if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True"})
+        self.store.put("pods", new, "MODIFIED")
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    # --- list and watch --------------------------------------------------------------------------------
+
+    def _matches(self, obj: dict[str, Any], labels: dict[str, str], fields: dict[str, str]) -> bool:
+        obj_labels = (obj.get("metadata") or {}).get("labels") or {}
+        if any(obj_labels.get(k) != v for k, v in labels.items()):
+            return False
+        for path, want in fields.items():
+            value: Any = obj
+            for part in path.split("."):
+                value = (value or {}).get(part) if isinstance(value, dict) else None
+            if (value or "") != want:
+                return False
+        return True
+
+    def list(
+        self, resource: str, namespace: str, labels: dict[str, str], fields: dict[str, str]
+    ) -> dict[str, Any]:
+        items = [
+            copy.deepcopy(o)
+            for (r, ns, _), o in sorted(self.store.objects.items())
+            if r == resource and (not namespace or ns == namespace) and self._matches(o, labels, fields)
+        ]
+        kind = RESOURCES[resource][2]
+        return {
+            "kind": f"{kind}List",
+            "apiVersion": _api_version(resource),
+            "metadata": {"resourceVersion": str(self.store.rv)},
+            "items": items,
+        }
+
+    def watch_events(
+        self,
+        resource: str,
+        namespace: str,
+        since: str,
+        labels: dict[str, str],
+        fields: dict[str, str],
+        timeout: float,
+        bookmarks: bool,
+    ) -> Iterator[dict[str, Any]]:
+        store = self.store
+        deadline = time.monotonic() + timeout
+        with store.cond:
+            if self.faults.watch_410 > 0:
+                self.faults.watch_410 -= 1
+                yield {
+                    "type": "ERROR",
+                    "object": ApiError(
+                        410, "Expired", f"too old resource version: {since} ({store.rv})"
+                    ).status(),
+                }
+                return
+            if since in ("", "0"):
+                start = store.rv
+                for (r, ns, _), o in sorted(store.objects.items()):
+                    if (
+                        r == resource
+                        and (not namespace or ns == namespace)
+                        and self._matches(o, labels, fields)
+                    ):
+                        yield {"type": "ADDED", "object": copy.deepcopy(o)}
+            else:
+                start = int(since)
+                if start < store.compacted_rv:
+                    yield {
+                        "type": "ERROR",
+                        "object": ApiError(
+                            410, "Expired", f"too old resource version: {start} ({store.compacted_rv})"
+                        ).status(),
+                    }
+                    return
+        last_bookmark = time.monotonic()
+        position = start
+        while True:
+            with store.cond:
+                pending = [e for e in store.events if e[0] > position]
+                if not pending:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or self._server is None:
+                        return
+                    wait = min(remaining, self.faults.bookmark_every or remaining, 0.5)
+                    store.cond.wait(wait)
+                    pending = [e for e in store.events if e[0] > position]
+            for rv, r, etype, obj in pending:
+                position = rv
+                meta = obj.get("metadata") or {}
+                if (
+                    r == resource
+                    and (not namespace or meta.get("namespace") == namespace)
+                    and self._matches(obj, labels, fields)
+                ):
+                    yield {"type": etype, "object": obj}
+            if (
+                bookmarks
+                and self.faults.bookmark_every is not None
+                and time.monotonic() - last_bookmark >= self.faults.bookmark_every
+            ):
+                last_bookmark = time.monotonic()
+                kind = RESOURCES[resource][2]
+                with store.cond:
+                    position = max(position, store.rv)
+                yield {
+                    "type": "BOOKMARK",
+                    "object": {
+                        "kind": kind,
+                        "apiVersion": _api_version(resource),
+                        "metadata": {"resourceVersion": str(position)},
+                    },
+                }
+            if time.monotonic() > deadline:
+                return
+
+
+def _selector(text: str | None) -> dict[str, str]:
+    out = {}
+    for part in (text or "").split(","):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out[k.strip().rstrip("=")] = v.strip().lstrip("=")
+    return out
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api: FakeApiServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, code: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _route(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""  # always read the whole body first
+        parsed = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(parsed.query))
+        content_type = self.headers.get("Content-Type", "")
+        self.api.requests.append((method, self.path, content_type))
+        if self.api.faults.latency:
+            time.sleep(self.api.faults.latency)
+        injected = self.api.faults.take_injected(method, parsed.path)
+        if injected is not None:
+            self._send(
+                injected,
+                ApiError(
+                    injected, "InternalError" if injected >= 500 else "Injected", f"injected {injected}"
+                ).status(),
+            )
+            return
+        try:
+            self._dispatch(method, parsed.path, query, body, content_type)
+        except ApiError as exc:
+            self._send(exc.code, exc.status())
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            self._send(400, ApiError(400, "BadRequest", f"bad request: {exc}").status())
+
+    def _dispatch(
+        self, method: str, path: str, query: dict[str, str], body: bytes, content_type: str
+    ) -> None:
+        parts = [p for p in path.split("/") if p]
+        if path == "/version":
+            self._send(200, {"major": "1", "minor": "37", "gitVersion": "v1.37.0-fake"})
+            return
+        if parts in (["api"], ["apis"]) or (parts[:1] == ["apis"] and len(parts) == 3):
+            self._send(200, self._discovery(parts))
+            return
+        # /api/v1/... or /apis/{group}/{version}/...
+        rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
+        namespace = ""
+        if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
+            namespace, rest = rest[1], rest[2:]
+        if not rest:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        resource = rest[0]
+        if resource == "bindings" and method == "POST":
+            payload = json.loads(body)
+            with self.api.store.cond:
+                self._send(201, self.api._bind(namespace, payload["metadata"]["name"], payload))
+            return
+        if resource not in RESOURCES:
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({resource})")
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        store = self.api.store
+        if method == "GET" and not name:
+            labels, fields = _selector(query.get("labelSelector")), _selector(query.get("fieldSelector"))
+            if go_bool(query.get("watch")):
+                timeout = float(query.get("timeoutSeconds") or self.api.faults.server_watch_timeout)
+                self._stream(
+                    self.api.watch_events(
+                        resource,
+                        namespace,
+                        query.get("resourceVersion", ""),
+                        labels,
+                        fields,
+                        min(timeout, self.api.faults.server_watch_timeout),
+                        go_bool(query.get("allowWatchBookmarks")),
+                    )
+                )
+                return
+            with store.cond:
+                self._send(200, self.api.list(resource, namespace, labels, fields))
+            return
+        with store.cond:
+            if method == "GET":
+                self._send(200, copy.deepcopy(self.api._current(resource, namespace, name)))
+            elif method == "POST" and not name:
+                self._send(201, self.api._create(resource, json.loads(body), namespace))
+            elif method == "POST" and sub == "binding" and resource == "pods":
+                self._send(201, self.api._bind(namespace, name, json.loads(body)))
+            elif method == "PUT":
+                self._send(
+                    200,
+                    self.api._replace(resource, namespace, name, json.loads(body), status=sub == "status"),
+                )
+            elif method == "PATCH":
+                self._send(
+                    200,
+                    self.api._patch(resource, namespace, name, body, content_type, status=sub == "status"),
+                )
+            elif method == "DELETE":
+                self._send(200, self.api._delete(resource, namespace, name, json.loads(body) if body else {}))
+            else:
+                raise ApiError(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _discovery(self, parts: list[str]) -> dict[str, Any]:
+        if parts == ["api"]:
+            return {"kind": "APIVersions", "versions": ["v1"]}
+        groups = sorted({g for g, _, _, _ in RESOURCES.values() if g})
+        if parts == ["apis"]:
+            return {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [
+                    {
+                        "name": g,
+                        "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}],
+                        "preferredVersion": {"groupVersion": f"{g}/v1", "version": "v1"},
+                    }
+                    for g in groups
+                ],
+            }
+        group, version = parts[1], parts[2]
+        resources = [
+            {
+                "name": r,
+                "namespaced": ns,
+                "kind": k,
+                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+            }
+            for r, (g, v, k, ns) in RESOURCES.items()
+            if g == group and v == version
+        ]
+        if not resources:
+            raise ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({group}/{version})"
+            )
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}",
+            "resources": resources,
+        }
+
+    def _stream(self, events: Iterator[dict[str, Any]]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sent = 0
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            for event in events:
+                line = json.dumps(event).encode() + b"\n"
+                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                self.wfile.flush()
+                sent += 1
+                limit = self.api.faults.drop_watch_after
+                if limit is not None and sent >= limit:
+                    self.close_connection = True
+                    self.connection.shutdown(2)  # abort mid-stream: no terminating chunk
+                    return
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    def do_PUT(self) -> None:
+        self._route("PUT")
+
+    def do_PATCH(self) -> None:
+        self._route("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._route("DELETE")
