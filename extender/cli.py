@@ -13,10 +13,12 @@ import orjson
 
 from extender.allocator import FeatureGateError, Features, parse_feature_gates
 from extender.allocator.features import GATES
+from extender.cluster.api import ClusterAPIError
+from extender.cluster.kube import KubeConfigError, load_configuration, running_in_cluster
 from extender.cluster.state import ClusterState
 from extender.scheduling.engine import SCORE_POLICIES, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app
-from extender.service.runtime import ServeConfig, build_embedded, configure_logging
+from extender.service.runtime import ServeConfig, build_cluster, build_embedded, configure_logging
 from extender.simulate import SelectionError, SimulationRequest, render_text, simulate
 from extender.statefile import StateFileError, load_objects
 
@@ -53,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--state", nargs="+", metavar="PATH", help="state files or directories (embedded mode)"
+    )
+    serve.add_argument(
+        "--kubeconfig", help="run against this cluster (default when running in a pod: the in-cluster config)"
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8888, help="port to listen on (default 8888)")
@@ -138,11 +143,16 @@ def run_serve(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
     try:
         config = serve_config(args)
-        if not args.state:
-            print("error: give --state FILE... (embedded mode)", file=sys.stderr)
+        if args.state:
+            service, _store = build_embedded(args.state, config)
+        elif args.kubeconfig or running_in_cluster():
+            service = build_cluster(load_configuration(args.kubeconfig), config)
+        else:
+            print(
+                "error: give --state FILE... (embedded mode) or --kubeconfig (cluster mode)", file=sys.stderr
+            )
             return 2
-        service, _store = build_embedded(args.state, config)
-    except (FeatureGateError, StateFileError) as exc:
+    except (FeatureGateError, StateFileError, KubeConfigError, ClusterAPIError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     app = create_app(service, prefix=config.prefix, max_body_bytes=config.max_body_bytes)

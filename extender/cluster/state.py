@@ -128,6 +128,30 @@ class ClusterState:
         if kind in ("ResourceSlice", "DeviceClass", "DeviceTaintRule"):
             self.inventory_version += 1
 
+    def replace_kind(self, kind: str, objects: Iterable[dict[str, Any]]) -> None:
+        """A relist: apply every object and forget those of ``kind`` that are gone."""
+        objects = list(objects)
+        keep = {object_key(o) for o in objects}
+        current = self._table(kind)
+        for key in list(current):
+            k = key if isinstance(key, tuple) else ("", key)
+            if k not in keep:
+                self.remove({"kind": kind, "metadata": {"namespace": k[0], "name": k[1]}})
+        for obj in objects:
+            self.apply(obj)
+
+    def _table(self, kind: str) -> dict[Any, Any]:
+        tables: dict[str, dict[Any, Any]] = {
+            "Node": self.nodes,
+            "Pod": self.pods,
+            "ResourceSlice": self.slices,
+            "DeviceClass": self.classes,
+            "ResourceClaim": self.claims,
+            "ResourceClaimTemplate": self.templates,
+            "DeviceTaintRule": self.taint_rules,
+        }
+        return tables.get(kind, {})
+
     def counts(self) -> dict[str, int]:
         return {
             "Node": len(self.nodes),

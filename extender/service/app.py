@@ -7,9 +7,10 @@ ones get 400 with the reason, oversized ones 413, and nothing about the state ch
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,9 @@ class Service:
     metrics: Metrics
     ready: Callable[[], bool]
     mode: str
+    #: Run inside the server's event loop at startup / shutdown (e.g. start the informers).
+    startup: Callable[[], Awaitable[None]] | None = None
+    shutdown: Callable[[], Awaitable[None]] | None = None
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -68,7 +72,24 @@ def _bad_request(message: str, status: int = 400) -> Response:
 def create_app(
     service: Service, *, prefix: str = "/scheduler", max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 ) -> FastAPI:
-    app = FastAPI(title="dra-extender", version="0.1.0", docs_url=None, redoc_url=None, openapi_url=None)
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if service.startup is not None:
+            await service.startup()
+        try:
+            yield
+        finally:
+            if service.shutdown is not None:
+                await service.shutdown()
+
+    app = FastAPI(
+        title="dra-extender",
+        version="0.1.0",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        lifespan=lifespan,
+    )
     engine, metrics = service.engine, service.metrics
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
 

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
+from kubernetes import client as k8s
 
 from extender.cel import CelEnvironment, CelOptions
+from extender.cluster.kube import RESOURCE_GROUP, KubeAPI, Paths, RawKube
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import Event, MemoryStore
+from extender.cluster.reflector import Reflector
 from extender.cluster.state import ClusterState
 from extender.scheduling.engine import Engine, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
@@ -84,3 +90,74 @@ def configure_logging(level: str, log_format: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+#: kind -> collection resource; DeviceTaintRules only when the gate is on and the server serves them.
+WATCHED = (
+    ("Node", "nodes"),
+    ("Pod", "pods"),
+    ("ResourceSlice", "resourceslices"),
+    ("DeviceClass", "deviceclasses"),
+    ("ResourceClaim", "resourceclaims"),
+    ("ResourceClaimTemplate", "resourceclaimtemplates"),
+    ("DeviceTaintRule", "devicetaintrules"),
+)
+
+
+def build_cluster(configuration: Any, config: ServeConfig) -> Service:
+    """Against an API server: informers (raw list+watch) feed the cache; writes go to the server."""
+    api_client = k8s.ApiClient(configuration)
+    raw = RawKube(api_client)
+    version = raw.served_dra_version()
+    served = {
+        r.get("name") for r in raw.request("GET", f"/apis/{RESOURCE_GROUP}/{version}").get("resources", [])
+    }
+    paths = Paths(version)
+    state = ClusterState()
+    features = config.engine.features
+    cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
+    engine = Engine(state, KubeAPI(raw, paths), cel, config.engine)
+    metrics = Metrics(state.counts, lambda: len(engine.in_flight))
+    engine.observer = metrics
+    decisions = logging.getLogger("dra_extender.decisions")
+    engine.log_sink = lambda entry: decisions.info("%s", orjson.dumps(entry).decode())
+    stop = threading.Event()
+    reflectors: list[Reflector] = []
+
+    async def startup() -> None:
+        loop = asyncio.get_running_loop()
+
+        def sink_for(kind: str) -> Any:
+            def deliver(etype: str, obj: dict[str, Any] | None, items: list[dict[str, Any]] | None) -> None:
+                if etype == "SYNCED":
+                    loop.call_soon_threadsafe(state.replace_kind, kind, items or [])
+                elif etype == "DELETED" and obj is not None:
+                    loop.call_soon_threadsafe(state.remove, obj)
+                elif obj is not None:
+                    loop.call_soon_threadsafe(state.apply, obj)
+
+            return deliver
+
+        for kind, resource in WATCHED:
+            if resource == "devicetaintrules" and (not features.device_taint_rules or resource not in served):
+                continue
+            if kind not in ("Node", "Pod") and resource not in served:
+                log.warning("%s/%s does not serve %s", RESOURCE_GROUP, version, resource)
+                continue
+            group_version = "v1" if kind in ("Node", "Pod") else f"{RESOURCE_GROUP}/{version}"
+            reflector = Reflector(
+                raw, paths.collection(resource), kind, sink_for(kind), stop, api_version=group_version
+            )
+            reflectors.append(reflector)
+            reflector.start()
+        log.info("watching %d resources (%s %s)", len(reflectors), RESOURCE_GROUP, version)
+
+    async def shutdown() -> None:
+        stop.set()
+
+    def ready() -> bool:
+        return bool(reflectors) and all(r.synced.is_set() for r in reflectors)
+
+    return Service(
+        engine=engine, metrics=metrics, ready=ready, mode="cluster", startup=startup, shutdown=shutdown
+    )

@@ -532,7 +532,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/version":
             self._send(200, {"major": "1", "minor": "37", "gitVersion": "v1.37.0-fake"})
             return
-        if parts in (["api"], ["apis"]) or (parts[:1] == ["apis"] and len(parts) == 3):
+        if parts in (["api"], ["apis"]) or (parts[:1] == ["apis"] and len(parts) in (2, 3)):
             self._send(200, self._discovery(parts))
             return
         # /api/v1/... or /apis/{group}/{version}/...
@@ -610,6 +610,19 @@ class _Handler(BaseHTTPRequestHandler):
                     }
                     for g in groups
                 ],
+            }
+        if len(parts) == 2:
+            if parts[1] not in groups:
+                raise ApiError(
+                    404, "NotFound", f"the server could not find the requested resource ({parts[1]})"
+                )
+            versions = [{"groupVersion": f"{parts[1]}/v1", "version": "v1"}]
+            return {
+                "kind": "APIGroup",
+                "apiVersion": "v1",
+                "name": parts[1],
+                "versions": versions,
+                "preferredVersion": versions[0],
             }
         group, version = parts[1], parts[2]
         resources = [

@@ -1,0 +1,222 @@
+"""Talking to a real API server: the official client for configuration, auth and transport,
+raw JSON for everything else (its models drop DRA fields and cost 5-30x; its ResourceClaim
+watch crashes; its binding reply parsing fails: see reference/kubernetes-client.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+from extender.cluster.api import ApiConflict, ApiNotFound, ClusterAPIError
+
+RESOURCE_GROUP = "resource.k8s.io"
+PREFERRED_VERSIONS = ("v1", "v1beta2", "v1beta1")
+
+
+class KubeConfigError(Exception):
+    """No usable cluster configuration."""
+
+
+def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
+    """A fresh Configuration (never the client's global default) from a kubeconfig or in-cluster."""
+    configuration = k8s.Configuration()
+    try:
+        if kubeconfig:
+            k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        else:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+    except (k8s_config.ConfigException, OSError) as exc:
+        raise KubeConfigError(str(exc)) from None
+    return configuration
+
+
+def running_in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def _error(exc: ApiException) -> ClusterAPIError:
+    message = f"{exc.status} {exc.reason}"
+    body = exc.body
+    try:
+        decoded = orjson.loads(body) if body else None
+        if isinstance(decoded, dict) and decoded.get("message"):
+            message = f"{exc.status}: {decoded['message']}"
+    except orjson.JSONDecodeError:
+        pass
+    if exc.status == 409:
+        return ApiConflict(message)
+    if exc.status == 404:
+        return ApiNotFound(message)
+    error = ClusterAPIError(message)
+    error.code = exc.status or 0
+    return error
+
+
+@dataclass(frozen=True)
+class Paths:
+    """URL paths of the resources we read and write, for the served resource.k8s.io version."""
+
+    dra_version: str
+
+    def collection(self, resource: str) -> str:
+        if resource in ("nodes", "pods", "events"):
+            return f"/api/v1/{resource}"
+        if resource == "leases":
+            return "/apis/coordination.k8s.io/v1/leases"
+        return f"/apis/{RESOURCE_GROUP}/{self.dra_version}/{resource}"
+
+    def claim(self, namespace: str, name: str) -> str:
+        return f"/apis/{RESOURCE_GROUP}/{self.dra_version}/namespaces/{namespace}/resourceclaims/{name}"
+
+
+class RawKube:
+    """Synchronous raw-JSON requests over the official client's ApiClient (run in threads)."""
+
+    def __init__(self, api_client: k8s.ApiClient, timeout: float = 30.0) -> None:
+        self.api_client = api_client
+        self.timeout = timeout
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+        stream: bool = False,
+    ) -> Any:
+        try:
+            response = self.api_client.call_api(
+                path,
+                method,
+                query_params=list((query or {}).items()),
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout if timeout is not None else self.timeout,
+            )
+        except ApiException as exc:
+            raise _error(exc) from None
+        return response if stream else orjson.loads(response.data or b"null")
+
+    def served_dra_version(self) -> str:
+        group = self.request("GET", f"/apis/{RESOURCE_GROUP}")
+        served = {v.get("version") for v in (group or {}).get("versions", [])}
+        for version in PREFERRED_VERSIONS:
+            if version in served:
+                return version
+        raise ClusterAPIError(
+            f"the API server serves none of {RESOURCE_GROUP}/{', '.join(PREFERRED_VERSIONS)}"
+        )
+
+    def watch_lines(self, path: str, query: dict[str, Any], timeout: float) -> Iterator[dict[str, Any]]:
+        response = self.request("GET", path, query={**query, "watch": "true"}, timeout=timeout, stream=True)
+        try:
+            buffer = b""
+            for chunk in response.stream(amt=65536, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield orjson.loads(line)
+        finally:
+            response.release_conn()
+
+
+class KubeAPI:
+    """:class:`~extender.cluster.api.ClusterAPI` against the API server (blocking calls in threads)."""
+
+    def __init__(self, raw: RawKube, paths: Paths, field_manager: str = "dra-extender") -> None:
+        self.raw = raw
+        self.paths = paths
+        self.field_manager = field_manager
+
+    async def _call(self, method: str, path: str, **kw: Any) -> Any:
+        return await asyncio.to_thread(self.raw.request, method, path, **kw)
+
+    async def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call("GET", self.paths.claim(namespace, name))
+        return result
+
+    async def update_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
+        meta = claim["metadata"]
+        result: dict[str, Any] = await self._call(
+            "PUT",
+            self.paths.claim(meta["namespace"], meta["name"]),
+            body=claim,
+            query={"fieldManager": self.field_manager},
+        )
+        return result
+
+    async def update_claim_status(self, claim: dict[str, Any]) -> dict[str, Any]:
+        meta = claim["metadata"]
+        result: dict[str, Any] = await self._call(
+            "PUT",
+            self.paths.claim(meta["namespace"], meta["name"]) + "/status",
+            body=claim,
+            query={"fieldManager": self.field_manager},
+        )
+        return result
+
+    async def unreserve_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
+        # The in-tree Unreserve's patch: metadata.uid acts as a precondition.
+        patch = {
+            "metadata": {"uid": claim_uid},
+            "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]},
+        }
+        await self._call(
+            "PATCH",
+            self.paths.claim(namespace, name) + "/status",
+            body=patch,
+            content_type="application/strategic-merge-patch+json",
+        )
+
+    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        await self._call("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=binding)
+
+    async def record_event(
+        self, pod: dict[str, Any], reason: str, message: str, warning: bool = True
+    ) -> None:
+        meta = pod.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": namespace,
+                "name": meta.get("name"),
+                "uid": meta.get("uid"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": "dra-extender"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        await self._call("POST", f"/api/v1/namespaces/{namespace}/events", body=event)

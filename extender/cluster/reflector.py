@@ -1,0 +1,123 @@
+"""List then watch one resource as raw dicts, resuming from the last resourceVersion.
+
+Each reflector runs in its own thread: it lists (and reconciles: objects missing from a relist
+are deleted), then watches from the list's resourceVersion with bookmarks, follows every
+event's resourceVersion, relists on 410 Gone, and backs off on errors. Events are handed to a
+sink, which the service points at its event loop, so the cache is only ever changed there.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from extender.cluster.api import ClusterAPIError
+from extender.cluster.kube import RawKube
+
+log = logging.getLogger("dra_extender.reflector")
+
+#: (event type, object): ADDED | MODIFIED | DELETED, or SYNCED with the full list (object=None).
+Sink = Callable[[str, dict[str, Any] | None, list[dict[str, Any]] | None], None]
+
+
+class Expired(Exception):
+    """The watch's resourceVersion is too old (410 Gone): relist."""
+
+
+class Reflector:
+    def __init__(
+        self,
+        raw: RawKube,
+        path: str,
+        kind: str,
+        sink: Sink,
+        stop: threading.Event,
+        *,
+        api_version: str,
+        watch_timeout: int = 300,
+        backoff: tuple[float, float] = (0.2, 10.0),
+        rng: random.Random | None = None,
+    ) -> None:
+        self.raw = raw
+        self.path = path
+        self.kind = kind
+        self.api_version = api_version
+        self.sink = sink
+        self.stop = stop
+        self.watch_timeout = watch_timeout
+        self.backoff = backoff
+        self.rng = rng or random.Random()
+        self.synced = threading.Event()
+        self.resource_version = ""
+        self.relists = 0
+        self._failures = 0
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.run, name=f"reflector-{self.kind}", daemon=True)
+        thread.start()
+        return thread
+
+    def _sleep_after_failure(self) -> None:
+        self._failures += 1
+        low, high = self.backoff
+        delay = min(high, low * 2 ** (self._failures - 1)) * (0.5 + self.rng.random() / 2)
+        self.stop.wait(delay)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self._list()
+            except ClusterAPIError as exc:
+                log.warning("list %s failed: %s", self.kind, exc)
+                self._sleep_after_failure()
+                continue
+            while not self.stop.is_set():
+                try:
+                    self._watch()
+                    self._failures = 0
+                except Expired:
+                    log.info(
+                        "watch %s: resourceVersion %s expired, relisting", self.kind, self.resource_version
+                    )
+                    break
+                except Exception as exc:
+                    log.warning("watch %s failed: %s", self.kind, exc)
+                    self._sleep_after_failure()
+
+    def _list(self) -> None:
+        result = self.raw.request("GET", self.path)
+        items = result.get("items") or []
+        for item in items:
+            item.setdefault("kind", self.kind)
+            item.setdefault("apiVersion", self.api_version)
+        self.resource_version = (result.get("metadata") or {}).get("resourceVersion", "")
+        self.relists += 1
+        self.sink("SYNCED", None, items)
+        self.synced.set()
+
+    def _watch(self) -> None:
+        query = {
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": self.watch_timeout,
+        }
+        for event in self.raw.watch_lines(self.path, query, timeout=self.watch_timeout + 30):
+            if self.stop.is_set():
+                return
+            etype = event.get("type")
+            obj = event.get("object") or {}
+            if etype == "ERROR":
+                if obj.get("code") == 410:
+                    raise Expired
+                raise ClusterAPIError(f"watch error: {obj.get('message')}")
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if rv:
+                self.resource_version = rv
+            if etype == "BOOKMARK":
+                continue
+            obj.setdefault("kind", self.kind)
+            obj.setdefault("apiVersion", self.api_version)
+            self.sink(str(etype), obj, None)

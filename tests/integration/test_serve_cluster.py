@@ -1,0 +1,166 @@
+"""dra-extender serve --kubeconfig against the fake API server: informers, writes, faults."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.builders import device, node, resource_slice
+from tests.fakeapi.server import FakeApiServer
+from tests.integration.servers import cli_server
+from tests.service.fixtures import EXAMPLE_NODES, TRAINER, args_names, binding
+from tests.shared import REPO
+
+
+def kubeconfig(fake: FakeApiServer, directory: Path) -> str:
+    path = directory / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+                "users": [{"name": "extender", "user": {"token": "test-token"}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "extender"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    return str(path)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as server:
+        for obj in yaml.safe_load_all((REPO / "examples" / "cluster.yaml").read_text()):
+            server.create(obj)
+        yield server
+
+
+def wait_until(check: Any, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+def ready(http: httpx.Client) -> bool:
+    return http.get("/readyz").status_code == 200
+
+
+def test_cycle_against_the_api_server(fake: FakeApiServer, tmp_path: Path) -> None:
+    with (
+        cli_server("--kubeconfig", kubeconfig(fake, tmp_path)) as url,
+        httpx.Client(base_url=url, timeout=10) as http,
+    ):
+        wait_until(lambda: ready(http))
+        inventory = http.get("/debug/inventory").json()["nodes"]
+        assert sorted(inventory) == EXAMPLE_NODES
+        filtered = http.post("/scheduler/filter", content=args_names(TRAINER, EXAMPLE_NODES)).json()
+        assert filtered["NodeNames"] == ["gpu-node-3"]
+        assert http.post(
+            "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
+        ).json() == {"Error": ""}
+        # Exactly the in-tree writes: finalizer (Update), allocation + reservation (UpdateStatus), Binding.
+        writes = [
+            (m, p.split("?")[0])
+            for m, p, _ in fake.requests
+            if m in ("PUT", "POST", "PATCH") and "events" not in p
+        ]
+        base = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/trainer-gpus"
+        assert writes == [
+            ("PUT", base),
+            ("PUT", base + "/status"),
+            ("POST", "/api/v1/namespaces/default/pods/trainer/binding"),
+        ]
+        claim = fake.get("ResourceClaim", "trainer-gpus", "default")
+        assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        assert len(claim["status"]["allocation"]["devices"]["results"]) == 4
+        assert claim["status"]["reservedFor"] == [
+            {"resource": "pods", "name": "trainer", "uid": "uid-pod-trainer"}
+        ]
+        assert fake.get("Pod", "trainer", "default")["spec"]["nodeName"] == "gpu-node-3"
+        # The watch brings the write back into the cache.
+        wait_until(
+            lambda: any(
+                c["claim"] == "default/trainer-gpus" and c["allocated"]
+                for c in http.get("/debug/claims").json()["claims"]
+            )
+        )
+        # Objects created in the API server appear in the extender.
+        fake.create(node("gpu-node-4"))
+        fake.create(
+            resource_slice(
+                "gpu-node-4-gpus",
+                [device("gpu-0")],
+                driver="gpu.example.com",
+                pool="gpu-node-4",
+                node="gpu-node-4",
+            )
+        )
+        wait_until(
+            lambda: http.get("/debug/inventory").json()["nodes"].get("gpu-node-4", {}).get("total") == 1
+        )
+
+
+def test_watch_drops_and_410_leave_the_cache_consistent(fake: FakeApiServer, tmp_path: Path) -> None:
+    with (
+        cli_server("--kubeconfig", kubeconfig(fake, tmp_path)) as url,
+        httpx.Client(base_url=url, timeout=10) as http,
+    ):
+        wait_until(lambda: ready(http))
+        fake.faults.drop_watch_after = 1
+        fake.create(node("after-drop"))
+        fake.faults.drop_watch_after = None
+        wait_until(lambda: "after-drop" in http.get("/debug/inventory").json()["nodes"])
+        # Deleted while the extender's watches had to relist after compaction: the relist forgets it.
+        fake.faults.watch_410 = 20
+        fake.store.compact()
+        fake.delete_direct("Node", "after-drop")
+        fake.create(node("after-410"))
+        wait_until(lambda: "after-410" in http.get("/debug/inventory").json()["nodes"])
+        wait_until(lambda: "after-drop" not in http.get("/debug/inventory").json()["nodes"])
+
+
+def test_conflicts_are_retried_and_failed_bindings_undo_the_reservation(
+    fake: FakeApiServer, tmp_path: Path
+) -> None:
+    with (
+        cli_server("--kubeconfig", kubeconfig(fake, tmp_path)) as url,
+        httpx.Client(base_url=url, timeout=10) as http,
+    ):
+        wait_until(lambda: ready(http))
+        fake.faults.inject[("PUT", "resourceclaims/trainer-gpus/status")] = [409]
+        fake.faults.inject[("POST", "pods/trainer/binding")] = [500]
+        error = http.post(
+            "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
+        ).json()["Error"]
+        assert "binding pod to gpu-node-3 failed" in error
+        claim = fake.get("ResourceClaim", "trainer-gpus", "default")
+        assert not claim["status"].get("reservedFor")  # our reservation was removed again
+        assert not fake.get("Pod", "trainer", "default")["spec"].get("nodeName")
+        patches = [p for m, p, ct in fake.requests if m == "PATCH"]
+        assert patches and "strategic-merge-patch" in next(ct for m, _, ct in fake.requests if m == "PATCH")
+        assert len(fake.calls("GET", "/resourceclaims/trainer-gpus")) >= 1  # fresh read after the 409
+        events = [r for r in fake.requests if r[0] == "POST" and "/events" in r[1]]
+        assert events
+        # Retry once the API server is healthy: the claim is already allocated to the same devices by
+        # us, so only the reservation is added and the pod is bound.
+        wait_until(
+            lambda: any(
+                c["claim"] == "default/trainer-gpus" and c["allocated"]
+                for c in http.get("/debug/claims").json()["claims"]
+            )
+        )
+        assert http.post(
+            "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
+        ).json() == {"Error": ""}
+        assert fake.get("Pod", "trainer", "default")["spec"]["nodeName"] == "gpu-node-3"
