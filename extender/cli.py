@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -18,7 +19,13 @@ from extender.cluster.kube import KubeConfigError, load_configuration, running_i
 from extender.cluster.state import ClusterState
 from extender.scheduling.engine import SCORE_POLICIES, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app
-from extender.service.runtime import ServeConfig, build_cluster, build_embedded, configure_logging
+from extender.service.runtime import (
+    LeaderElection,
+    ServeConfig,
+    build_cluster,
+    build_embedded,
+    configure_logging,
+)
 from extender.simulate import SelectionError, SimulationRequest, render_text, simulate
 from extender.statefile import StateFileError, load_objects
 
@@ -59,6 +66,23 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--kubeconfig", help="run against this cluster (default when running in a pod: the in-cluster config)"
     )
+    serve.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="cluster mode with several replicas: hold a coordination.k8s.io Lease; "
+        "only the holder is ready and binds",
+    )
+    serve.add_argument(
+        "--leader-elect-namespace",
+        default=os.environ.get("POD_NAMESPACE", "kube-system"),
+        help="namespace of the Lease (default $POD_NAMESPACE, else kube-system)",
+    )
+    serve.add_argument(
+        "--leader-elect-name", default="dra-extender", help="name of the Lease (default dra-extender)"
+    )
+    serve.add_argument("--leader-elect-lease-duration", type=float, default=15.0, help="seconds (default 15)")
+    serve.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, help="seconds (default 10)")
+    serve.add_argument("--leader-elect-retry-period", type=float, default=2.0, help="seconds (default 2)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8888, help="port to listen on (default 8888)")
     serve.add_argument("--prefix", default="/scheduler", help="URL prefix of the verbs (default /scheduler)")
@@ -134,7 +158,18 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         node_timeout=args.node_timeout,
         filter_budget=args.filter_budget,
     )
-    return ServeConfig(engine=engine, prefix=args.prefix, max_body_bytes=args.max_body_bytes)
+    leader = None
+    if args.leader_elect:
+        leader = LeaderElection(
+            namespace=args.leader_elect_namespace,
+            name=args.leader_elect_name,
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+        )
+    return ServeConfig(
+        engine=engine, prefix=args.prefix, max_body_bytes=args.max_body_bytes, leader_election=leader
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -111,6 +111,8 @@ class Engine:
         self.decisions: deque[dict[str, Any]] = deque(maxlen=self.config.decision_log_size)
         #: Where every decision is also reported (one structured log line each).
         self.log_sink: Callable[[dict[str, Any]], None] | None = None
+        #: Whether this replica may bind (leader election): only one replica decides at a time.
+        self.may_bind: Callable[[], bool] = lambda: True
         self._snapshot: Snapshot | None = None
         self._snapshot_key: tuple[int, int] | None = None
         self._in_flight_version = 0
@@ -254,6 +256,10 @@ class Engine:
         """Allocate, write the claims, bind the pod. Returns '' or the error for kube-scheduler."""
         started = self.clock()
         pod = self.state.pods.get((namespace, name))
+        if not self.may_bind():
+            return self._bind_done(
+                pod, namespace, name, node_name, started, "this dra-extender replica is not the leader"
+            )
         error = self._bind_precheck(pod, uid, node_name)
         if error is not None:
             return self._bind_done(pod, namespace, name, node_name, started, error)

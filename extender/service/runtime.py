@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +16,7 @@ from kubernetes import client as k8s
 
 from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.kube import RESOURCE_GROUP, KubeAPI, Paths, RawKube
+from extender.cluster.leader import LeaseElector
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import Event, MemoryStore
 from extender.cluster.reflector import Reflector
@@ -27,10 +30,22 @@ log = logging.getLogger("dra_extender")
 
 
 @dataclass(frozen=True)
+class LeaderElection:
+    namespace: str
+    name: str = "dra-extender"
+    identity: str = ""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+@dataclass(frozen=True)
 class ServeConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
     prefix: str = "/scheduler"
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    #: Cluster mode with several replicas: only the Lease holder binds.
+    leader_election: LeaderElection | None = None
 
 
 def follow(store: MemoryStore, state: ClusterState) -> None:
@@ -123,6 +138,20 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     engine.log_sink = lambda entry: decisions.info("%s", orjson.dumps(entry).decode())
     stop = threading.Event()
     reflectors: list[Reflector] = []
+    elector: LeaseElector | None = None
+    if config.leader_election is not None:
+        le = config.leader_election
+        identity = le.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+        elector = LeaseElector(
+            raw,
+            le.namespace,
+            le.name,
+            identity,
+            lease_duration=le.lease_duration,
+            renew_deadline=le.renew_deadline,
+            retry_period=le.retry_period,
+        )
+        engine.may_bind = elector.is_leader
 
     async def startup() -> None:
         loop = asyncio.get_running_loop()
@@ -151,12 +180,15 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
             reflectors.append(reflector)
             reflector.start()
         log.info("watching %d resources (%s %s)", len(reflectors), RESOURCE_GROUP, version)
+        if elector is not None:
+            elector.start(stop)
 
     async def shutdown() -> None:
         stop.set()
 
     def ready() -> bool:
-        return bool(reflectors) and all(r.synced.is_set() for r in reflectors)
+        synced = bool(reflectors) and all(r.synced.is_set() for r in reflectors)
+        return synced and (elector is None or elector.is_leader())
 
     return Service(
         engine=engine, metrics=metrics, ready=ready, mode="cluster", startup=startup, shutdown=shutdown

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,3 +165,46 @@ def test_conflicts_are_retried_and_failed_bindings_undo_the_reservation(
             "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
         ).json() == {"Error": ""}
         assert fake.get("Pod", "trainer", "default")["spec"]["nodeName"] == "gpu-node-3"
+
+
+def test_two_replicas_only_the_lease_holder_binds_and_hands_over(fake: FakeApiServer, tmp_path: Path) -> None:
+    config = kubeconfig(fake, tmp_path)
+    lease = [
+        "--leader-elect",
+        "--leader-elect-namespace",
+        "default",
+        "--leader-elect-lease-duration",
+        "2",
+        "--leader-elect-renew-deadline",
+        "1.5",
+        "--leader-elect-retry-period",
+        "0.2",
+    ]
+    first = contextlib.ExitStack()
+    url_a = first.enter_context(cli_server("--kubeconfig", config, *lease))
+    with httpx.Client(base_url=url_a, timeout=10) as a:
+        wait_until(lambda: ready(a))
+    with cli_server("--kubeconfig", config, *lease) as url_b, httpx.Client(base_url=url_b, timeout=10) as b:
+        wait_until(
+            lambda: (
+                b.get("/debug/inventory").status_code == 200
+                and len(b.get("/debug/inventory").json()["nodes"]) == 4
+            )
+        )
+        time.sleep(1.0)
+        assert not ready(b)  # synced, but not the leader
+        refused = b.post(
+            "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
+        ).json()["Error"]
+        assert "not the leader" in refused
+        holder = fake.get("Lease", "dra-extender", "default")["spec"]["holderIdentity"]
+        assert holder
+        # Stop the leader: the other replica takes over within the lease duration.
+        stopped = time.monotonic()
+        first.close()
+        wait_until(lambda: ready(b), timeout=10)
+        assert time.monotonic() - stopped < 2 + 1.5
+        assert fake.get("Lease", "dra-extender", "default")["spec"]["holderIdentity"] != holder
+        assert b.post(
+            "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
+        ).json() == {"Error": ""}
