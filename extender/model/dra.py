@@ -143,13 +143,18 @@ class ResourceSlice:
     resource_version: str = ""
 
 
+_KIND_OF = dict(_ATTRIBUTE_KINDS)
+
+
 def _attributes(reader: Reader) -> dict[str, tuple[str, Any]]:
+    """``{name: {kind: value}}`` -> ``{name: (kind, value)}`` (list values as tuples); hot on sync."""
     out: dict[str, tuple[str, Any]] = {}
-    for name in reader.data:
-        value = reader.sub(name)
-        for key, kind in _ATTRIBUTE_KINDS:
-            if value.has(key):
-                raw = value.raw(key)
+    for name, typed in reader.data.items():
+        if not isinstance(typed, dict):
+            raise ObjectError(f"{reader.path}.{name}: expected a mapping, got {type(typed).__name__}")
+        for key, raw in typed.items():
+            kind = _KIND_OF.get(key)
+            if kind is not None and raw is not None:
                 out[name] = (kind, tuple(raw) if isinstance(raw, list) else raw)
                 break
         else:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from extender.model.errors import ObjectError
 from extender.quantity import Quantity, QuantityError, parse_quantity
+
+#: Quantities are immutable and drivers repeat the same few strings ("40Gi") on every device.
+_parse_quantity = functools.lru_cache(maxsize=4096)(parse_quantity)
 
 
 class Reader:
@@ -94,7 +98,7 @@ class Reader:
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise ObjectError(f"{self._at(key)}: expected a quantity, got {type(value).__name__}")
         try:
-            return parse_quantity(str(value))
+            return _parse_quantity(str(value))
         except QuantityError as exc:
             raise ObjectError(f"{self._at(key)}: invalid quantity {value!r}: {exc}") from None
 
