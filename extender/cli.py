@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
         "--kubeconfig", help="run against this cluster (default when running in a pod: the in-cluster config)"
     )
     serve.add_argument(
+        "--api-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to wait for one API server request (cluster mode, default 30)",
+    )
+    serve.add_argument(
         "--leader-elect",
         action="store_true",
         help="cluster mode with several replicas: hold a coordination.k8s.io Lease; "

@@ -34,6 +34,9 @@ class ClusterAPI(Protocol):
     async def unreserve_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
         """Remove the pod's reservedFor entry (upstream Unreserve's strategic-merge patch)."""
 
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        """The current Pod (raw): to learn whether an unanswered Binding went through."""
+
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         """Create the pod's Binding with the UID as precondition."""
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
@@ -111,6 +112,8 @@ class RawKube:
             )
         except ApiException as exc:
             raise _error(exc) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ClusterAPIError(f"{method} {path}: {exc}") from None
         return response if stream else orjson.loads(response.data or b"null")
 
     def served_dra_version(self) -> str:
@@ -184,6 +187,10 @@ class KubeAPI:
             body=patch,
             content_type="application/strategic-merge-patch+json",
         )
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        return result
 
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         binding = {

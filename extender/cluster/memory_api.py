@@ -69,6 +69,12 @@ class MemoryAPI:
         except StoreError as exc:
             raise _translate(exc) from None
 
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        try:
+            return self.store.get("Pod", namespace, name)
+        except StoreError as exc:
+            raise _translate(exc) from None
+
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         def bind(obj: dict[str, Any]) -> None:
             if obj["metadata"].get("uid") != uid:

@@ -342,7 +342,12 @@ class Engine:
                     on_conflict=self.observer.conflict,
                 )
                 reserved.append(claim)
-            await self.api.bind_pod(pod.namespace, pod.name, pod.uid, node)
+            try:
+                await self.api.bind_pod(pod.namespace, pod.name, pod.uid, node)
+            except ClusterAPIError as exc:
+                if exc.code != 409 and await self._bound_anyway(pod, node):
+                    return ""  # the Binding went through, only its answer was lost
+                raise
         except (ClaimWriteError, ClusterAPIError) as exc:
             for claim in reversed(reserved):
                 # Best effort, as upstream's Unreserve: the claim controller cleans up otherwise.
@@ -353,6 +358,15 @@ class Engine:
                 await self.api.record_event(pod.raw, "FailedBinding", message)
             return message
         return ""
+
+    async def _bound_anyway(self, pod: Pod, node: str) -> bool:
+        """After a timeout or a 5xx: is the pod bound to ``node`` now? (Then nothing may be undone.)"""
+        try:
+            current = await self.api.get_pod(pod.namespace, pod.name)
+        except ClusterAPIError:
+            return False
+        meta, spec = current.get("metadata") or {}, current.get("spec") or {}
+        return meta.get("uid") == pod.uid and spec.get("nodeName") == node
 
     def _bind_done(
         self,

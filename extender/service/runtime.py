@@ -46,6 +46,8 @@ class ServeConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     #: Cluster mode with several replicas: only the Lease holder binds.
     leader_election: LeaderElection | None = None
+    #: Seconds to wait for one API server request (cluster mode).
+    api_timeout: float = 30.0
 
 
 def follow(store: MemoryStore, state: ClusterState) -> None:
@@ -122,7 +124,7 @@ WATCHED = (
 def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     """Against an API server: informers (raw list+watch) feed the cache; writes go to the server."""
     api_client = k8s.ApiClient(configuration)
-    raw = RawKube(api_client)
+    raw = RawKube(api_client, timeout=config.api_timeout)
     version = raw.served_dra_version()
     served = {
         r.get("name") for r in raw.request("GET", f"/apis/{RESOURCE_GROUP}/{version}").get("resources", [])

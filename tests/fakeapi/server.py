@@ -80,6 +80,9 @@ class Faults:
     #: (method, path substring) -> list of status codes to answer (consumed in order).
     inject: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     latency: float = 0.0
+    #: (method, path substring) -> seconds to wait *after* processing before answering
+    #: (the write happens; the client times out waiting for the answer).
+    slow_answer: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def take_injected(self, method: str, path: str) -> int | None:
         for (m, fragment), codes in self.inject.items():
@@ -518,6 +521,18 @@ class _Handler(BaseHTTPRequestHandler):
                 ).status(),
             )
             return
+        for (m, fragment), seconds in self.api.faults.slow_answer.items():
+            if m == method and fragment in parsed.path:
+                original_send = self._send
+
+                def delayed(
+                    code: int, payload: dict[str, Any], _send: Any = original_send, _s: float = seconds
+                ) -> None:
+                    time.sleep(_s)
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                        _send(code, payload)
+
+                self._send = delayed  # type: ignore[method-assign]
         try:
             self._dispatch(method, parsed.path, query, body, content_type)
         except ApiError as exc:

@@ -208,3 +208,69 @@ def test_two_replicas_only_the_lease_holder_binds_and_hands_over(fake: FakeApiSe
         assert b.post(
             "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
         ).json() == {"Error": ""}
+
+
+def test_a_binding_whose_answer_times_out_is_not_undone(fake: FakeApiServer, tmp_path: Path) -> None:
+    with (
+        cli_server("--kubeconfig", kubeconfig(fake, tmp_path), "--api-timeout", "1") as url,
+        httpx.Client(base_url=url, timeout=15) as http,
+    ):
+        wait_until(lambda: ready(http))
+        fake.faults.slow_answer[("POST", "pods/trainer/binding")] = 2.5  # bound on the server, answer lost
+        assert http.post(
+            "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
+        ).json() == {"Error": ""}
+        claim = fake.get("ResourceClaim", "trainer-gpus", "default")
+        assert claim["status"]["reservedFor"] == [
+            {"resource": "pods", "name": "trainer", "uid": "uid-pod-trainer"}
+        ]
+        assert fake.get("Pod", "trainer", "default")["spec"]["nodeName"] == "gpu-node-3"
+        assert not fake.calls("PATCH")  # nothing was undone
+
+
+def test_shared_and_template_claims_in_cluster_mode(fake: FakeApiServer, tmp_path: Path) -> None:
+    from tests.builders import claim, pod
+    from tests.service.fixtures import INFERENCE, scheduler_pod
+
+    fake.create(
+        claim("shared-gpu", requests=[{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}])
+    )
+    for name in ("reader-a", "reader-b"):
+        fake.create(pod(name, ["shared-gpu"]))
+    with (
+        cli_server("--kubeconfig", kubeconfig(fake, tmp_path)) as url,
+        httpx.Client(base_url=url, timeout=10) as http,
+    ):
+        wait_until(lambda: ready(http))
+        # A template claim, found through the pod's status.
+        assert http.post("/scheduler/filter", content=args_names(INFERENCE, ["gpu-node-2"])).json()[
+            "NodeNames"
+        ] == ["gpu-node-2"]
+        assert http.post(
+            "/scheduler/bind", content=binding("inference-0", "uid-pod-inference-0", "gpu-node-2")
+        ).json() == {"Error": ""}
+        assert fake.get("ResourceClaim", "inference-0-gpu-x7k2p", "default")["status"]["allocation"]
+        # A claim shared by two pods: allocated once, reserved twice.
+        assert http.post(
+            "/scheduler/bind", content=binding("reader-a", "uid-reader-a", "gpu-node-2")
+        ).json() == {"Error": ""}
+        first = fake.get("ResourceClaim", "shared-gpu", "default")["status"]["allocation"]
+        wait_until(
+            lambda: any(
+                c["claim"] == "default/shared-gpu" and c["allocated"]
+                for c in http.get("/debug/claims").json()["claims"]
+            )
+        )
+        reader_b = scheduler_pod(
+            "reader-b", "uid-reader-b", [{"name": "shared-gpu", "resourceClaimName": "shared-gpu"}]
+        )
+        filtered = http.post(
+            "/scheduler/filter", content=args_names(reader_b, ["gpu-node-1", "gpu-node-2"])
+        ).json()
+        assert filtered["NodeNames"] == ["gpu-node-2"]  # only where the shared claim's devices are
+        assert http.post(
+            "/scheduler/bind", content=binding("reader-b", "uid-reader-b", "gpu-node-2")
+        ).json() == {"Error": ""}
+        final = fake.get("ResourceClaim", "shared-gpu", "default")["status"]
+        assert final["allocation"] == first
+        assert [e["uid"] for e in final["reservedFor"]] == ["uid-reader-a", "uid-reader-b"]
