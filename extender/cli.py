@@ -6,6 +6,7 @@ import argparse
 import gc
 import logging
 import os
+import ssl
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -117,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_BODY_BYTES,
         help=f"largest accepted request body (default {DEFAULT_MAX_BODY_BYTES})",
     )
+    serve.add_argument("--tls-cert-file", help="serve HTTPS with this certificate (PEM)")
+    serve.add_argument("--tls-key-file", help="the certificate's private key (PEM)")
+    serve.add_argument("--tls-client-ca-file", help="require client certificates signed by this CA (mTLS)")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     serve.add_argument("--log-format", default="text", choices=("text", "json"))
     return parser
@@ -206,7 +210,12 @@ def run_serve(args: argparse.Namespace) -> int:
         args.port,
         config.prefix,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
+    tls: dict[str, object] = {}
+    if args.tls_cert_file:
+        tls = {"ssl_certfile": args.tls_cert_file, "ssl_keyfile": args.tls_key_file}
+        if args.tls_client_ca_file:
+            tls.update(ssl_ca_certs=args.tls_client_ca_file, ssl_cert_reqs=ssl.CERT_REQUIRED)
+    uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False, **tls)  # type: ignore[arg-type]
     return 0
 
 
