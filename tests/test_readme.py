@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import re
@@ -55,3 +56,16 @@ def test_curl_examples_give_the_documented_answers() -> None:
 def test_readme_does_not_point_at_missing_files() -> None:
     for path in re.findall(r"`((?:extender|bench|tests|examples)/[\w/.]*)`", README):
         assert (REPO / path.rstrip("/")).exists() or Path(REPO / path).parent.exists(), path
+
+
+def test_every_flag_is_in_the_configuration_reference() -> None:
+    from extender.cli import _parser
+
+    reference = README.split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
+    subparsers = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    choices: dict[str, argparse.ArgumentParser] = dict(subparsers.choices)
+    for name, parser in choices.items():
+        for action in parser._actions:
+            for option in action.option_strings:
+                if option.startswith("--") and option != "--help":
+                    assert f"`{option}" in reference, (name, option)
