@@ -105,18 +105,9 @@ class ClusterState:
         """Forget one object (a watch DELETED event)."""
         kind = str(obj.get("kind", ""))
         namespace, name = object_key(obj)
-        tables: dict[str, dict[Any, Any]] = {
-            "Node": self.nodes,
-            "Pod": self.pods,
-            "ResourceSlice": self.slices,
-            "DeviceClass": self.classes,
-            "ResourceClaim": self.claims,
-            "ResourceClaimTemplate": self.templates,
-            "DeviceTaintRule": self.taint_rules,
-        }
-        table = tables.get(kind)
-        if table is None:
+        if kind not in _PARSERS:
             return
+        table = self._table(kind)
         key: Any = (namespace, name) if kind in NAMESPACED else name
         table.pop(key, None)
         if kind == "ResourceClaim":
