@@ -87,6 +87,15 @@ class Inventory:
             index.slices.append(s)
             index.counts[s.generation] = index.counts.get(s.generation, 0) + 1
         self._node_pools: dict[tuple[str, Hashable], list[Pool]] = {}
+        #: Device -> the one node it is local to; devices missing here may matter to many nodes.
+        self._local_node: dict[DeviceID, str] = {}
+        for s in self.slices():
+            for d in s.devices:
+                if s.per_device_node_selection:
+                    if d.node_name is not None:
+                        self._local_node[d.id] = d.node_name
+                elif s.node_name is not None:
+                    self._local_node[d.id] = s.node_name
         self._node_signatures: dict[tuple[Any, ...], int | None] = {}
         self._signature_ids: dict[tuple[Any, ...], int] = {}
         self._taints: dict[DeviceID, tuple[Taint, ...]] = {}
@@ -104,6 +113,16 @@ class Inventory:
     def slices(self) -> Iterable[ResourceSlice]:
         for index in self._pools.values():
             yield from index.slices
+
+    def nodes_of(self, devices: Iterable[DeviceID]) -> set[str] | None:
+        """The nodes these devices are local to; None if any may be visible to several nodes."""
+        out = set()
+        for device in devices:
+            node = self._local_node.get(device)
+            if node is None:
+                return None
+            out.add(node)
+        return out
 
     def taints(self, device: Device) -> tuple[Taint, ...]:
         """The device's taints plus those DeviceTaintRules add (driver/pool/device selection)."""

@@ -146,6 +146,7 @@ class Snapshot:
         clock: Callable[[], float] = time.monotonic,
         new_share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
         inventory: Inventory | None = None,
+        previous: Snapshot | None = None,
     ) -> None:
         self.state = state
         self.features = features
@@ -166,6 +167,8 @@ class Snapshot:
         #: projection key -> node name -> (signature, in-use), for this snapshot.
         self._node_keys: dict[Any, dict[str, tuple[int, int] | None]] = {}
         self._in_use_ids: dict[tuple[Any, ...], int] = {}
+        if previous is not None and previous.inventory is self.inventory:
+            self._carry_over(previous)  # last: it replaces the fresh tables above
 
     def claims_of(self, pod: Pod) -> PodClaims:
         return resolve_claims(pod, self.state.claims, self.state.broken_claims)
@@ -211,6 +214,30 @@ class Snapshot:
         )
 
     # --- memoized assessments (filter and prioritize) -------------------------------------------
+
+    def _carry_over(self, previous: Snapshot) -> None:
+        """Keep what a change of devices in use did not touch: per-node keys and the memo.
+
+        Assessments are keyed by interned (signature, in-use) ids, so they stay valid; only the
+        nodes whose devices changed hands need new keys.
+        """
+        old, new = previous.allocated, self.allocated
+        changed = set(old.dedicated ^ new.dedicated)
+        changed |= {
+            d for d in old.shared.keys() | new.shared.keys() if old.shared.get(d) != new.shared.get(d)
+        }
+        affected = self.inventory.nodes_of(changed)
+        if affected is None:
+            return  # a device visible to several nodes changed: start afresh
+        self._in_use_ids = previous._in_use_ids
+        self._in_use = {n: v for n, v in previous._in_use.items() if n not in affected}
+        if len(previous._assessments) < 100_000:
+            self._assessments = previous._assessments
+        self._projections = previous._projections
+        self._node_keys = {
+            key: {n: v for n, v in per_node.items() if n not in affected}
+            for key, per_node in previous._node_keys.items()
+        }
 
     def _node_in_use(self, node: Node) -> int:
         """Which of the node's devices are in use, interned to a small int."""

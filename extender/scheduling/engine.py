@@ -134,6 +134,7 @@ class Engine:
                 in_flight=self._pending_allocations(),
                 clock=self.clock,
                 inventory=inventory,
+                previous=previous if inventory is not None else None,
             )
             self._snapshot.inventory_version = self.state.inventory_version
             self._snapshot_key = key

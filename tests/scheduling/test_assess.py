@@ -78,3 +78,59 @@ def test_look_alike_nodes_share_one_allocation() -> None:
     assess = snapshot.assessor(snapshot.claims_of(state.pods[("default", "p")]))
     assert all(assess(n).fits for n in state.nodes.values())
     assert len(snapshot._assessments) == 1  # serials differ, but no selector reads them
+
+
+def test_assessments_stay_right_across_snapshots_as_devices_change_hands(tmp_path: Any) -> None:
+    """Carried-over memo and per-node keys (Snapshot(previous=...)) never give a stale answer."""
+    import asyncio
+
+    import yaml
+
+    from extender.service.runtime import ServeConfig, build_embedded
+
+    objects: list[dict[str, Any]] = [device_class()]
+    for n in range(6):
+        objects.append(node(f"node-{n}"))
+        devices = [
+            device(
+                f"d{i}", attributes=attrs(model="big" if i % 2 else "small", numa=i // 2, serial=f"{n}{i}")
+            )
+            for i in range(4)
+        ]
+        objects.append(resource_slice(f"s{n}", devices, pool=f"node-{n}", node=f"node-{n}"))
+    for i in range(16):
+        objects.append(
+            claim(
+                f"c{i}",
+                requests=[
+                    exact(selectors=['device.attributes["driver-a"].model == "big"'] if i % 3 == 0 else None)
+                ],
+            )
+        )
+        objects.append(pod(f"p{i}", [f"c{i}"]))
+    objects.append(
+        claim("pair", requests=[exact(count=2)], constraints=[{"matchAttribute": "driver-a/numa"}])
+    )
+    objects.append(pod("pair-pod", ["pair"]))
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    service, _store = build_embedded([str(path)], ServeConfig())
+    engine = service.engine
+    names = sorted(engine.state.nodes)
+    for i in range(16):
+        snapshot = engine.snapshot()
+        for p in ("pair-pod", f"p{(i + 1) % 16}"):
+            pod_record = engine.state.pods[("default", p)]
+            if pod_record.node_name:
+                continue
+            claims = snapshot.claims_of(pod_record)
+            assess = snapshot.assessor(claims)
+            for node_name in names:
+                full = snapshot.decide(claims, engine.state.nodes[node_name])
+                fast = assess(engine.state.nodes[node_name])
+                assert (fast.fits, fast.reason, fast.error) == (full.fits, full.reason, full.error), (
+                    i,
+                    p,
+                    node_name,
+                )
+        asyncio.run(engine.bind("default", f"p{i}", f"uid-p{i}", names[i % len(names)]))
