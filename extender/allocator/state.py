@@ -28,15 +28,14 @@ class AllocatedState:
         dedicated: set[DeviceID] = set()
         shared: dict[DeviceID, dict[str, Fraction]] = {}
         for allocation in allocations:
-            for result in allocation.devices:
-                if result.admin_access:
+            dedicated.update(allocation.exclusive)
+            for result in allocation.shares:
+                if not features.consumable_capacity:
+                    dedicated.add(result.id)  # without the gate a share holds the device like any result
                     continue
-                if features.consumable_capacity and result.share_id:
-                    totals = shared.setdefault(result.id, {})
-                    for name, q in result.consumed_capacity.items():
-                        totals[name] = totals.get(name, Fraction(0)) + q.value
-                else:
-                    dedicated.add(result.id)
+                totals = shared.setdefault(result.id, {})
+                for name, q in result.consumed_capacity.items():
+                    totals[name] = totals.get(name, Fraction(0)) + q.value
         return cls(frozenset(dedicated), shared)
 
     def holds(self, device: DeviceID) -> bool:

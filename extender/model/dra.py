@@ -356,6 +356,9 @@ class Allocation:
     node_selector: NodeSelector | None
     #: The allocation exactly as stored (what a status write would send back).
     raw: dict[str, Any]
+    #: Precomputed for "devices in use": non-admin results without / with a shareID.
+    exclusive: tuple[DeviceID, ...] = ()
+    shares: tuple[AllocatedDevice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,7 +436,9 @@ def parse_allocation(reader: Reader) -> Allocation:
             )
         )
     node_selector = parse_node_selector(reader.sub("nodeSelector")) if reader.has("nodeSelector") else None
-    return Allocation(tuple(devices), node_selector, reader.data)
+    exclusive = tuple(d.id for d in devices if not d.admin_access and not d.share_id)
+    shares = tuple(d for d in devices if not d.admin_access and d.share_id)
+    return Allocation(tuple(devices), node_selector, reader.data, exclusive, shares)
 
 
 def parse_resource_claim(original: dict[str, Any]) -> ResourceClaim:
