@@ -43,11 +43,6 @@ RESOURCES: dict[str, tuple[str, str, str, bool]] = {
 KIND_TO_RESOURCE = {kind: res for res, (_, _, kind, _) in RESOURCES.items()}
 
 
-def _api_version(resource: str) -> str:
-    group, version, _, _ = RESOURCES[resource]
-    return f"{group}/{version}" if group else version
-
-
 def go_bool(text: str | None) -> bool:
     return (text or "").lower() in ("1", "t", "true")
 
@@ -131,7 +126,13 @@ class Store:
 class FakeApiServer:
     """Start with :meth:`start` (or use as a context manager); ``url`` is the base URL."""
 
-    def __init__(self) -> None:
+    def __init__(self, dra_version: str = "v1") -> None:
+        #: The resource.k8s.io version served (objects are stored as created: shape them to match).
+        self.dra_version = dra_version
+        self.resources = {
+            r: (g, dra_version if g == "resource.k8s.io" else v, k, ns)
+            for r, (g, v, k, ns) in RESOURCES.items()
+        }
         self.store = Store()
         self.faults = Faults()
         self.requests: list[tuple[str, str, str]] = []  # (method, path?query, content-type)
@@ -175,7 +176,7 @@ class FakeApiServer:
 
     def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
         resource = KIND_TO_RESOURCE[kind]
-        if RESOURCES[resource][3] and not namespace:
+        if self.resources[resource][3] and not namespace:
             namespace = "default"
         with self.store.cond:
             return copy.deepcopy(self.store.objects[(resource, namespace, name)])
@@ -200,8 +201,12 @@ class FakeApiServer:
 
     # --- operations (called with the store lock held) -------------------------------------------------
 
+    def api_version(self, resource: str) -> str:
+        group, version, _, _ = self.resources[resource]
+        return f"{group}/{version}" if group else version
+
     def _create(self, resource: str, obj: dict[str, Any], namespace: str = "") -> dict[str, Any]:
-        group, _version, kind, namespaced = RESOURCES[resource]
+        group, _version, kind, namespaced = self.resources[resource]
         meta = obj.setdefault("metadata", {})
         if namespaced:
             meta["namespace"] = namespace or meta.get("namespace") or "default"
@@ -215,7 +220,7 @@ class FakeApiServer:
             raise ApiError(
                 409, "AlreadyExists", f'{resource}.{group or "core"} "{meta["name"]}" already exists'
             )
-        obj["apiVersion"], obj["kind"] = _api_version(resource), kind
+        obj["apiVersion"], obj["kind"] = self.api_version(resource), kind
         meta.update(
             {
                 "uid": meta.get("uid") or str(uuid.uuid4()),
@@ -228,14 +233,14 @@ class FakeApiServer:
     def _current(self, resource: str, namespace: str, name: str) -> dict[str, Any]:
         obj = self.store.objects.get((resource, namespace, name))
         if obj is None:
-            group = RESOURCES[resource][0]
+            group = self.resources[resource][0]
             raise ApiError(404, "NotFound", f'{resource}{"." + group if group else ""} "{name}" not found')
         return obj
 
     def _check_rv(self, resource: str, current: dict[str, Any], sent: dict[str, Any]) -> None:
         rv = (sent.get("metadata") or {}).get("resourceVersion")
         if rv and rv != current["metadata"]["resourceVersion"]:
-            group = RESOURCES[resource][0]
+            group = self.resources[resource][0]
             raise ApiError(
                 409,
                 "Conflict",
@@ -388,10 +393,10 @@ class FakeApiServer:
             for (r, ns, _), o in sorted(self.store.objects.items())
             if r == resource and (not namespace or ns == namespace) and self._matches(o, labels, fields)
         ]
-        kind = RESOURCES[resource][2]
+        kind = self.resources[resource][2]
         return {
             "kind": f"{kind}List",
-            "apiVersion": _api_version(resource),
+            "apiVersion": self.api_version(resource),
             "metadata": {"resourceVersion": str(self.store.rv)},
             "items": items,
         }
@@ -464,14 +469,14 @@ class FakeApiServer:
                 and time.monotonic() - last_bookmark >= self.faults.bookmark_every
             ):
                 last_bookmark = time.monotonic()
-                kind = RESOURCES[resource][2]
+                kind = self.resources[resource][2]
                 with store.cond:
                     position = max(position, store.rv)
                 yield {
                     "type": "BOOKMARK",
                     "object": {
                         "kind": kind,
-                        "apiVersion": _api_version(resource),
+                        "apiVersion": self.api_version(resource),
                         "metadata": {"resourceVersion": str(position)},
                     },
                 }
@@ -563,7 +568,7 @@ class _Handler(BaseHTTPRequestHandler):
             with self.api.store.cond:
                 self._send(201, self.api._bind(namespace, payload["metadata"]["name"], payload))
             return
-        if resource not in RESOURCES:
+        if resource not in self.api.resources:
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({resource})")
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
@@ -612,7 +617,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _discovery(self, parts: list[str]) -> dict[str, Any]:
         if parts == ["api"]:
             return {"kind": "APIVersions", "versions": ["v1"]}
-        groups = sorted({g for g, _, _, _ in RESOURCES.values() if g})
+        groups = sorted({g for g, _, _, _ in self.api.resources.values() if g})
         if parts == ["apis"]:
             return {
                 "kind": "APIGroupList",
@@ -631,7 +636,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(
                     404, "NotFound", f"the server could not find the requested resource ({parts[1]})"
                 )
-            versions = [{"groupVersion": f"{parts[1]}/v1", "version": "v1"}]
+            version = self.api.dra_version if parts[1] == "resource.k8s.io" else "v1"
+            versions = [{"groupVersion": f"{parts[1]}/{version}", "version": version}]
             return {
                 "kind": "APIGroup",
                 "apiVersion": "v1",
@@ -647,7 +653,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "kind": k,
                 "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
             }
-            for r, (g, v, k, ns) in RESOURCES.items()
+            for r, (g, v, k, ns) in self.api.resources.items()
             if g == group and v == version
         ]
         if not resources:

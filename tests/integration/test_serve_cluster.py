@@ -274,3 +274,52 @@ def test_shared_and_template_claims_in_cluster_mode(fake: FakeApiServer, tmp_pat
         final = fake.get("ResourceClaim", "shared-gpu", "default")["status"]
         assert final["allocation"] == first
         assert [e["uid"] for e in final["reservedFor"]] == ["uid-reader-a", "uid-reader-b"]
+
+
+def as_version(obj: dict[str, Any], version: str) -> dict[str, Any]:
+    """An example object as a v1beta2 or v1beta1 server stores it."""
+    import copy
+
+    out = copy.deepcopy(obj)
+    if not out.get("apiVersion", "").startswith("resource.k8s.io/"):
+        return out
+    out["apiVersion"] = f"resource.k8s.io/{version}"
+    if version != "v1beta1":
+        return out
+    spec = out.get("spec") or {}
+    if out["kind"] == "ResourceSlice":
+        spec["devices"] = [{"name": d.pop("name"), "basic": d} for d in spec.get("devices", [])]
+    devices = (
+        spec.get("devices") if out["kind"] == "ResourceClaim" else (spec.get("spec") or {}).get("devices")
+    )
+    for request in (devices or {}).get("requests", []):
+        request.update(request.pop("exactly", {}))
+    return out
+
+
+@pytest.mark.parametrize("version", ["v1beta2", "v1beta1"])
+def test_older_served_versions_are_read_and_written(version: str, tmp_path: Path) -> None:
+    with FakeApiServer(dra_version=version) as server:
+        for obj in yaml.safe_load_all((REPO / "examples" / "cluster.yaml").read_text()):
+            server.create(as_version(obj, version))
+        with (
+            cli_server("--kubeconfig", kubeconfig(server, tmp_path)) as url,
+            httpx.Client(base_url=url, timeout=10) as http,
+        ):
+            wait_until(lambda: ready(http))
+            assert http.post("/scheduler/filter", content=args_names(TRAINER, EXAMPLE_NODES)).json()[
+                "NodeNames"
+            ] == ["gpu-node-3"]
+            assert http.post(
+                "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
+            ).json() == {"Error": ""}
+        paths = {p.split("?")[0] for m, p, _ in server.requests if m == "PUT"}
+        assert paths == {
+            f"/apis/resource.k8s.io/{version}/namespaces/default/resourceclaims/trainer-gpus" + s
+            for s in ("", "/status")
+        }
+        claim = server.get("ResourceClaim", "trainer-gpus", "default")
+        assert claim["apiVersion"] == f"resource.k8s.io/{version}"
+        request = claim["spec"]["devices"]["requests"][0]
+        assert ("exactly" in request) == (version != "v1beta1")  # written back in the version's own shape
+        assert len(claim["status"]["allocation"]["devices"]["results"]) == 4
