@@ -62,9 +62,11 @@ class ClusterState:
     broken_claims: dict[Key, str] = field(default_factory=dict)
     #: Human-readable problems met while loading (skipped objects, unknown kinds).
     problems: list[str] = field(default_factory=list)
-    #: Bumped on every change; ``inventory_version`` only when slices, classes or taint rules change.
+    #: Bumped on every change; ``inventory_version`` only when slices, classes or taint rules
+    #: change, ``claims_version`` only when claims do (what decision snapshots depend on).
     version: int = 0
     inventory_version: int = 0
+    claims_version: int = 0
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]]) -> ClusterState:
@@ -118,6 +120,8 @@ class ClusterState:
         self.version += 1
         if kind in ("ResourceSlice", "DeviceClass", "DeviceTaintRule"):
             self.inventory_version += 1
+        elif kind == "ResourceClaim":
+            self.claims_version += 1
 
     def replace_kind(self, kind: str, objects: Iterable[dict[str, Any]]) -> None:
         """A relist: apply every object and forget those of ``kind`` that are gone."""

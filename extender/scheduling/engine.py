@@ -114,14 +114,15 @@ class Engine:
         #: Whether this replica may bind (leader election): only one replica decides at a time.
         self.may_bind: Callable[[], bool] = lambda: True
         self._snapshot: Snapshot | None = None
-        self._snapshot_key: tuple[int, int] | None = None
+        self._snapshot_key: tuple[int, int, int] | None = None
         self._in_flight_version = 0
 
     # --- snapshot ------------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
         self._expire_in_flight()
-        key = (self.state.version, self._in_flight_version)
+        # Pods and Nodes are read live; only claims, the inventory and in-flight writes feed a snapshot.
+        key = (self.state.inventory_version, self.state.claims_version, self._in_flight_version)
         if self._snapshot is None or self._snapshot_key != key:
             previous = self._snapshot
             inventory = None

@@ -217,3 +217,17 @@ def test_in_flight_entries_expire(tmp_path: Any) -> None:
 def test_examples_state_loads() -> None:
     service, store = build_embedded([str(REPO / "examples")], ServeConfig())
     assert service.ready() and len(store.objects("Node")) == 4
+
+
+def test_pod_and_node_updates_keep_the_snapshot_claim_updates_replace_it(tmp_path: Any) -> None:
+    engine, store, _ = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
+    first = engine.snapshot()
+    store.mutate(
+        "Pod", "default", "p", lambda o: o.setdefault("metadata", {}).setdefault("labels", {}).update(x="y")
+    )
+    store.mutate("Node", "", "node-1", lambda o: o["metadata"].setdefault("annotations", {}).update(a="b"))
+    assert engine.snapshot() is first
+    store.mutate(
+        "ResourceClaim", "default", "c", lambda o: o["metadata"].setdefault("labels", {}).update(x="y")
+    )
+    assert engine.snapshot() is not first
