@@ -40,8 +40,10 @@ from extender.model.dra import (
 )
 from extender.quantity import Quantity
 
-#: Rejection reasons, in the order they are reported.
-REASONS = ("in use", "not selected", "tainted", "out of counters", "out of capacity", "constraint")
+#: Reasons recorded as the search rejects devices, in the order they are reported. "In use" and
+#: "tainted" are counted directly over the matching devices instead, because the candidate
+#: bound skips such devices before the search would reject them.
+REJECTION_REASONS = ("out of counters", "out of capacity", "constraint")
 
 
 class _ResultLimit(Exception):
@@ -409,11 +411,7 @@ class _Attempt:
         for position in range(start, len(self.candidates)):
             candidate = self.candidates[position]
             device = candidate.device
-            if not self._available(data, device):
-                self._reject(data, ri, "in use", device)
-                continue
-            if not self._selectable(data, device, candidate.slice):
-                self._reject(data, ri, "not selected", device)
+            if not self._available(data, device) or not self._selectable(data, device, candidate.slice):
                 continue
             undo = self._allocate_device(data, ri, device, candidate.slice, candidate.pool, must=False)
             if undo is None:
@@ -490,12 +488,10 @@ class _Attempt:
     ) -> Callable[[], None] | None:
         """Take ``device`` for ``data`` if it is usable; returns the undo, or None."""
         if must and not self._available(data, device):
-            self._reject(data, ri, "in use", device)
             return None
         if self.features.device_taints and not taints_tolerated(
             self.inventory.taints(device), data.request.tolerations
         ):
-            self._reject(data, ri, "tainted", device)
             return None
         shared = self._shared(device)
         consumption: dict[str, Quantity] | None = None
@@ -648,10 +644,19 @@ class _Attempt:
         if not matching:
             where = "on this node" if self.candidates else "(no devices published for this node)"
             return f"needs {wanted}, no device matches {where}"
-        in_use = sum(1 for d, _ in matching if not self._available(data, d))
+        free = [d for d, _ in matching if self._available(data, d)]
+        in_use = len(matching) - len(free)
+        # Counted here, not from rejections: the candidate bound prunes tainted devices unseen.
+        tainted = (
+            sum(1 for d in free if not taints_tolerated(self.inventory.taints(d), data.request.tolerations))
+            if self.features.device_taints
+            else 0
+        )
         rejected = self.rejected.get((data.claim_index, ri), {})
         details = [f"{len(matching)} match"]
         if in_use:
             details.append(f"{in_use} of them in use")
-        details += [f"{len(rejected[r])} {r}" for r in REASONS[2:] if rejected.get(r)]
+        if tainted:
+            details.append(f"{tainted} tainted and not tolerated")
+        details += [f"{len(rejected[r])} {r}" for r in REJECTION_REASONS if rejected.get(r)]
         return f"needs {wanted}; " + ", ".join(details)

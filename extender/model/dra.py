@@ -495,12 +495,11 @@ class DeviceTaintRule:
     driver: str | None
     pool: str | None
     device: str | None
-    device_class_name: str | None
-    selectors: tuple[Selector, ...]
     taint: Taint
 
     def selects(self, device: Device) -> bool:
-        """Driver/pool/device filters only; class and CEL selectors are applied by the caller."""
+        """Upstream selects by driver, pool and device name only (the alpha class and CEL selectors
+        were removed in 1.35); an absent or empty selector matches every device, as upstream does."""
         return (
             (self.driver is None or self.driver == device.id.driver)
             and (self.pool is None or self.pool == device.id.pool)
@@ -518,7 +517,5 @@ def parse_device_taint_rule(obj: dict[str, Any]) -> DeviceTaintRule:
         driver=sel.opt_string("driver"),
         pool=sel.opt_string("pool"),
         device=sel.opt_string("device"),
-        device_class_name=sel.opt_string("deviceClassName"),
-        selectors=_selectors(sel),
         taint=Taint(taint.string("key"), taint.string("value"), taint.string("effect")),
     )

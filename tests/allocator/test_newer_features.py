@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.allocator.harness import NO_GATES, allocate
 from tests.builders import allocated, attrs, claim, device, device_class, exact, resource_slice
 
@@ -104,6 +106,48 @@ def test_device_taint_rules_add_taints() -> None:
     objects = [A, resource_slice("s", [device("d0"), device("d1")]), rule, claim()]
     assert allocate(objects).devices() == [("req-0", "d1")]
     assert allocate(objects, gates="DRADeviceTaintRules=false").devices() == [("req-0", "d0")]
+
+
+def taint_rule(selector: dict[str, str] | None) -> dict[str, object]:
+    spec: dict[str, object] = {"taint": {"key": "drain", "effect": "NoSchedule"}}
+    if selector is not None:
+        spec["deviceSelector"] = selector
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "r"},
+        "spec": spec,
+    }
+
+
+#: name, deviceSelector, devices left untainted out of driver-a pool-1 d0/d1
+TAINT_RULE_SELECTION = [
+    ("by device", {"device": "d0"}, ["d1"]),
+    ("by pool", {"pool": "pool-1"}, []),
+    ("other pool", {"pool": "elsewhere"}, ["d0", "d1"]),
+    ("other driver", {"driver": "driver-b"}, ["d0", "d1"]),
+    ("empty selector matches all (upstream tracker behaviour)", {}, []),
+    ("absent selector matches all", None, []),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "selector", "free"), TAINT_RULE_SELECTION, ids=[c[0] for c in TAINT_RULE_SELECTION]
+)
+def test_device_taint_rule_selection(name: str, selector: dict[str, str] | None, free: list[str]) -> None:
+    objects = [
+        A,
+        resource_slice("s", [device("d0"), device("d1")]),
+        taint_rule(selector),
+        claim(requests=[exact(count=2)]),
+    ]
+    assert bool(allocate(objects).unsatisfiable) == (len(free) < 2), name
+    one = [A, resource_slice("s", [device("d0"), device("d1")]), taint_rule(selector), claim()]
+    outcome = allocate(one)
+    if free:
+        assert [d for _, d in outcome.devices()] == free[:1], name
+    else:
+        assert outcome.unsatisfiable and "2 tainted and not tolerated" in outcome.unsatisfiable, name
 
 
 def test_admin_access_does_not_bypass_taints() -> None:
