@@ -62,11 +62,15 @@ class Call(Node):
 @dataclass(eq=False, slots=True)
 class ListLiteral(Node):
     elements: list[Node]
+    #: Positions of ``?x`` elements: optional values, added only when present.
+    optional: frozenset[int] = frozenset()
 
 
 @dataclass(eq=False, slots=True)
 class MapLiteral(Node):
     entries: list[tuple[Node, Node]]
+    #: Positions of ``?k: v`` entries: the value is optional, the entry added only when present.
+    optional: frozenset[int] = frozenset()
 
 
 #: Comprehension kinds (the expanded macros).

@@ -49,10 +49,18 @@ class Checker:
             return self._call(node, scope)
         if isinstance(node, ast.ListLiteral):
             elems = [self.check(e, scope) for e in node.elements]
+            elems = [
+                self._unwrap_optional(e, ct) if i in node.optional else ct
+                for i, (e, ct) in enumerate(zip(node.elements, elems, strict=True))
+            ]
             return t.list_of(self._homogeneous(node.elements, elems))
         if isinstance(node, ast.MapLiteral):
             keys = [self.check(k, scope) for k, _ in node.entries]
             values = [self.check(v, scope) for _, v in node.entries]
+            values = [
+                self._unwrap_optional(v, ct) if i in node.optional else ct
+                for i, ((_, v), ct) in enumerate(zip(node.entries, values, strict=True))
+            ]
             for (k, _), kt in zip(node.entries, keys, strict=True):
                 if not t.is_dyn(kt) and kt.name not in _MAP_KEY_TYPES:
                     raise self.error(k, f"unsupported map key type: {kt}")
@@ -183,6 +191,14 @@ class Checker:
                     raise self.error(arg_nodes[0], f"{name} validation failed: {exc}") from None
 
     # --- literals ----------------------------------------------------------------------------
+
+    def _unwrap_optional(self, node: ast.Node, ct: t.CelType) -> t.CelType:
+        """The element type of an optional literal element (``[?x]``, ``{?k: x}``)."""
+        if ct.name == "optional_type":
+            return ct.params[0]
+        if t.is_dyn(ct):
+            return ct
+        raise self.error(node, f"expected type '{t.optional_of(ct)}' but found '{ct}'")
 
     def _homogeneous(self, nodes: list[ast.Node], types: list[t.CelType]) -> t.CelType:
         """HomogeneousAggregateLiterals: all elements of one literal share a type (or are dyn)."""

@@ -201,20 +201,50 @@ class Compiler:
         if all(isinstance(e, ast.Literal) for e in node.elements):
             constant = [e.value for e in node.elements]  # type: ignore[attr-defined]
             return lambda fr: list(constant)
-        return lambda fr: [e(fr) for e in elems]
+        if not node.optional:
+            return lambda fr: [e(fr) for e in elems]
+        optional = [i in node.optional for i in range(len(elems))]
+
+        def build(fr: Frame) -> list[Any]:
+            out = []
+            for elem, is_optional in zip(elems, optional, strict=True):
+                value = elem(fr)
+                if not is_optional:
+                    out.append(value)
+                elif not isinstance(value, Optional):
+                    raise CelEvalError(
+                        f"cannot initialize optional list element from non-optional value {debug_repr(value)}"
+                    )
+                elif value.has:
+                    out.append(value.value)
+            return out
+
+        return build
 
     def _MapLiteral(self, node: ast.MapLiteral) -> Eval:
-        entries = [(self.compile(k), self.compile(v)) for k, v in node.entries]
+        entries = [
+            (self.compile(k), self.compile(v), i in node.optional) for i, (k, v) in enumerate(node.entries)
+        ]
 
         def build(fr: Frame) -> dict[Any, Any]:
             out: dict[Any, Any] = {}
-            for kf, vf in entries:
+            for kf, vf, is_optional in entries:
                 key = kf(fr)
                 if type(key) not in (str, int, UInt, bool):
                     raise CelEvalError(f"unsupported key type: {type_name(key)}")
                 if map_lookup(out, key)[0]:
                     raise CelEvalError(f"Failed with repeated key: {debug_repr(key)}")
-                out[key] = vf(fr)
+                value = vf(fr)
+                if is_optional:
+                    if not isinstance(value, Optional):
+                        raise CelEvalError(
+                            f"cannot initialize optional entry {debug_repr(key)} from non-optional value "
+                            f"{debug_repr(value)}"
+                        )
+                    if not value.has:
+                        continue
+                    value = value.value
+                out[key] = value
             return out
 
         return build

@@ -31,6 +31,22 @@ member_dot_opt : member "." "?" IDENT
 member_index_opt : member "[" "?" expr "]"
 """
 
+#: cel-go's list and map literals: optional elements and entries (``[?x]``, ``{?k: v}``) and a
+#: trailing comma.
+_LITERAL_SYNTAX = """
+list_lit       : "[" [listelems] "]"
+listelems      : listelem ("," listelem)* [","]
+listelem       : expr | opt_elem
+opt_elem       : "?" expr
+map_lit        : "{" [mapinits] "}"
+mapinits       : mapentry ("," mapentry)* [","]
+mapentry       : expr ":" expr | opt_key ":" expr
+opt_key        : "?" expr
+"""
+
+#: The cel-python rules the extensions above replace.
+_REPLACED_RULES = ("member", "list_lit", "map_lit", "mapinits")
+
 _BINARY_OPS = {
     "relation_lt": "_<_",
     "relation_le": "_<=_",
@@ -72,10 +88,13 @@ _TWO_VAR_MACROS = {
 def build_lark() -> lark.Lark:
     """A LALR parser for the extended grammar (build once per environment; it is immutable)."""
     grammar = resources.files("celpy").joinpath("cel.lark").read_text(encoding="utf-8")
-    base_member = re.compile(r"^member\s*:.*$", re.M)
-    if not base_member.search(grammar):
-        raise RuntimeError("cel-python grammar changed: no 'member' rule to extend")
-    grammar = base_member.sub(lambda _m: _OPTIONAL_SYNTAX.strip(), grammar, count=1)
+    for rule in _REPLACED_RULES:
+        # A rule is its first line plus any continuation lines starting with "|".
+        pattern = re.compile(rf"^{rule}\s*:.*(?:\n\s+\|.*)*$", re.M)
+        if not pattern.search(grammar):
+            raise RuntimeError(f"cel-python grammar changed: no {rule!r} rule to replace")
+        grammar = pattern.sub("", grammar, count=1)
+    grammar += _OPTIONAL_SYNTAX + _LITERAL_SYNTAX
     return lark.Lark(
         grammar,
         parser="lalr",
@@ -353,13 +372,25 @@ class _Converter:
         if kind == "paren_expr":
             return self.expr(kids[0], depth)
         if kind == "list_lit":
-            return ast.ListLiteral(line, column, self.exprlist(kids[0], depth) if kids else [])
+            elements: list[ast.Node] = []
+            optional: set[int] = set()
+            for i, elem in enumerate(kids[0].children if kids else []):
+                inner = elem.children[0]
+                if isinstance(inner, lark.Tree) and inner.data == "opt_elem":
+                    optional.add(i)
+                    inner = inner.children[0]
+                elements.append(self.expr(inner, depth))
+            return ast.ListLiteral(line, column, elements, frozenset(optional))
         if kind == "map_lit":
             entries: list[tuple[ast.Node, ast.Node]] = []
-            if kids:
-                flat = [self.expr(k, depth) for k in kids[0].children]
-                entries = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
-            return ast.MapLiteral(line, column, entries)
+            optional_keys: set[int] = set()
+            for i, entry in enumerate(kids[0].children if kids else []):
+                key, value = entry.children
+                if isinstance(key, lark.Tree) and key.data == "opt_key":
+                    optional_keys.add(i)
+                    key = key.children[0]
+                entries.append((self.expr(key, depth), self.expr(value, depth)))
+            return ast.MapLiteral(line, column, entries, frozenset(optional_keys))
         raise self.error(tree, f"unsupported syntax: {kind}")  # pragma: no cover
 
     def has_macro(self, args: list[ast.Node], line: int, column: int) -> ast.Node:

@@ -203,6 +203,43 @@ OPTIONALS: list[Case] = [
     ),
     ("opt-map", "optional.of(2).optMap(x, x * 2).value() == 4", True, ""),
     ("opt-flat-map", "optional.of(2).optFlatMap(x, optional.none()).hasValue() == false", True, ""),
+    ("list-optional-elements", "[?optional.of(1), ?optional.none(), 3] == [1, 3]", True, ""),
+    ("list-optional-from-select", "[?{'a': 1}.?a, ?{'a': 1}.?b] == [1]", True, ""),
+    ("list-optional-all-absent", "size([?optional.none()]) == 0", True, ""),
+    (
+        "list-optional-needs-optional",
+        "[?1] == [1]",
+        COMPILE_ERROR,
+        "expected type 'optional_type(int)' but found 'int'",
+    ),
+    (
+        "list-optional-dyn-not-optional",
+        "[?dyn(1)] == [1]",
+        RUNTIME_ERROR,
+        "cannot initialize optional list element from non-optional value",
+    ),
+    (
+        "list-optional-element-type",
+        "[?optional.of(1), 'a']",
+        COMPILE_ERROR,
+        "expected type 'int' but found 'string'",
+    ),
+    (
+        "map-optional-entries",
+        "{?'a': optional.of(1), ?'b': optional.none(), 'c': 3} == {'a': 1, 'c': 3}",
+        True,
+        "",
+    ),
+    (
+        "map-optional-needs-optional",
+        "{?'a': 1}.size() == 1",
+        COMPILE_ERROR,
+        "expected type 'optional_type(int)'",
+    ),
+    ("map-optional-from-index", "{?'x': {'y': 2}[?'y']}.x == 2", True, ""),
+    ("list-trailing-comma", "[1, 2,] == [1, 2]", True, ""),
+    ("map-trailing-comma", "{'a': 1,} == {'a': 1}", True, ""),
+    ("list-lone-comma", "[,] == []", COMPILE_ERROR, "Syntax error"),
 ]
 
 TABLES: dict[str, list[Case]] = {
