@@ -43,7 +43,7 @@ from extender.quantity import Quantity
 #: Reasons recorded as the search rejects devices, in the order they are reported. "In use" and
 #: "tainted" are counted directly over the matching devices instead, because the candidate
 #: bound skips such devices before the search would reject them.
-REJECTION_REASONS = ("out of counters", "out of capacity", "constraint")
+REJECTION_REASONS = ("out of counters", "out of capacity", "excluded by a constraint")
 
 
 class _ResultLimit(Exception):
@@ -406,7 +406,7 @@ class _Attempt:
             if undo is None:
                 return False
             return self._descend(undo, ci, ri, alternative, di + 1, 0)
-        if not self._enough_candidates(data, start, data.num_devices - di):
+        if not self._enough_candidates(data, ri, start, data.num_devices - di):
             return False
         for position in range(start, len(self.candidates)):
             candidate = self.candidates[position]
@@ -433,7 +433,7 @@ class _Attempt:
             undo()
         return found
 
-    def _enough_candidates(self, data: _Request, start: int, needed: int) -> bool:
+    def _enough_candidates(self, data: _Request, ri: int, start: int, needed: int) -> bool:
         """A sound bound: enough devices from ``start`` on that could still be picked.
 
         Devices are picked in increasing position within a request, so a branch that has fewer
@@ -453,6 +453,7 @@ class _Attempt:
             if not self._available(data, device):
                 continue
             if fixed and any(device.attribute(name) != value for name, value in fixed):
+                self._reject(data, ri, "excluded by a constraint", device)  # the search would never see it
                 continue
             try:
                 if not self._selectable(data, device, candidate.slice):
@@ -533,7 +534,7 @@ class _Attempt:
                         f"claim {self.claim_name(data.claim_index)}, request {data.request.name}: "
                         f"cannot add device {device.id} because a claim constraint would not be satisfied"
                     )
-                self._reject(data, ri, "constraint", device)
+                self._reject(data, ri, "excluded by a constraint", device)
                 return None
 
         # Commit.
