@@ -35,26 +35,26 @@ def process_server(command: list[str]) -> Iterator[str]:
         text=True,
     )
     assert proc.stdout is not None
-    url = None
-    lines: list[str] = []
-    deadline = time.monotonic() + 60
-    while url is None and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        match = re.search(r"Uvicorn running on (http://\S+)", line)
-        if match:
-            url = match.group(1)
-    # Keep reading the server's output (its log), or a full pipe would block the server.
     output = proc.stdout
+    lines: list[str] = []
+    found = threading.Event()
+    url: str | None = None
 
     def keep_reading() -> None:
+        # Read the server's output (its log) for as long as it runs: a full pipe would block it.
+        nonlocal url
         for line in iter(output.readline, ""):
             lines.append(line)
             del lines[:-200]
+            match = re.search(r"Uvicorn running on (http://\S+)", line) if url is None else None
+            if match:
+                url = match.group(1)
+                found.set()
+        found.set()  # the server exited: stop waiting
 
     threading.Thread(target=keep_reading, daemon=True).start()
+    # A deadline that holds even when the server prints nothing at all (e.g. --log-level warning).
+    found.wait(timeout=60)
     try:
         assert url is not None, "server did not start:\n" + "".join(lines)
         yield url
