@@ -48,7 +48,11 @@ def cluster(nodes: int, gpus: int, used_fraction: float) -> list[dict[str, Any]]
         name = f"node-{n:04d}"
         model, memory = MODELS[n % 2]
         objects.append(
-            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"zone": f"z{n % 3}"}}}
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "zone": f"z{n % 3}"}},
+            }
         )
         devices = [
             {

@@ -19,7 +19,6 @@ from fastapi.responses import PlainTextResponse, Response
 
 from extender.model.core import Node, parse_pod
 from extender.model.errors import ObjectError
-from extender.model.labels import Labels
 from extender.scheduling.engine import Engine
 from extender.service import debug, wire
 from extender.service.metrics import Metrics
@@ -112,7 +111,7 @@ def create_app(
     def request_nodes(args: wire.DecodedArgs) -> dict[str, Node] | None:
         if args.raw_node_labels is None:
             return None
-        return {name: Node(name, Labels(labels), {}, {}) for name, labels in args.raw_node_labels.items()}
+        return engine.nodes_as_sent(args.raw_node_labels)
 
     @app.post(f"{prefix}/filter")
     async def filter_verb(request: Request) -> Response:

@@ -286,3 +286,34 @@ def test_a_broken_device_class_fails_only_the_pods_that_use_it(tmp_path: Path) -
         assert ok["NodeNames"] == ["node-1"] and ok["Error"] == ""
 
     run_with_service(body, paths=[str(path)])
+
+
+def test_full_node_list_labels_win_over_the_cache(tmp_path: Path) -> None:
+    # A network-attached pool for rack r1: whether a node fits depends on its labels only.
+    rack_pool = resource_slice(
+        "rack",
+        [device("d0")],
+        nodeSelector={
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]
+        },
+    )
+    objects = [device_class(), rack_pool, node("node-1", rack="r1"), claim()]
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    pod = scheduler_pod("p", "uid-p", [{"name": "c", "resourceClaimName": "claim-0"}])
+
+    async def passed(r: Running, labels: dict[str, str]) -> list[str]:
+        sent = scheduler_node("node-1")
+        sent["metadata"]["labels"] = labels
+        out = (await r.client.post("/scheduler/filter", content=args_nodes(pod, [sent]))).json()
+        return [n["metadata"]["name"] for n in out["Nodes"]["items"]]
+
+    async def body(r: Running) -> None:
+        cached = r.service.engine.state.nodes["node-1"]
+        assert r.service.engine.nodes_as_sent({"node-1": {"rack": "r1"}})["node-1"] is cached
+        assert r.service.engine.nodes_as_sent({"node-1": {"rack": "r2"}})["node-1"].labels == {"rack": "r2"}
+        assert await passed(r, {"rack": "r1"}) == ["node-1"]
+        assert await passed(r, {"rack": "r2"}) == []  # what kube-scheduler sees, not a stale cache
+        assert await passed(r, {"rack": "r1"}) == ["node-1"]
+
+    run_with_service(body, paths=[str(path)])
