@@ -85,9 +85,6 @@ class InFlight:
     done: asyncio.Future[str] | None = None
     completed: bool = False
 
-    def allocations(self) -> list[Allocation]:
-        return [parse_allocation(Reader(a, "allocation")) for a in self.claims.values() if a is not None]
-
 
 class Engine:
     def __init__(
@@ -138,7 +135,6 @@ class Engine:
                 inventory=inventory,
                 previous=previous if inventory is not None else None,
             )
-            self._snapshot.inventory_version = self.state.inventory_version
             self._snapshot_key = key
         return self._snapshot
 
