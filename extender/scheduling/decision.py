@@ -47,6 +47,8 @@ class NodeDecision:
     allocations: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The error concerns this node only (invalid pools): the node is unschedulable, the pod is not.
     node_local: bool = False
+    #: The allocation budget ran out: the answer may differ next time, so it is never memoized.
+    timed_out: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"fits": self.fits, "reason": self.reason, "error": self.error}
@@ -85,9 +87,8 @@ class PodClaims:
 
     def key(self) -> tuple[Any, ...]:
         """Identity of the claims as allocation sees them (changes with every claim update)."""
-        return tuple((c.namespace, c.name, c.uid, c.resource_version) for c in self.to_allocate) + tuple(
-            (c.namespace, c.name, c.uid, c.resource_version) for c in self.allocated
-        )
+        claims = [*self.to_allocate, *self.allocated]
+        return tuple((c.namespace, c.name, c.uid, c.resource_version) for c in claims)
 
 
 def resolve_claims(pod: Pod, claims: Mapping[Key, ResourceClaim], broken: Mapping[Key, str]) -> PodClaims:
@@ -197,7 +198,7 @@ class Snapshot:
                 NodeInfo(node.name, node.labels), pod_claims.to_allocate, timeout=timeout
             )
         except AllocationTimeout as exc:
-            return NodeDecision(node.name, False, reason=str(exc))
+            return NodeDecision(node.name, False, reason=str(exc), timed_out=True)
         except NodeAllocationError as exc:
             return NodeDecision(node.name, False, error=str(exc), node_local=True)
         except AllocationError as exc:
@@ -271,7 +272,7 @@ class Snapshot:
 
             return direct
         claims_key = pod_claims.key()
-        projection = self._projection(pod_claims)
+        projection = self._projection(pod_claims, claims_key)
         selectors = [
             c.allocation.node_selector
             for c in pod_claims.allocated
@@ -283,14 +284,15 @@ class Snapshot:
 
         def node_key(node: Node) -> tuple[int, int] | None:
             """(signature, in-use) of a node; per snapshot, by name, for the cached Node records."""
-            if cached_nodes.get(node.name) is node:
+            is_cached = cached_nodes.get(node.name) is node
+            if is_cached:
                 found = node_keys.get(node.name, _NO_KEY)
                 if found is not _NO_KEY:
                     return found  # type: ignore[return-value]
             assert projection is not None
             signature = self.inventory.node_signature(node.name, node.labels, projection)
             key = None if signature is None else (signature, self._node_in_use(node))
-            if cached_nodes.get(node.name) is node:
+            if is_cached:
                 node_keys[node.name] = key
             return key
 
@@ -308,15 +310,13 @@ class Snapshot:
                         return cached
             decision = self.decide(pod_claims, node, timeout=timeout)
             assessment = self._summarize(pod_claims, node, decision)
-            timed_out = decision.reason is not None and "timed out" in decision.reason
-            if key is not None and not timed_out:
+            if key is not None and not decision.timed_out:
                 memo[key] = assessment
             return assessment
 
         return assess
 
-    def _projection(self, pod_claims: PodClaims) -> ClaimProjection | None:
-        key = pod_claims.key()
+    def _projection(self, pod_claims: PodClaims, key: tuple[Any, ...]) -> ClaimProjection | None:
         if key not in self._projections:
             self._projections[key] = claim_projection(pod_claims.to_allocate, self.state.classes, self.cel)
         return self._projections[key]

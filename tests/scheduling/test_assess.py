@@ -80,6 +80,27 @@ def test_look_alike_nodes_share_one_allocation() -> None:
     assert len(snapshot._assessments) == 1  # serials differ, but no selector reads them
 
 
+def test_a_timed_out_assessment_is_not_remembered() -> None:
+    many = claim("many", requests=[exact(f"r{i}") for i in range(16)])  # >= 16 search steps
+    objects = [device_class(), many, pod("p", ["many"]), node("node-1")]
+    objects.append(resource_slice("s", [device(f"d{i}") for i in range(16)], node="node-1"))
+    state = ClusterState.from_objects(objects)
+    late = [True]
+    calls = [0]
+
+    def clock() -> float:
+        """The first call sets the deadline; while ``late``, every later reading is past it."""
+        calls[0] += 1
+        return 100.0 if late[0] and calls[0] > 1 else 0.0
+
+    snapshot = Snapshot(state, Features(), CEL, clock=clock)
+    assess = snapshot.assessor(snapshot.claims_of(state.pods[("default", "p")]), timeout=1.0)
+    first = assess(state.nodes["node-1"])
+    assert not first.fits and first.reason is not None and "timed out" in first.reason
+    late[0] = False
+    assert assess(state.nodes["node-1"]).fits
+
+
 def test_assessments_stay_right_across_snapshots_as_devices_change_hands(tmp_path: Any) -> None:
     """Carried-over memo and per-node keys (Snapshot(previous=...)) never give a stale answer."""
     import asyncio
