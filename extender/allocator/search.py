@@ -633,19 +633,17 @@ class _Attempt:
     def _explain_request(self, data: _Request, ri: int) -> str:
         if data.all_devices is not None:
             wanted = "all matching devices"
-            matching = [(d, s) for d, s, _ in data.all_devices]
+            matching = [d for d, _, _ in data.all_devices]
         else:
             wanted = f"{data.num_devices} device{'s' if data.num_devices != 1 else ''}"
             try:
-                matching = [
-                    (c.device, c.slice) for c in self.candidates if self._selectable(data, c.device, c.slice)
-                ]
+                matching = [c.device for c in self.candidates if self._selectable(data, c.device, c.slice)]
             except AllocatorError:
                 matching = []
         if not matching:
             where = "on this node" if self.candidates else "(no devices published for this node)"
             return f"needs {wanted}, no device matches {where}"
-        free = [d for d, _ in matching if self._available(data, d)]
+        free = [d for d in matching if self._available(data, d)]
         in_use = len(matching) - len(free)
         # Counted here, not from rejections: the candidate bound prunes tainted devices unseen.
         tainted = (
