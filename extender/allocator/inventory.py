@@ -16,11 +16,13 @@ from extender.allocator.features import Features
 from extender.model.dra import Device, DeviceClass, DeviceID, DeviceTaintRule, ResourceSlice, Taint
 
 PoolID = tuple[str, str]  # (driver, pool name)
+#: Bound on cached node signatures per inventory (node x labels x projection).
+MAX_CACHED_SIGNATURES = 200_000
 _MISSING = object()
 
 
 def label_key(labels: Mapping[str, str]) -> Hashable:
-    """A hashable form of node labels (records may carry a precomputed one as ``_label_key``)."""
+    """A hashable form of node labels (:class:`~extender.model.labels.Labels` carry it precomputed)."""
     cached = getattr(labels, "label_key", None)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
@@ -98,6 +100,9 @@ class Inventory:
                     self._local_node[d.id] = s.node_name
         self._node_signatures: dict[tuple[Any, ...], int | None] = {}
         self._signature_ids: dict[tuple[Any, ...], int] = {}
+        #: Signature ids are never reused, even after the caches are cleared: callers keep them
+        #: in memo keys, and a reused id would name different devices.
+        self._next_signature = 0
         self._taints: dict[DeviceID, tuple[Taint, ...]] = {}
 
     # --- lookups -----------------------------------------------------------------------------
@@ -178,9 +183,12 @@ class Inventory:
                 for p in pools
             )
             # Interned: equal contents get one small int, cheap to hash in memo keys.
-            signature = self._signature_ids.setdefault(content, len(self._signature_ids))
-        if len(self._node_signatures) > 200_000:
-            self._node_signatures.clear()  # bounded: rebuilt on demand
+            signature = self._signature_ids.get(content)
+            if signature is None:
+                signature = self._signature_ids[content] = self._next_signature
+                self._next_signature += 1
+        if len(self._node_signatures) > MAX_CACHED_SIGNATURES:
+            self._node_signatures.clear()  # bounded: rebuilt on demand, under fresh ids
             self._signature_ids.clear()
         self._node_signatures[key] = signature
         return signature
