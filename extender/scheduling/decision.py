@@ -35,6 +35,8 @@ _NO_KEY = object()
 
 #: Default budget for one node's allocation; an unsatisfiable claim can never stall a request.
 DEFAULT_NODE_TIMEOUT = 1.0
+#: Memo tables grow with every pod's claims; a snapshot carries them over only below this size.
+MAX_CARRIED_ENTRIES = 100_000
 
 
 @dataclass(slots=True)
@@ -230,10 +232,12 @@ class Snapshot:
         affected = self.inventory.nodes_of(changed)
         if affected is None:
             return  # a device visible to several nodes changed: start afresh
+        tables = (previous._assessments, previous._projections, previous._in_use_ids)
+        if max(len(t) for t in tables) > MAX_CARRIED_ENTRIES:
+            return  # keyed by claims that come and go: bounded by starting afresh now and then
         self._in_use_ids = previous._in_use_ids
         self._in_use = {n: v for n, v in previous._in_use.items() if n not in affected}
-        if len(previous._assessments) < 100_000:
-            self._assessments = previous._assessments
+        self._assessments = previous._assessments
         self._projections = previous._projections
         self._node_keys = {
             key: {n: v for n, v in per_node.items() if n not in affected}

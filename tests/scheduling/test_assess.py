@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
+from extender.scheduling import decision
 from extender.scheduling.decision import Snapshot
 from tests.builders import allocated, attrs, claim, device, device_class, exact, node, pod, resource_slice
 
@@ -99,6 +101,21 @@ def test_a_timed_out_assessment_is_not_remembered() -> None:
     assert not first.fits and first.reason is not None and "timed out" in first.reason
     late[0] = False
     assert assess(state.nodes["node-1"]).fits
+
+
+@pytest.mark.parametrize(("limit", "carried"), [(100, True), (0, False)])
+def test_memo_tables_are_carried_over_only_while_small(
+    monkeypatch: pytest.MonkeyPatch, limit: int, carried: bool
+) -> None:
+    monkeypatch.setattr(decision, "MAX_CARRIED_ENTRIES", limit)
+    objects = [device_class(), claim("one"), pod("p", ["one"]), node("node-1")]
+    objects.append(resource_slice("s", [device("d0"), device("d1")], node="node-1"))
+    state = ClusterState.from_objects(objects)
+    first = Snapshot(state, Features(), CEL)
+    assert first.assessor(first.claims_of(state.pods[("default", "p")]))(state.nodes["node-1"]).fits
+    second = Snapshot(state, Features(), CEL, inventory=first.inventory, previous=first)
+    assert (second._assessments is first._assessments) == carried
+    assert (second._projections is first._projections) == carried
 
 
 def test_assessments_stay_right_across_snapshots_as_devices_change_hands(tmp_path: Any) -> None:
