@@ -148,30 +148,10 @@ class ClusterState:
         return tables.get(kind, {})
 
     def counts(self) -> dict[str, int]:
-        return {
-            "Node": len(self.nodes),
-            "Pod": len(self.pods),
-            "ResourceSlice": len(self.slices),
-            "DeviceClass": len(self.classes),
-            "ResourceClaim": len(self.claims),
-            "ResourceClaimTemplate": len(self.templates),
-            "DeviceTaintRule": len(self.taint_rules),
-        }
+        return {kind: len(self._table(kind)) for kind in _PARSERS}
 
     def _store(self, kind: str, namespace: str, name: str, record: Any) -> None:
         self._changed(kind)
-        if kind == "Node":
-            self.nodes[name] = record
-        elif kind == "Pod":
-            self.pods[(namespace, name)] = record
-        elif kind == "ResourceSlice":
-            self.slices[name] = record
-        elif kind == "DeviceClass":
-            self.classes[name] = record
-        elif kind == "ResourceClaim":
-            self.claims[(namespace, name)] = record
+        self._table(kind)[(namespace, name) if kind in NAMESPACED else name] = record
+        if kind == "ResourceClaim":
             self.broken_claims.pop((namespace, name), None)
-        elif kind == "ResourceClaimTemplate":
-            self.templates[(namespace, name)] = record
-        elif kind == "DeviceTaintRule":
-            self.taint_rules[name] = record
