@@ -32,8 +32,9 @@ class ClaimProjection:
         return (
             self._reads(cel),
             tuple(device.attribute(a) for a in self._attributes),
+            # A share consumes the request policy's default even without capacity requests.
             tuple(sorted((n, c.value.text, c.request_policy) for n, c in device.capacity.items()))
-            if self._capacity
+            if self._capacity or device.allow_multiple_allocations
             else None,
             device.allow_multiple_allocations,
             device.has_binding_conditions,

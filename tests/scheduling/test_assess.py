@@ -82,6 +82,27 @@ def test_look_alike_nodes_share_one_allocation() -> None:
     assert len(snapshot._assessments) == 1  # serials differ, but no selector reads them
 
 
+def test_shared_devices_of_different_capacity_do_not_look_alike() -> None:
+    """Without capacity requests a share still consumes the policy's default: capacity matters."""
+    objects: list[dict[str, Any]] = [device_class(), claim("one"), pod("p", ["one"])]
+    for n, size in (("node-small", "10Gi"), ("node-big", "20Gi")):
+        policy = {"value": size, "requestPolicy": {"default": "5Gi"}}
+        shared = device("d0", capacity={"memory": policy}, allowMultipleAllocations=True)
+        objects += [node(n), resource_slice(f"s-{n}", [shared], pool=n, node=n)]
+        held = allocated(("driver-a", n, "d0"), share=f"share-{n}", consumed={"memory": "6Gi"})
+        objects.append(claim(f"held-{n}", allocation=held))
+    state = ClusterState.from_objects(objects)
+    snapshot = Snapshot(state, Features(), CEL)
+    pod_claims = snapshot.claims_of(state.pods[("default", "p")])
+    assess = snapshot.assessor(pod_claims)
+    for n in ("node-small", "node-big", "node-small"):
+        assert (
+            assess(state.nodes[n]).fits
+            == snapshot.decide(pod_claims, state.nodes[n]).fits
+            == (n == "node-big")
+        )
+
+
 def test_a_timed_out_assessment_is_not_remembered() -> None:
     many = claim("many", requests=[exact(f"r{i}") for i in range(16)])  # >= 16 search steps
     objects = [device_class(), many, pod("p", ["many"]), node("node-1")]
