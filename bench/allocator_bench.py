@@ -22,6 +22,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
 from extender.model.core import Node
 from extender.scheduling.decision import PodClaims, Snapshot
+from tests.builders import resource_slice
 
 GPU = "gpu.example.com"
 NIC = "nic.example.com"
@@ -76,19 +77,7 @@ def cluster(nodes: int, gpus: int, used_fraction: float) -> list[dict[str, Any]]
             }
             for g in range(gpus)
         ]
-        objects.append(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {"name": f"{name}-gpu"},
-                "spec": {
-                    "driver": GPU,
-                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                    "nodeName": name,
-                    "devices": devices,
-                },
-            }
-        )
+        objects.append(resource_slice(f"{name}-gpu", devices, driver=GPU, pool=name, node=name))
         nics = [
             {
                 "name": f"nic-{k}",
@@ -96,19 +85,7 @@ def cluster(nodes: int, gpus: int, used_fraction: float) -> list[dict[str, Any]]
             }
             for k in range(2)
         ]
-        objects.append(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {"name": f"{name}-nic"},
-                "spec": {
-                    "driver": NIC,
-                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                    "nodeName": name,
-                    "devices": nics,
-                },
-            }
-        )
+        objects.append(resource_slice(f"{name}-nic", nics, driver=NIC, pool=name, node=name))
         if used:
             objects.append(
                 {
