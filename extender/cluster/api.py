@@ -31,8 +31,12 @@ class ClusterAPI(Protocol):
     async def update_claim_status(self, claim: dict[str, Any]) -> dict[str, Any]:
         """PUT the claim's status subresource; the resourceVersion is a precondition."""
 
-    async def unreserve_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
-        """Remove the pod's reservedFor entry (upstream Unreserve's strategic-merge patch)."""
+    async def unreserve_claim(
+        self, namespace: str, name: str, claim_uid: str, pod_uid: str
+    ) -> dict[str, Any]:
+        """Remove the pod's reservedFor entry (upstream Unreserve's strategic-merge patch).
+
+        Returns the claim afterwards."""
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         """The current Pod (raw): to learn whether an unanswered Binding went through."""

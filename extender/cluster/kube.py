@@ -175,18 +175,21 @@ class KubeAPI:
         )
         return result
 
-    async def unreserve_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
+    async def unreserve_claim(
+        self, namespace: str, name: str, claim_uid: str, pod_uid: str
+    ) -> dict[str, Any]:
         # The in-tree Unreserve's patch: metadata.uid acts as a precondition.
         patch = {
             "metadata": {"uid": claim_uid},
             "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]},
         }
-        await self._call(
+        result: dict[str, Any] = await self._call(
             "PATCH",
             self.paths.claim(namespace, name) + "/status",
             body=patch,
             content_type="application/strategic-merge-patch+json",
         )
+        return result
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         result: dict[str, Any] = await self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")

@@ -45,7 +45,9 @@ class MemoryAPI:
         except StoreError as exc:
             raise _translate(exc) from None
 
-    async def unreserve_claim(self, namespace: str, name: str, claim_uid: str, pod_uid: str) -> None:
+    async def unreserve_claim(
+        self, namespace: str, name: str, claim_uid: str, pod_uid: str
+    ) -> dict[str, Any]:
         def drop(obj: dict[str, Any]) -> None:
             if obj["metadata"].get("uid") != claim_uid:
                 raise Conflict("precondition failed: claim UID changed")
@@ -65,7 +67,7 @@ class MemoryAPI:
                 finalizers.remove(DELETE_PROTECTION_FINALIZER)
 
         try:
-            self.store.mutate("ResourceClaim", namespace, name, drop)
+            return self.store.mutate("ResourceClaim", namespace, name, drop)
         except StoreError as exc:
             raise _translate(exc) from None
 

@@ -4,31 +4,60 @@ Per claim: add the ``resource.kubernetes.io/delete-protection`` finalizer with a
 claim, then one UpdateStatus carrying ``status.allocation`` and our ``reservedFor`` entry; both
 guarded by resourceVersion and retried on 409 after a fresh GET. An already allocated (shared)
 claim only gets our ``reservedFor`` entry. A claim allocated elsewhere in the meantime fails.
+
+Beyond upstream, a write whose outcome is unknown (no answer, a 5xx, an answer that does not
+show the write) is settled here by reading the claim back: our reservation is there (written),
+the claim moved on without it (not written: try again on the new version), or it is unchanged
+(the write may still land: send the same write again, so at most one of them applies). When the
+read fails too, :class:`WriteOutcomeUnknown` tells the caller to keep the devices taken.
+
+Rolling back (after a later step failed) releases only what we can prove we wrote.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from extender.cluster.api import ApiConflict, ClusterAPI
+from extender.cluster.api import ApiConflict, ClusterAPI, ClusterAPIError
 from extender.cluster.memstore import clone
 from extender.model.core import Pod
 from extender.model.dra import DELETE_PROTECTION_FINALIZER, ResourceClaim
 
-#: retry.DefaultRetry: 5 attempts (only 409 Conflict is retried).
+#: retry.DefaultRetry: 5 attempts for 409 Conflict; we also spend them on unknown outcomes.
 CONFLICT_RETRIES = 5
 
 
 class ClaimWriteError(Exception):
-    """The claim could not be reserved for the pod (the bind fails; nothing is left half-written)."""
+    """The claim was not reserved for the pod, and nothing of this attempt can land later."""
+
+
+class WriteOutcomeUnknown(ClaimWriteError):
+    """The status write may have been applied: its devices must stay taken until the cache shows."""
 
 
 def reserved_for_entry(pod: Pod) -> dict[str, str]:
     return {"resource": "pods", "name": pod.name, "uid": pod.uid}
 
 
-def _is_reserved(raw: dict[str, Any], pod_uid: str) -> bool:
-    return any(e.get("uid") == pod_uid for e in (raw.get("status") or {}).get("reservedFor") or [])
+def is_reserved_for(raw: dict[str, Any], pod_uid: str) -> bool:
+    status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
+    assert isinstance(status, dict)
+    return any(isinstance(e, dict) and e.get("uid") == pod_uid for e in status.get("reservedFor") or [])
+
+
+def outcome_unknown(exc: ClusterAPIError) -> bool:
+    """No answer, or a server error: the API server may have applied the request."""
+    return exc.code == 0 or exc.code >= 500
+
+
+def _where(raw: dict[str, Any]) -> str:
+    meta = raw.get("metadata") or {}
+    return f"resourceclaim {meta.get('namespace')}/{meta.get('name')}"
+
+
+def _rv(raw: dict[str, Any]) -> str:
+    return str((raw.get("metadata") or {}).get("resourceVersion") or "")
 
 
 async def reserve_claim(
@@ -37,43 +66,146 @@ async def reserve_claim(
     allocation: dict[str, Any] | None,
     pod: Pod,
     *,
-    on_conflict: Any = None,
+    sending: Callable[[str], None] = lambda _rv: None,
+    on_conflict: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Store ``allocation`` (None: the claim is already allocated) and reserve the claim for ``pod``.
 
-    Returns the claim as written. Raises :class:`ClaimWriteError` when it cannot be done.
-    ``on_conflict`` is called for every 409 (metrics).
+    Returns the claim as written. ``sending(rv)`` is called before every status write with the
+    resourceVersion it is based on; ``on_conflict`` for every 409 (metrics). Raises
+    :class:`WriteOutcomeUnknown` when a status write may still be applied, :class:`ClaimWriteError`
+    when none can.
     """
     ns, name = claim.namespace, claim.name
     raw = clone(claim.raw)
+    #: The base resourceVersion of a status write that may still land; None once a read showed
+    #: the claim moved past it without our reservation (then it never can).
+    maybe_pending: str | None = None
+    last_error = "no attempt made"
     for _attempt in range(CONFLICT_RETRIES):
         try:
-            return await _reserve_once(api, raw, allocation, pod)
-        except ApiConflict:
+            return await _reserve_once(api, raw, allocation, pod, sending)
+        except ApiConflict as exc:
             if on_conflict is not None:
                 on_conflict()
+            last_error = str(exc)
+        except _Unanswered as exc:
+            if exc.base is not None:
+                maybe_pending = exc.base
+            last_error = str(exc)
+        except (ClaimWriteError, ClusterAPIError) as exc:
+            if maybe_pending is None:
+                raise ClaimWriteError(f"resourceclaim {ns}/{name}: {exc}") from None
+            last_error = str(exc)
+        try:
             raw = await api.get_claim(ns, name)
-    raise ClaimWriteError(f"resourceclaim {ns}/{name}: still conflicting after {CONFLICT_RETRIES} attempts")
+        except ClusterAPIError as exc:
+            if maybe_pending is not None:
+                raise WriteOutcomeUnknown(
+                    f"resourceclaim {ns}/{name}: the outcome of the status write is unknown "
+                    f"({last_error}) and reading the claim back failed: {exc}"
+                ) from None
+            raise ClaimWriteError(f"resourceclaim {ns}/{name}: {last_error}; read back: {exc}") from None
+        if is_reserved_for(raw, pod.uid):
+            return raw  # an earlier write of ours landed
+        if maybe_pending is not None and _rv(raw) != maybe_pending:
+            maybe_pending = None
+    if maybe_pending is not None:
+        raise WriteOutcomeUnknown(f"resourceclaim {ns}/{name}: outcome unknown: {last_error}")
+    raise ClaimWriteError(f"resourceclaim {ns}/{name}: {last_error} (after {CONFLICT_RETRIES} attempts)")
+
+
+class _Unanswered(Exception):
+    """No usable answer: retry after a fresh read. ``base``: the status write's base, if one was sent."""
+
+    def __init__(self, message: str, base: str | None) -> None:
+        super().__init__(message)
+        self.base = base
+
+
+async def _add_finalizer(api: ClusterAPI, raw: dict[str, Any]) -> dict[str, Any]:
+    """Update of the claim with our finalizer; the claim as it is afterwards."""
+    updated = clone(raw)
+    meta = updated["metadata"]
+    meta["finalizers"] = [*(meta.get("finalizers") or []), DELETE_PROTECTION_FINALIZER]
+    try:
+        answer = await api.update_claim(updated)
+    except ClusterAPIError as exc:
+        if outcome_unknown(exc):
+            raise _Unanswered(f"{_where(raw)}: adding the finalizer: {exc}", None) from None
+        raise
+    if not isinstance(answer.get("metadata"), dict):
+        raise _Unanswered(f"{_where(raw)}: malformed answer to the finalizer update", None)
+    return answer
 
 
 async def _reserve_once(
-    api: ClusterAPI, raw: dict[str, Any], allocation: dict[str, Any] | None, pod: Pod
+    api: ClusterAPI,
+    raw: dict[str, Any],
+    allocation: dict[str, Any] | None,
+    pod: Pod,
+    sending: Callable[[str], None],
 ) -> dict[str, Any]:
-    meta = raw.setdefault("metadata", {})
-    where = f"resourceclaim {meta.get('namespace')}/{meta.get('name')}"
+    where = _where(raw)
+    meta = raw.get("metadata")
+    if not isinstance(meta, dict):
+        raise ClaimWriteError(f"{where}: malformed object from the API server (no metadata)")
     if meta.get("deletionTimestamp"):
         raise ClaimWriteError(f"{where} got deleted in the meantime")
-    if _is_reserved(raw, pod.uid):
+    if is_reserved_for(raw, pod.uid):
         return raw  # an earlier attempt for this pod got this far (bind is idempotent)
-    status = raw.get("status") or {}
+    status = dict(raw["status"]) if isinstance(raw.get("status"), dict) else {}
     if allocation is not None:
         if status.get("allocation"):
             raise ClaimWriteError(f"{where} got allocated elsewhere in the meantime")
         if DELETE_PROTECTION_FINALIZER not in (meta.get("finalizers") or []):
-            meta.setdefault("finalizers", []).append(DELETE_PROTECTION_FINALIZER)
-            raw = await api.update_claim(raw)
-        raw.setdefault("status", {})["allocation"] = clone(allocation)
+            raw = await _add_finalizer(api, raw)
+        status["allocation"] = clone(allocation)
     elif not status.get("allocation"):
         raise ClaimWriteError(f"{where} is not allocated anymore")
-    raw.setdefault("status", {}).setdefault("reservedFor", []).append(reserved_for_entry(pod))
-    return await api.update_claim_status(raw)
+    status["reservedFor"] = [*(status.get("reservedFor") or []), reserved_for_entry(pod)]
+    raw["status"] = status
+    base = _rv(raw)
+    sending(base)
+    try:
+        answer = await api.update_claim_status(raw)
+    except ClusterAPIError as exc:
+        if outcome_unknown(exc):
+            raise _Unanswered(f"{where}: {exc}", base) from None
+        raise
+    if not is_reserved_for(answer, pod.uid):
+        raise _Unanswered(f"{where}: the answer to the status write does not show it", base)
+    return answer
+
+
+def deallocated(raw: dict[str, Any]) -> dict[str, Any]:
+    """The claim with allocation, reservations and device status cleared (upstream PostFilter)."""
+    out = clone(raw)
+    status = out.get("status") if isinstance(out.get("status"), dict) else {}
+    assert isinstance(status, dict)
+    out["status"] = {k: v for k, v in status.items() if k not in ("allocation", "reservedFor", "devices")}
+    return out
+
+
+async def release_claim(
+    api: ClusterAPI, written: dict[str, Any], pod: Pod, *, allocated_here: bool
+) -> dict[str, Any]:
+    """Undo our write of ``written`` (the claim as the API server answered it) for ``pod``.
+
+    When we allocated it and it is still exactly as written, with only our reservation, one
+    UpdateStatus (precondition: the written resourceVersion) clears allocation and reservation:
+    its devices are free at once. Otherwise (the claim moved on, e.g. another pod reserved it
+    too) only our ``reservedFor`` entry is removed, with upstream Unreserve's patch; the claim
+    controller deallocates when no consumer is left. Returns the claim afterwards.
+    """
+    meta = written.get("metadata") or {}
+    status = written.get("status") if isinstance(written.get("status"), dict) else {}
+    assert isinstance(status, dict)
+    if allocated_here and [e.get("uid") for e in status.get("reservedFor") or []] == [pod.uid]:
+        try:
+            return await api.update_claim_status(deallocated(written))
+        except ApiConflict:
+            pass  # changed since we wrote it: release only our own part
+    return await api.unreserve_claim(
+        str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid")), pod.uid
+    )

@@ -80,6 +80,8 @@ class PodClaims:
 
     allocated: list[ResourceClaim] = field(default_factory=list)
     to_allocate: list[ResourceClaim] = field(default_factory=list)
+    #: Both, in the pod's order (the order claims are written in).
+    ordered: list[ResourceClaim] = field(default_factory=list)
     reason: str | None = None
     error: str | None = None
 
@@ -133,6 +135,7 @@ def resolve_claims(pod: Pod, claims: Mapping[Key, ResourceClaim], broken: Mappin
             out.reason = f"resourceclaim {pod.namespace}/{name} is being deleted"
             return out
         (out.allocated if claim.allocation is not None else out.to_allocate).append(claim)
+        out.ordered.append(claim)
     return out
 
 
@@ -146,6 +149,7 @@ class Snapshot:
         cel: CelEnvironment,
         *,
         in_flight: Iterable[Allocation] = (),
+        claims: Mapping[Key, ResourceClaim] | None = None,
         clock: Callable[[], float] = time.monotonic,
         new_share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
         inventory: Inventory | None = None,
@@ -156,7 +160,9 @@ class Snapshot:
         self.inventory = inventory or Inventory(
             state.slices.values(), state.classes, features, state.taint_rules.values()
         )
-        allocations = [c.allocation for c in state.claims.values() if c.allocation is not None]
+        #: The claims decisions see: the cache, or the cache with our newer writes in place.
+        self.claims = claims if claims is not None else state.claims
+        allocations = [c.allocation for c in self.claims.values() if c.allocation is not None]
         self.allocated = AllocatedState.from_allocations([*allocations, *in_flight], features)
         self.allocator = Allocator(
             self.inventory, self.allocated, cel, clock=clock, new_share_id=new_share_id
@@ -174,7 +180,7 @@ class Snapshot:
             self._carry_over(previous)  # last: it replaces the fresh tables above
 
     def claims_of(self, pod: Pod) -> PodClaims:
-        return resolve_claims(pod, self.state.claims, self.state.broken_claims)
+        return resolve_claims(pod, self.claims, self.state.broken_claims)
 
     def decide(
         self, pod_claims: PodClaims, node: Node, *, timeout: float | None = DEFAULT_NODE_TIMEOUT

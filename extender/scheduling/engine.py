@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,11 +22,20 @@ from extender.cel import CelEnvironment
 from extender.cluster.api import ClusterAPI, ClusterAPIError
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
-from extender.model.dra import Allocation, ResourceClaim, parse_allocation
+from extender.model.dra import ResourceClaim
 from extender.model.labels import Labels
-from extender.model.reader import Reader
-from extender.scheduling.claim_writes import ClaimWriteError, reserve_claim
+from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
+from extender.scheduling.claim_writes import (
+    ClaimWriteError,
+    WriteOutcomeUnknown,
+    deallocated,
+    outcome_unknown,
+    release_claim,
+    reserve_claim,
+)
 from extender.scheduling.decision import Assessment, NodeDecision, PodClaims, Snapshot
+
+log = logging.getLogger("dra_extender.engine")
 
 MIN_SCORE, MAX_SCORE = 0, 10
 SCORE_POLICIES = ("binpack", "spread")
@@ -59,8 +69,6 @@ class EngineConfig:
     #: Allocation budget per node, and for all nodes of one filter call (seconds).
     node_timeout: float = 1.0
     filter_budget: float = 3.0
-    #: How long an allocation may stay in flight before it is dropped (seconds).
-    in_flight_ttl: float = 60.0
     decision_log_size: int = 200
 
 
@@ -76,14 +84,13 @@ class FilterResult:
 
 @dataclass(slots=True)
 class InFlight:
+    """A bind being carried out (its concurrent duplicates wait for the same answer)."""
+
     pod_uid: str
     pod_key: Key
     node: str
-    #: claim key -> allocation being written (None: already allocated, only reserving).
-    claims: dict[Key, dict[str, Any] | None]
     started: float
-    done: asyncio.Future[str] | None = None
-    completed: bool = False
+    done: asyncio.Future[str]
 
 
 class Engine:
@@ -105,32 +112,40 @@ class Engine:
         self.clock = clock
         self.wall_clock = wall_clock
         self.observer: Observer = observer or _NoObserver()
+        #: Binds being carried out, by pod UID.
         self.in_flight: dict[str, InFlight] = {}
+        #: Claim writes the cache does not show yet (their devices stay taken until it does).
+        self.assumed = AssumedClaims()
+        #: Background work started by decisions (deallocating stale claims).
+        self._tasks: set[asyncio.Task[None]] = set()
         self.decisions: deque[dict[str, Any]] = deque(maxlen=self.config.decision_log_size)
         #: Where every decision is also reported (one structured log line each).
         self.log_sink: Callable[[dict[str, Any]], None] | None = None
         #: Whether this replica may bind (leader election): only one replica decides at a time.
         self.may_bind: Callable[[], bool] = lambda: True
+        #: Why the cache cannot be trusted for binding right now (a watch is down), or None.
+        self.cache_stale: Callable[[], str | None] = lambda: None
         self._snapshot: Snapshot | None = None
         self._snapshot_key: tuple[int, int, int] | None = None
-        self._in_flight_version = 0
 
     # --- snapshot ------------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        self._expire_in_flight()
-        # Pods and Nodes are read live; only claims, the inventory and in-flight writes feed a snapshot.
-        key = (self.state.inventory_version, self.state.claims_version, self._in_flight_version)
+        self.assumed.settle(self.state.claims)
+        # Pods and Nodes are read live; only claims, the inventory and our writes feed a snapshot.
+        key = (self.state.inventory_version, self.state.claims_version, self.assumed.version)
         if self._snapshot is None or self._snapshot_key != key:
             previous = self._snapshot
             inventory = None
             if previous is not None and previous.inventory_version == self.state.inventory_version:
                 inventory = previous.inventory
+            claims = self.assumed.overlay(self.state.claims)
             self._snapshot = Snapshot(
                 self.state,
                 self.config.features,
                 self.cel,
-                in_flight=self._pending_allocations(),
+                in_flight=self.assumed.held(claims),
+                claims=claims,
                 clock=self.clock,
                 inventory=inventory,
                 previous=previous if inventory is not None else None,
@@ -138,37 +153,11 @@ class Engine:
             self._snapshot_key = key
         return self._snapshot
 
-    def _pending_allocations(self) -> list[Allocation]:
-        """In-flight allocations the cache does not show yet (never counted twice)."""
-        out = []
-        for entry in self.in_flight.values():
-            for key, allocation in entry.claims.items():
-                cached = self.state.claims.get(key)
-                if allocation is not None and (cached is None or cached.allocation is None):
-                    out.append(parse_allocation(Reader(allocation, "allocation")))
-        return out
-
-    def _expire_in_flight(self) -> None:
-        now = self.clock()
-        for uid, entry in list(self.in_flight.items()):
-            caught_up = entry.completed and all(
-                (c := self.state.claims.get(k)) is not None and c.reserved_for_uid(uid) for k in entry.claims
-            )
-            if caught_up or now - entry.started > self.config.in_flight_ttl:
-                self._drop_in_flight(uid)
-
-    def _drop_in_flight(self, uid: str) -> None:
-        if self.in_flight.pop(uid, None) is not None:
-            self._in_flight_version += 1
-
     def _claims_in_flight_elsewhere(self, pod: Pod, claims: PodClaims) -> str | None:
-        keys = {c.key for c in claims.to_allocate}
-        for entry in self.in_flight.values():
-            if entry.pod_uid == pod.uid:
-                continue
-            for key, allocation in entry.claims.items():
-                if key in keys and allocation is not None and not entry.completed:
-                    return f"resourceclaim {key[0]}/{key[1]} is in the process of being allocated"
+        for claim in claims.to_allocate:
+            record = self.assumed.allocating(claim.key)
+            if record is not None and record.pod_uid != pod.uid:
+                return f"resourceclaim {claim.namespace}/{claim.name} is in the process of being allocated"
         return None
 
     def nodes_as_sent(self, labels_by_name: Mapping[str, Mapping[str, str]]) -> dict[str, Node]:
@@ -231,6 +220,8 @@ class Engine:
                 result.unresolvable[name] = a.reason or "does not fit"
         if result.error:
             result.passed, result.failed, result.unresolvable = [], {}, {}
+        elif not result.passed and claims.allocated:
+            self._deallocate_unavailable(pod, claims, (lookup[n] for n in node_names if n in lookup))
         self.observer.filtered(
             len(result.passed), len(result.failed) + len(result.unresolvable), bool(result.error)
         )
@@ -268,53 +259,48 @@ class Engine:
     # --- bind ------------------------------------------------------------------------------------
 
     async def bind(self, namespace: str, name: str, uid: str, node_name: str) -> str:
-        """Allocate, write the claims, bind the pod. Returns '' or the error for kube-scheduler."""
+        """Allocate, write the claims, bind the pod. Returns '' or the error for kube-scheduler.
+
+        Whatever happens (an API failure, an unexpected exception, cancellation at shutdown), the
+        bind's entry is removed and every concurrent duplicate gets the same answer; the claims
+        are either reserved for the pod or released again, or (when a write's outcome is
+        unknown) their devices stay taken until the cache shows the outcome.
+        """
         started = self.clock()
         pod = self.state.pods.get((namespace, name))
-        if not self.may_bind():
-            return self._bind_done(
-                pod, namespace, name, node_name, started, "this dra-extender replica is not the leader"
-            )
-        error = self._bind_precheck(pod, uid, node_name)
-        if error is not None:
-            return self._bind_done(pod, namespace, name, node_name, started, error)
+        refused = self._refuse_bind(pod, uid, node_name)
+        if refused is not None:
+            return self._bind_done(pod, namespace, name, node_name, started, refused)
         assert pod is not None
-        if pod.node_name == node_name:
-            return self._bind_done(pod, namespace, name, node_name, started, "", note="already bound")
-        existing = self.in_flight.get(uid)
-        if existing is not None and existing.done is not None:
+        existing = self.in_flight.get(pod.uid)
+        if existing is not None:
             if existing.node != node_name:
                 return self._bind_done(
                     pod, namespace, name, node_name, started, f"pod is being bound to {existing.node}"
                 )
             return await asyncio.shield(existing.done)  # the same bind is in progress: same answer
-        snapshot = self.snapshot()
-        node = self.state.nodes.get(node_name)
-        if node is None:
-            return self._bind_done(pod, namespace, name, node_name, started, f"node {node_name} not found")
-        claims = snapshot.claims_of(pod) if pod.claims else PodClaims()
-        busy = self._claims_in_flight_elsewhere(pod, claims)
-        if busy is not None:
-            return self._bind_done(pod, namespace, name, node_name, started, busy)
-        decision = snapshot.decide(claims, node, timeout=self.config.node_timeout)
-        if not decision.fits:
-            message = decision.error or decision.reason or "does not fit"
-            return self._bind_done(
-                pod, namespace, name, node_name, started, f"cannot bind to {node_name}: {message}"
-            )
-        entry = self._start_in_flight(pod, node_name, claims, decision)
-        error = await self._write(pod, node_name, claims, decision, entry)
-        if error:
-            self._drop_in_flight(uid)
-        else:
-            entry.completed = True
-            self._in_flight_version += 1
-            self._expire_in_flight()
-        assert entry.done is not None
-        entry.done.set_result(error)
-        return self._bind_done(pod, namespace, name, node_name, started, error, decision=decision)
+        entry = InFlight(pod.uid, pod.key, node_name, started, asyncio.get_running_loop().create_future())
+        self.in_flight[pod.uid] = entry
+        error = "the bind was interrupted (the DRA extender is shutting down)"
+        note: str | None = None
+        decision: NodeDecision | None = None
+        try:
+            error, note, decision = await self._bind(pod, node_name)
+        except Exception as exc:  # never leave the entry or its waiters behind
+            log.exception("bind %s/%s to %s", namespace, name, node_name)
+            error = f"internal error while binding to {node_name}: {exc!r}"
+        finally:
+            del self.in_flight[pod.uid]
+            if not entry.done.done():
+                entry.done.set_result(error)
+        return self._bind_done(pod, namespace, name, node_name, started, error, note=note, decision=decision)
 
-    def _bind_precheck(self, pod: Pod | None, uid: str, node_name: str) -> str | None:
+    def _refuse_bind(self, pod: Pod | None, uid: str, node_name: str) -> str | None:
+        if not self.may_bind():
+            return "this dra-extender replica is not the leader"
+        stale = self.cache_stale()
+        if stale is not None:
+            return f"the DRA extender's cache is stale ({stale}); not binding until it has caught up"
         if pod is None:
             return "pod not found in the DRA extender's cache"
         if uid and pod.uid != uid:
@@ -323,65 +309,194 @@ class Engine:
             return f"pod is already bound to {pod.node_name}"
         return None
 
-    def _start_in_flight(self, pod: Pod, node: str, claims: PodClaims, decision: NodeDecision) -> InFlight:
-        entry = InFlight(
-            pod_uid=pod.uid,
-            pod_key=pod.key,
-            node=node,
-            claims={
-                c.key: decision.allocations.get(c.name) for c in [*claims.allocated, *claims.to_allocate]
-            },
-            started=self.clock(),
-            done=asyncio.get_running_loop().create_future(),
-        )
-        self.in_flight[pod.uid] = entry
-        self._in_flight_version += 1
-        return entry
+    async def _bind(self, pod: Pod, node_name: str) -> tuple[str, str | None, NodeDecision | None]:
+        """(error, note, decision) of one bind."""
+        node = self.state.nodes.get(node_name)
+        if node is None and not pod.node_name:
+            return f"node {node_name} not found", None, None
+        unsettled = await self._settle_own_writes(pod)
+        if unsettled is not None:
+            return unsettled, None, None
+        snapshot = self.snapshot()
+        claims = snapshot.claims_of(pod) if pod.claims else PodClaims()
+        busy = self._claims_in_flight_elsewhere(pod, claims)
+        if busy is not None:
+            return busy, None, None
+        if node is not None:
+            decision = snapshot.decide(claims, node, timeout=self.config.node_timeout)
+        else:  # a bound pod whose node is gone: only reservations of allocated claims can be repaired
+            fits = not (claims.reason or claims.error)
+            decision = NodeDecision(node_name, fits, claims.reason, claims.error)
+        if not decision.fits:
+            message = decision.error or decision.reason or "does not fit"
+            return f"cannot bind to {node_name}: {message}", None, None
+        written: list[tuple[ResourceClaim, AssumedWrite]] = []
+        error = await self._write_claims(pod, node_name, claims, decision, written)
+        if error:
+            await self._release(pod, written)
+            return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
+        if pod.node_name == node_name:
+            # Bound already (a Binding whose answer was lost): the reservations are repaired.
+            return "", "already bound", decision
+        return (*await self._create_binding(pod, node_name, written), decision)
 
-    async def _write(
-        self, pod: Pod, node: str, claims: PodClaims, decision: NodeDecision, entry: InFlight
-    ) -> str:
-        """Claims in pod order, then the Binding; on failure remove what we reserved."""
-        by_key = {c.key: c for c in [*claims.allocated, *claims.to_allocate]}
-        reserved: list[ResourceClaim] = []
-        try:
-            for key in entry.claims:
-                claim = by_key[key]
-                if claim.reserved_for_uid(pod.uid):
-                    continue
-                await reserve_claim(
-                    self.api,
-                    claim,
-                    decision.allocations.get(claim.name),
-                    pod,
-                    on_conflict=self.observer.conflict,
+    async def _settle_own_writes(self, pod: Pod) -> str | None:
+        """Send again the pod's earlier claim writes whose outcome is unknown (at most one lands)."""
+        for record in self.assumed:
+            if record.pod_uid != pod.uid or record.state is not WriteState.UNKNOWN:
+                continue
+            claim = self.state.claims.get(record.key)
+            if claim is None:
+                continue  # gone: settled with the next snapshot
+            error = await self._write_claim(pod, claim, record.allocation, record)
+            if error:
+                return (
+                    f"an earlier write of resourceclaim {claim.namespace}/{claim.name} for this pod "
+                    f"is not settled: {error}"
                 )
-                reserved.append(claim)
-            try:
-                await self.api.bind_pod(pod.namespace, pod.name, pod.uid, node)
-            except ClusterAPIError as exc:
-                if exc.code != 409 and await self._bound_anyway(pod, node):
-                    return ""  # the Binding went through, only its answer was lost
-                raise
-        except (ClaimWriteError, ClusterAPIError) as exc:
-            for claim in reversed(reserved):
-                # Best effort, as upstream's Unreserve: the claim controller cleans up otherwise.
-                with contextlib.suppress(ClusterAPIError):
-                    await self.api.unreserve_claim(claim.namespace, claim.name, claim.uid, pod.uid)
-            message = f"binding pod to {node} failed: {exc}"
-            with contextlib.suppress(ClusterAPIError):
-                await self.api.record_event(pod.raw, "FailedBinding", message)
-            return message
+        return None
+
+    async def _write_claims(
+        self,
+        pod: Pod,
+        node: str,
+        claims: PodClaims,
+        decision: NodeDecision,
+        written: list[tuple[ResourceClaim, AssumedWrite]],
+    ) -> str:
+        """Claims in the pod's order (as upstream's PreBind); '' or why it stopped."""
+        for claim in claims.ordered:
+            if claim.reserved_for_uid(pod.uid):
+                continue
+            allocation = decision.allocations.get(claim.name) if claim.allocation is None else None
+            record = self.assumed.assume(claim, pod.uid, pod.key, node, allocation, self.clock())
+            error = await self._write_claim(pod, claim, allocation, record)
+            if error:
+                return error
+            written.append((claim, record))
         return ""
 
-    async def _bound_anyway(self, pod: Pod, node: str) -> bool:
-        """After a timeout or a 5xx: is the pod bound to ``node`` now? (Then nothing may be undone.)"""
+    async def _write_claim(
+        self, pod: Pod, claim: ResourceClaim, allocation: dict[str, Any] | None, record: AssumedWrite
+    ) -> str:
+        try:
+            answer = await reserve_claim(
+                self.api,
+                claim,
+                allocation,
+                pod,
+                sending=lambda rv: self.assumed.sending(record, rv),
+                on_conflict=self.observer.conflict,
+            )
+        except WriteOutcomeUnknown as exc:
+            self.assumed.unknown(record)  # its devices stay taken until the cache shows the outcome
+            return str(exc)
+        except ClaimWriteError as exc:
+            self.assumed.forget(record)
+            return str(exc)
+        self.assumed.written(record, answer)
+        return ""
+
+    async def _release(self, pod: Pod, written: list[tuple[ResourceClaim, AssumedWrite]]) -> None:
+        """Undo this bind's claim writes, newest first; what cannot be undone is left as written."""
+        for claim, record in reversed(written):
+            if record.written is None:
+                continue
+            try:
+                after = await release_claim(
+                    self.api, record.written.raw, pod, allocated_here=record.allocation is not None
+                )
+            except ClusterAPIError as exc:
+                # Still reserved for the (unbound) pod: a retry of the pod binds it, or the claim
+                # controller releases it when the pod goes away.
+                log.warning("releasing resourceclaim %s/%s failed: %s", claim.namespace, claim.name, exc)
+                continue
+            self.assumed.written(record, after)
+
+    async def _create_binding(
+        self, pod: Pod, node: str, written: list[tuple[ResourceClaim, AssumedWrite]]
+    ) -> tuple[str, str | None]:
+        try:
+            await self.api.bind_pod(pod.namespace, pod.name, pod.uid, node)
+            return "", None
+        except ClusterAPIError as exc:
+            bound = await self._bound_to(pod, node)
+            if bound:
+                return "", "the Binding's answer was lost; the pod is bound"
+            if outcome_unknown(exc) or bound is None:
+                # The pod may be bound (now or when the Binding lands): never release its claims.
+                message = (
+                    f"binding pod to {node}: outcome unknown ({exc}); its claims stay reserved "
+                    "for it, a retry completes the bind"
+                )
+                return await self._failed(pod, message), None
+            await self._release(pod, written)
+            return await self._failed(pod, f"binding pod to {node} failed: {exc}"), None
+
+    async def _bound_to(self, pod: Pod, node: str) -> bool | None:
+        """Is the pod bound to ``node`` now, according to the API server (None: cannot tell)?"""
         try:
             current = await self.api.get_pod(pod.namespace, pod.name)
         except ClusterAPIError:
-            return False
+            return None
         meta, spec = current.get("metadata") or {}, current.get("spec") or {}
         return meta.get("uid") == pod.uid and spec.get("nodeName") == node
+
+    async def _failed(self, pod: Pod, message: str) -> str:
+        with contextlib.suppress(ClusterAPIError):
+            await self.api.record_event(pod.raw, "FailedBinding", message)
+        return message
+
+    # --- stale allocations (upstream PostFilter) ---------------------------------------------------
+
+    def _deallocate_unavailable(self, pod: Pod, claims: PodClaims, nodes: Iterable[Node]) -> None:
+        """No node fits: free one allocated claim that is unavailable somewhere and used by nobody
+        else, so the pod can be allocated afresh (upstream PostFilter; it picks one at random,
+        we take the first in the pod's order).
+        """
+        if pod.node_name or pod.uid in self.in_flight or not self.may_bind():
+            return
+        nodes = list(nodes)
+        for claim in claims.allocated:
+            assert claim.allocation is not None
+            selector = claim.allocation.node_selector
+            if selector is None or all(selector.matches(n.name, n.labels) for n in nodes):
+                continue
+            users = [e.get("uid") for e in claim.reserved_for]
+            if users not in ([], [pod.uid]) or self.assumed.get(claim.key) is not None:
+                continue
+            self._spawn(self._deallocate(pod, claim))
+            return
+
+    def _spawn(self, work: Any) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(work)
+        except RuntimeError:  # no event loop (a direct, synchronous call): nothing to do
+            work.close()
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _deallocate(self, pod: Pod, claim: ResourceClaim) -> None:
+        where = f"resourceclaim {claim.namespace}/{claim.name}"
+        try:
+            current = await self.api.get_pod(pod.namespace, pod.name)
+        except ClusterAPIError:
+            return
+        if (current.get("spec") or {}).get("nodeName"):
+            return  # the cache is behind: the pod is bound, its claims stay
+        try:
+            await self.api.update_claim_status(deallocated(claim.raw))
+        except ClusterAPIError as exc:
+            log.info("not deallocating %s for pod %s/%s: %s", where, pod.namespace, pod.name, exc)
+            return
+        log.info(
+            "deallocated %s: allocated to devices no candidate node of pod %s/%s can use, and "
+            "reserved for no other pod",
+            where,
+            pod.namespace,
+            pod.name,
+        )
 
     def _bind_done(
         self,

@@ -23,13 +23,14 @@ def _holders(engine: Engine) -> dict[DeviceID, list[str]]:
         for r in claim.allocation.devices:
             label = f"{claim.namespace}/{claim.name}" + (" (admin)" if r.admin_access else "")
             holders.setdefault(r.id, []).append(label)
-    for entry in engine.in_flight.values():
-        for (ns, name), allocation in entry.claims.items():
-            for r in (allocation or {}).get("devices", {}).get("results", []):
-                device = DeviceID(r["driver"], r["pool"], r["device"])
-                label = f"{ns}/{name} (in flight)"
-                if label not in holders.get(device, []) and f"{ns}/{name}" not in holders.get(device, []):
-                    holders.setdefault(device, []).append(label)
+    for record in engine.assumed:
+        if record.devices is None:
+            continue
+        ns, name = record.key
+        for r in record.devices.devices:
+            label = f"{ns}/{name} ({record.state.value})"
+            if label not in holders.get(r.id, []) and f"{ns}/{name}" not in holders.get(r.id, []):
+                holders.setdefault(r.id, []).append(label)
     return holders
 
 
@@ -81,6 +82,7 @@ def claims(engine: Engine) -> dict[str, Any]:
 
 
 def in_flight(engine: Engine) -> dict[str, Any]:
+    """Binds being carried out, and claim writes the cache does not show yet."""
     now = engine.clock()
     return {
         "inFlight": [
@@ -88,12 +90,22 @@ def in_flight(engine: Engine) -> dict[str, Any]:
                 "pod": f"{e.pod_key[0]}/{e.pod_key[1]}",
                 "podUID": e.pod_uid,
                 "node": e.node,
-                "claims": [f"{ns}/{name}" for ns, name in e.claims],
                 "ageSeconds": round(now - e.started, 3),
-                "written": e.completed,
             }
             for e in engine.in_flight.values()
-        ]
+        ],
+        "claimWrites": [
+            {
+                "claim": f"{r.key[0]}/{r.key[1]}",
+                "pod": f"{r.pod[0]}/{r.pod[1]}",
+                "podUID": r.pod_uid,
+                "node": r.node,
+                "allocating": r.allocation is not None,
+                "state": r.state.value,
+                "ageSeconds": round(now - r.started, 3),
+            }
+            for r in engine.assumed
+        ],
     }
 
 
@@ -140,11 +152,23 @@ def render_text(view: str, data: dict[str, Any]) -> str:
             text += f"unreadable: {b['claim']}: {b['problem']}\n"
         return text
     if view == "inflight":
-        rows = [
-            [e["pod"], e["node"], " ".join(e["claims"]), str(e["ageSeconds"]), str(e["written"])]
-            for e in data["inFlight"]
+        binds = [[e["pod"], e["node"], str(e["ageSeconds"])] for e in data["inFlight"]]
+        writes = [
+            [
+                w["claim"],
+                w["pod"],
+                w["node"],
+                w["state"],
+                "yes" if w["allocating"] else "no",
+                str(w["ageSeconds"]),
+            ]
+            for w in data["claimWrites"]
         ]
-        return _table(["POD", "NODE", "CLAIMS", "AGE(s)", "WRITTEN"], rows)
+        return (
+            _table(["BINDING POD", "NODE", "AGE(s)"], binds)
+            + "\n"
+            + _table(["CLAIM WRITE", "POD", "NODE", "STATE", "ALLOCATING", "AGE(s)"], writes)
+        )
     if view == "pod":
         rows = []
         for node, d in data["nodes"].items():

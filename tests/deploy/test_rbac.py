@@ -93,17 +93,12 @@ def test_every_call_is_allowed(fake: FakeApiServer, tmp_path: Path) -> None:
         httpx.Client(base_url=url, timeout=10) as http,
     ):
         wait_until(lambda: ready(http))
-        fake.faults.inject[("POST", "pods/trainer/binding")] = [500]  # exercise the undo path and the Event
+        # A refused Binding exercises the release (deallocation) and the Event.
+        fake.faults.inject[("POST", "pods/trainer/binding")] = [403]
         assert http.post(
             "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
         ).json()["Error"]
         assert http.post("/scheduler/filter", content=args_names(TRAINER, EXAMPLE_NODES)).status_code == 200
-        wait_until(
-            lambda: any(
-                c["claim"] == "default/trainer-gpus" and c["allocated"]
-                for c in http.get("/debug/claims").json()["claims"]
-            )
-        )
         assert http.post(
             "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
         ).json() == {"Error": ""}
@@ -114,7 +109,8 @@ def test_every_call_is_allowed(fake: FakeApiServer, tmp_path: Path) -> None:
     for needed in [
         ("resourceclaims", "update"),
         ("resourceclaims/status", "update"),
-        ("resourceclaims/status", "patch"),
+        # Not ("resourceclaims/status", "patch"): Unreserve's patch runs only when another pod
+        # reserved the claim since our write (the manifests allow it all the same).
         ("pods/binding", "create"),
         ("events", "create"),
         ("leases", "update"),

@@ -70,18 +70,51 @@ def status(store: MemoryStore, name: str) -> dict[str, Any]:
     return result
 
 
-def test_failed_binding_removes_the_reservation_and_deallocates(tmp_path: Any) -> None:
+def api_error(code: int, message: str = "") -> ClusterAPIError:
+    error = ClusterAPIError(message or f"{code} from the API server")
+    error.code = code
+    return error
+
+
+def test_a_refused_binding_releases_the_claims_it_allocated(tmp_path: Any) -> None:
     engine, store, api = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
-    api.fail["bind_pod"] = [ClusterAPIError("500 Internal Server Error")]
+    api.fail["bind_pod"] = [api_error(403, "403 forbidden")]
     error = asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
     assert "binding pod to node-1 failed" in error
-    assert status(store, "c") == {}  # reservation removed; the claim controller's part deallocated
-    assert not store.get("ResourceClaim", "default", "c")["metadata"].get("finalizers")
+    # Still exactly as we wrote it: allocation and reservation cleared in one write.
+    assert status(store, "c") == {}
     assert not engine.in_flight
     assert api.events[-1]["reason"] == "FailedBinding"
     # A retry succeeds.
     assert asyncio.run(engine.bind("default", "p", "uid-p", "node-1")) == ""
     assert status(store, "c")["reservedFor"][0]["uid"] == "uid-p"
+
+
+def test_a_binding_with_unknown_outcome_keeps_the_reservations_and_a_retry_binds(tmp_path: Any) -> None:
+    # Issue 9, items 2 and 5: a 500 (or a lost answer) on the Binding may still have bound the pod;
+    # its claims are never released then, and the scheduler's retry completes the bind.
+    engine, store, api = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
+    api.fail["bind_pod"] = [api_error(500, "500 Internal Server Error")]
+    error = asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
+    assert "outcome unknown" in error
+    assert status(store, "c")["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "uid-p"}]
+    assert asyncio.run(engine.bind("default", "p", "uid-p", "node-1")) == ""
+    assert store.get("Pod", "default", "p")["spec"]["nodeName"] == "node-1"
+    assert api.calls.count("update_claim_status") == 1  # the retry only created the Binding
+
+
+def test_a_bound_pod_gets_missing_reservations_repaired(tmp_path: Any) -> None:
+    # Issue 9, item 5: the Binding went through, the claims lost their reservation; a retried bind
+    # answers success only once the reservation is back.
+    engine, store, _api = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
+    assert asyncio.run(engine.bind("default", "p", "uid-p", "node-1")) == ""
+
+    def drop_reservation(obj: dict[str, Any]) -> None:
+        obj["status"].pop("reservedFor")
+
+    store.mutate("ResourceClaim", "default", "c", drop_reservation)
+    assert asyncio.run(engine.bind("default", "p", "uid-p", "node-1")) == ""
+    assert status(store, "c")["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "uid-p"}]
 
 
 def test_conflicts_on_the_status_write_are_retried_with_a_fresh_read(tmp_path: Any) -> None:
@@ -119,22 +152,57 @@ def test_a_claim_allocated_elsewhere_meanwhile_fails_the_bind(tmp_path: Any) -> 
     assert not store.get("Pod", "default", "p")["spec"].get("nodeName")
 
 
-def test_second_claim_failing_unreserves_the_first(tmp_path: Any) -> None:
+def test_second_claim_failing_releases_the_first(tmp_path: Any) -> None:
     engine, store, api = engine_for([*base(), claim("a"), claim("b"), pod("p", ["a", "b"])], tmp_path)
-    api.fail["update_claim"] = [ClusterAPIError("403 forbidden")]
-    # First claim: finalizer update fails -> nothing written at all.
+    api.fail["update_claim"] = [api_error(403, "403 forbidden")]
+    # First claim: finalizer update refused -> nothing written at all.
     assert "403" in asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
     assert status(store, "a") == {} and status(store, "b") == {}
+    assert len(engine.assumed) == 0
 
-    # Now let the first claim succeed and the second claim's status write fail.
-    async def second_fails(obj: dict[str, Any]) -> None:
+    # Now let the first claim succeed and the second claim's status write be refused.
+    async def second_refused(obj: dict[str, Any]) -> None:
         if obj["metadata"]["name"] == "b":
-            raise ClusterAPIError("500")
+            raise api_error(422, "422 invalid")
 
-    api.status_write_hook = second_fails
-    assert "500" in asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
+    api.status_write_hook = second_refused
+    assert "422" in asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
     assert status(store, "a") == {} and status(store, "b") == {}
     assert not store.get("Pod", "default", "p")["spec"].get("nodeName")
+
+
+def test_a_status_write_with_unknown_outcome_keeps_its_devices_taken(tmp_path: Any) -> None:
+    # Issue 9, item 1: no answer for the status write and no way to read the claim back: the
+    # devices stay taken (no other pod gets them) until the outcome is known; the retry settles it.
+    engine, store, api = engine_for(
+        [*base(1), claim("a"), claim("b"), pod("p", ["a"]), pod("q", ["b"])], tmp_path
+    )
+
+    async def no_answer(obj: dict[str, Any]) -> None:
+        raise api_error(0, "connection reset")
+
+    api.status_write_hook = no_answer
+    original_get = api.get_claim
+
+    async def unreachable(namespace: str, name: str) -> dict[str, Any]:
+        raise api_error(0, "connection refused")
+
+    api.get_claim = unreachable  # type: ignore[method-assign]
+    assert "outcome" in asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
+    [record] = list(engine.assumed)
+    assert record.state.value == "unknown" and record.key == ("default", "a")
+    # The only device is held for p: q does not fit, in filter and in bind.
+    q = engine.state.pods[("default", "q")]
+    assert engine.filter(q, ["node-1"]).passed == []
+    assert "cannot bind" in asyncio.run(engine.bind("default", "q", "uid-q", "node-1"))
+    # The API server is back: p's retry sends the same write again and binds.
+    api.status_write_hook = None
+    api.get_claim = original_get  # type: ignore[method-assign]
+    assert asyncio.run(engine.bind("default", "p", "uid-p", "node-1")) == ""
+    assert status(store, "a")["reservedFor"][0]["uid"] == "uid-p"
+    assert status(store, "b") == {}
+    engine.snapshot()
+    assert len(engine.assumed) == 0  # the cache shows every write: nothing is assumed any more
 
 
 def test_shared_claim_gets_one_allocation_and_two_reservations(tmp_path: Any) -> None:
@@ -195,23 +263,70 @@ def test_same_bind_twice_concurrently_gives_one_answer(tmp_path: Any) -> None:
     assert api.calls.count("bind_pod") == 1
 
 
-def test_in_flight_entries_expire(tmp_path: Any) -> None:
-    engine, _store, _ = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
+def test_an_exception_in_the_writes_answers_every_waiter_and_leaves_nothing_behind(tmp_path: Any) -> None:
+    # Issue 9, item 4: an unexpected exception (here: a malformed answer) never leaves the bind's
+    # entry, its waiters or a half-written claim behind.
+    engine, store, api = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
+
+    async def broken(obj: dict[str, Any]) -> None:
+        raise RuntimeError("unexpected")
+
+    api.status_write_hook = broken
+
+    async def twice() -> list[str]:
+        return list(
+            await asyncio.gather(
+                engine.bind("default", "p", "uid-p", "node-1"), engine.bind("default", "p", "uid-p", "node-1")
+            )
+        )
+
+    first, second = asyncio.run(asyncio.wait_for(twice(), 5))
+    assert "internal error" in first and first == second
+    assert not engine.in_flight
+    assert status(store, "c") == {}
+    api.status_write_hook = None
+    assert asyncio.run(engine.bind("default", "p", "uid-p", "node-1")) == ""
+
+
+def test_null_status_answers_are_handled(tmp_path: Any) -> None:
+    engine, store, api = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
+    original = api.update_claim
+
+    async def null_status(obj: dict[str, Any]) -> dict[str, Any]:
+        answer = await original(obj)
+        answer["status"] = None
+        return answer
+
+    api.update_claim = null_status  # type: ignore[method-assign,assignment]
+    assert asyncio.run(engine.bind("default", "p", "uid-p", "node-1")) == ""
+    assert status(store, "c")["reservedFor"][0]["uid"] == "uid-p"
+
+
+def test_claim_writes_are_not_expired_by_age_only_settled_by_the_cache(tmp_path: Any) -> None:
+    # Issue 9, item 3: a write still queued keeps its devices, however old.
+    engine, store, api = engine_for(
+        [*base(1), claim("a"), claim("b"), pod("p", ["a"]), pod("q", ["b"])], tmp_path
+    )
     now = [0.0]
     engine.clock = lambda: now[0]
+    release = asyncio.Event()
 
-    async def start_only() -> None:
-        snapshot = engine.snapshot()
-        p = engine.state.pods[("default", "p")]
-        claims = snapshot.claims_of(p)
-        decision = snapshot.decide(claims, engine.state.nodes["node-1"])
-        engine._start_in_flight(p, "node-1", claims, decision)
+    async def queued(obj: dict[str, Any]) -> None:
+        now[0] += 3600.0
+        await release.wait()
 
-    asyncio.run(start_only())
-    assert engine.in_flight
-    now[0] = engine.config.in_flight_ttl + 1
-    engine.snapshot()
-    assert not engine.in_flight
+    api.status_write_hook = queued
+
+    async def scenario() -> str:
+        binding = asyncio.create_task(engine.bind("default", "p", "uid-p", "node-1"))
+        await asyncio.sleep(0.01)
+        q = engine.state.pods[("default", "q")]
+        assert engine.filter(q, ["node-1"]).passed == []  # an hour later, still taken
+        release.set()
+        return await binding
+
+    assert asyncio.run(scenario()) == ""
+    assert [r["device"] for r in status(store, "a")["allocation"]["devices"]["results"]] == ["d0"]
 
 
 def test_examples_state_loads() -> None:
