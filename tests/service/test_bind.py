@@ -11,7 +11,7 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.scheduling.engine import Engine
 from extender.service.runtime import ServeConfig, build_embedded
-from tests.builders import claim, device, device_class, node, pod, resource_slice
+from tests.builders import allocated, claim, device, device_class, node, pod, resource_slice
 from tests.shared import REPO
 
 
@@ -346,3 +346,64 @@ def test_pod_and_node_updates_keep_the_snapshot_claim_updates_replace_it(tmp_pat
         "ResourceClaim", "default", "c", lambda o: o["metadata"].setdefault("labels", {}).update(x="y")
     )
     assert engine.snapshot() is not first
+
+
+def on_node(allocation: dict[str, Any], node_name: str) -> dict[str, Any]:
+    allocation["nodeSelector"] = {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+        ]
+    }
+    return allocation
+
+
+def two_nodes(reserved_for: list[str]) -> list[dict[str, Any]]:
+    c = claim("c", allocation=on_node(allocated(("driver-a", "pool-2", "d0")), "node-2"))
+    c["status"]["reservedFor"] = [{"resource": "pods", "name": u, "uid": f"uid-{u}"} for u in reserved_for]
+    return [
+        device_class(),
+        resource_slice("s1", [device("d0")], node="node-1", pool="pool-1"),
+        node("node-1"),
+        c,
+        pod("p", ["c"]),
+    ]
+
+
+def filter_then_settle(engine: Engine, names: list[str]) -> list[str]:
+    async def run() -> list[str]:
+        p = engine.state.pods[("default", "p")]
+        passed = engine.filter(p, names).passed
+        for _ in range(20):  # let the background deallocation run
+            await asyncio.sleep(0)
+        return passed
+
+    return asyncio.run(run())
+
+
+def test_no_node_fits_an_allocated_claim_nobody_uses_so_it_is_deallocated(tmp_path: Any) -> None:
+    # Issue 9, item 6 (upstream PostFilter): the claim's node is gone; the pod fits again once the
+    # claim reserved for nobody but this pod is deallocated.
+    for reserved in ([], ["p"]):
+        engine, store, _api = engine_for(two_nodes(reserved), tmp_path)
+        assert filter_then_settle(engine, ["node-1"]) == []
+        assert not status(store, "c").get("allocation") and not status(store, "c").get("reservedFor")
+        assert filter_then_settle(engine, ["node-1"]) == ["node-1"]
+
+
+def test_claims_used_by_another_pod_or_a_bound_pod_are_never_deallocated(tmp_path: Any) -> None:
+    for objects in (two_nodes(["other"]), two_nodes(["p", "other"])):
+        engine, store, _api = engine_for(objects, tmp_path)
+        assert filter_then_settle(engine, ["node-1"]) == []
+        assert status(store, "c")["allocation"]
+    # The cache says unbound, the API server says bound (a lagging watch): left alone.
+    engine, store, api = engine_for(two_nodes(["p"]), tmp_path)
+    original = api.get_pod
+
+    async def bound(namespace: str, name: str) -> dict[str, Any]:
+        current = await original(namespace, name)
+        current["spec"]["nodeName"] = "node-2"
+        return current
+
+    api.get_pod = bound  # type: ignore[method-assign]
+    assert filter_then_settle(engine, ["node-1"]) == []
+    assert status(store, "c")["allocation"]
