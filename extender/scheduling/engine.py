@@ -342,6 +342,7 @@ class Engine:
 
     async def _settle_own_writes(self, pod: Pod) -> str | None:
         """Send again the pod's earlier claim writes whose outcome is unknown (at most one lands)."""
+        self.assumed.settle(self.state.claims)
         for record in self.assumed:
             if record.pod_uid != pod.uid or record.state is not WriteState.UNKNOWN:
                 continue
@@ -364,14 +365,23 @@ class Engine:
         decision: NodeDecision,
         written: list[tuple[ResourceClaim, AssumedWrite]],
     ) -> str:
-        """Claims in the pod's order (as upstream's PreBind); '' or why it stopped."""
+        """Claims in the pod's order (as upstream's PreBind); '' or why it stopped.
+
+        Every claim is assumed before the first write is sent: the decision's devices are taken
+        as one, so no other bind can get one of them while this one is writing the others.
+        """
+        todo = []
         for claim in claims.ordered:
             if claim.reserved_for_uid(pod.uid):
                 continue
             allocation = decision.allocations.get(claim.name) if claim.allocation is None else None
             record = self.assumed.assume(claim, pod.uid, pod.key, node, allocation, self.clock())
+            todo.append((claim, allocation, record))
+        for i, (claim, allocation, record) in enumerate(todo):
             error = await self._write_claim(pod, claim, allocation, record)
             if error:
+                for _claim, _allocation, unsent in todo[i + 1 :]:
+                    self.assumed.forget(unsent)
                 return error
             written.append((claim, record))
         return ""

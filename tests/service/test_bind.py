@@ -407,3 +407,33 @@ def test_claims_used_by_another_pod_or_a_bound_pod_are_never_deallocated(tmp_pat
     api.get_pod = bound  # type: ignore[method-assign]
     assert filter_then_settle(engine, ["node-1"]) == []
     assert status(store, "c")["allocation"]
+
+
+def test_concurrent_binds_of_multi_claim_pods_never_give_a_device_twice(tmp_path: Any) -> None:
+    # A pod's decision takes all its claims' devices before the first write: another bind running
+    # while the first claim is being written cannot get the second claim's devices.
+    n_pods, n_devices = 6, 5
+    objects = [*base(n_devices)]
+    for i in range(n_pods):
+        objects += [claim(f"a{i}"), claim(f"b{i}"), pod(f"p{i}", [f"a{i}", f"b{i}"])]
+    engine, store, api = engine_for(objects, tmp_path)
+
+    async def slow_status(obj: dict[str, Any]) -> None:
+        await asyncio.sleep(0.002)
+
+    api.status_write_hook = slow_status
+
+    async def all_binds() -> list[str]:
+        return await asyncio.gather(
+            *(engine.bind("default", f"p{i}", f"uid-p{i}", "node-1") for i in range(n_pods))
+        )
+
+    errors = asyncio.run(all_binds())
+    assert errors.count("") == n_devices // 2
+    taken = [
+        r["device"]
+        for i in range(n_pods)
+        for c in (f"a{i}", f"b{i}")
+        for r in (status(store, c).get("allocation") or {}).get("devices", {}).get("results", [])
+    ]
+    assert len(taken) == len(set(taken)) == 2 * (n_devices // 2)
