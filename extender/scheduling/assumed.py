@@ -145,6 +145,15 @@ class AssumedClaims:
             del self._records[record.key]
             self._changed()
 
+    def interrupted(self, pod_uid: str) -> None:
+        """The pod's bind ended without resolving its writes (an exception, a cancellation)."""
+        for record in list(self._records.values()):
+            if record.pod_uid == pod_uid and record.state is WriteState.PENDING:
+                if record.sent_on:
+                    self.unknown(record)  # it may have been sent: keep its devices taken
+                else:
+                    self.forget(record)
+
     def settle(self, claims: Mapping[Key, ResourceClaim]) -> None:
         """Drop the records the cache now shows the outcome of."""
         done = [k for k, r in self._records.items() if _settled(r, claims.get(k))]

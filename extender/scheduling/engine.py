@@ -291,6 +291,7 @@ class Engine:
             error = f"internal error while binding to {node_name}: {exc!r}"
         finally:
             del self.in_flight[pod.uid]
+            self.assumed.interrupted(pod.uid)
             if not entry.done.done():
                 entry.done.set_result(error)
         return self._bind_done(pod, namespace, name, node_name, started, error, note=note, decision=decision)

@@ -27,6 +27,13 @@ def cli_server(*args: str) -> Iterator[str]:
 @contextlib.contextmanager
 def process_server(command: list[str]) -> Iterator[str]:
     """A server process that logs uvicorn's "Uvicorn running on URL" line; yields the URL."""
+    with server_process(command) as (url, _proc):
+        yield url
+
+
+@contextlib.contextmanager
+def server_process(command: list[str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """Like :func:`process_server`, also yielding the process (to signal it)."""
     proc = subprocess.Popen(
         command,
         cwd=REPO,
@@ -57,7 +64,7 @@ def process_server(command: list[str]) -> Iterator[str]:
     found.wait(timeout=60)
     try:
         assert url is not None, "server did not start:\n" + "".join(lines)
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:

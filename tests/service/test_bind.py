@@ -266,7 +266,7 @@ def test_same_bind_twice_concurrently_gives_one_answer(tmp_path: Any) -> None:
 def test_an_exception_in_the_writes_answers_every_waiter_and_leaves_nothing_behind(tmp_path: Any) -> None:
     # Issue 9, item 4: an unexpected exception (here: a malformed answer) never leaves the bind's
     # entry, its waiters or a half-written claim behind.
-    engine, store, api = engine_for([*base(), claim("c"), pod("p", ["c"])], tmp_path)
+    engine, store, api = engine_for([*base(1), claim("c"), pod("p", ["c"])], tmp_path)
 
     async def broken(obj: dict[str, Any]) -> None:
         raise RuntimeError("unexpected")

@@ -1,0 +1,90 @@
+"""The assume cache of claim writes: when a write's devices stop being taken."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from extender.model.dra import ResourceClaim, parse_resource_claim
+from extender.scheduling.assumed import AssumedClaims, WriteState, is_newer
+from tests.builders import allocated, claim
+
+ALLOCATION = allocated(("driver-a", "pool-1", "d0"))
+
+
+def cached(rv: str, *, allocation: dict[str, Any] | None = None, uid: str = "uid-c") -> ResourceClaim:
+    raw = claim("c", allocation=allocation, uid=uid)
+    raw["metadata"]["resourceVersion"] = rv
+    return parse_resource_claim(raw)
+
+
+def record_in(state: WriteState, assumed: AssumedClaims) -> Any:
+    record = assumed.assume(cached("10"), "uid-p", ("default", "p"), "node-1", ALLOCATION, 0.0)
+    assumed.sending(record, "10")
+    if state is WriteState.WRITTEN:
+        written = claim("c", allocation=ALLOCATION, uid="uid-c")
+        written["metadata"]["resourceVersion"] = "12"
+        assumed.written(record, written)
+    elif state is WriteState.UNKNOWN:
+        assumed.unknown(record)
+    return record
+
+
+# (name, state of the write, the cache's claim) -> settled?
+SETTLE_CASES = [
+    ("pending never settles, however new the cache", WriteState.PENDING, cached("99"), False),
+    ("pending settles when the claim is gone", WriteState.PENDING, None, True),
+    ("pending settles when the claim was replaced", WriteState.PENDING, cached("99", uid="other"), True),
+    ("written waits for its resourceVersion", WriteState.WRITTEN, cached("11"), False),
+    ("written settles at its resourceVersion", WriteState.WRITTEN, cached("12", allocation=ALLOCATION), True),
+    ("written settles past it", WriteState.WRITTEN, cached("13"), True),
+    ("unknown waits while the claim is at the write's base", WriteState.UNKNOWN, cached("10"), False),
+    ("unknown settles once the claim moved past the base", WriteState.UNKNOWN, cached("11"), True),
+]
+
+
+@pytest.mark.parametrize(
+    ("state", "cache", "settled"), [c[1:] for c in SETTLE_CASES], ids=[c[0] for c in SETTLE_CASES]
+)
+def test_settle(state: WriteState, cache: ResourceClaim | None, settled: bool) -> None:
+    assumed = AssumedClaims()
+    record_in(state, assumed)
+    assumed.settle({} if cache is None else {("default", "c"): cache})
+    assert (assumed.get(("default", "c")) is None) == settled
+
+
+def test_unsettled_writes_hold_their_devices_and_written_ones_overlay_the_cache() -> None:
+    assumed = AssumedClaims()
+    record = record_in(WriteState.UNKNOWN, assumed)
+    claims = {("default", "c"): cached("10")}
+    assert [a.devices[0].id.device for a in assumed.held(claims)] == ["d0"]
+    assert assumed.overlay(claims) is claims
+    assert assumed.allocating(("default", "c")) is record
+    written = claim("c", allocation=ALLOCATION, uid="uid-c")
+    written["metadata"]["resourceVersion"] = "12"
+    assumed.written(record, written)
+    overlay = assumed.overlay(claims)
+    assert overlay[("default", "c")].allocation is not None  # decisions see our write
+    assert assumed.held(overlay) == []  # counted once, through the overlay
+    assert assumed.allocating(("default", "c")) is None
+
+
+def test_an_interrupted_bind_keeps_sent_writes_and_forgets_unsent_ones() -> None:
+    assumed = AssumedClaims()
+    sent = record_in(WriteState.PENDING, assumed)
+    other = claim("d", uid="uid-d")
+    other["metadata"]["resourceVersion"] = "5"
+    unsent = assumed.assume(parse_resource_claim(other), "uid-p", ("default", "p"), "node-1", None, 0.0)
+    version = assumed.version
+    assumed.interrupted("uid-p")
+    assert sent.state is WriteState.UNKNOWN and assumed.get(unsent.key) is None
+    assert assumed.version > version
+
+
+@pytest.mark.parametrize(
+    ("cached_rv", "reference", "newer"),
+    [("11", "10", True), ("10", "10", False), ("9", "10", False), ("b", "a", True)],
+)
+def test_resource_versions_compare_as_numbers(cached_rv: str, reference: str, newer: bool) -> None:
+    assert is_newer(cached_rv, reference) == newer
