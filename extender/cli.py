@@ -31,6 +31,17 @@ from extender.simulate import SelectionError, SimulationRequest, render_text, si
 from extender.statefile import StateFileError, load_objects
 
 
+def positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dra-extender", description="Kubernetes DRA for any kube-scheduler."
@@ -69,9 +80,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--api-timeout",
-        type=float,
+        type=positive_seconds,
         default=30.0,
         help="seconds to wait for one API server request (cluster mode, default 30)",
+    )
+    serve.add_argument(
+        "--cache-stale-after",
+        type=positive_seconds,
+        default=30.0,
+        help="cluster mode: seconds an informer may be unable to list or watch before the cache "
+        "counts as stale: not ready, binds refused (default 30)",
     )
     serve.add_argument(
         "--leader-elect",
@@ -178,7 +196,12 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
             retry_period=args.leader_elect_retry_period,
         )
     return ServeConfig(
-        engine=engine, prefix=args.prefix, max_body_bytes=args.max_body_bytes, leader_election=leader
+        engine=engine,
+        prefix=args.prefix,
+        max_body_bytes=args.max_body_bytes,
+        leader_election=leader,
+        api_timeout=args.api_timeout,
+        cache_stale_after=args.cache_stale_after,
     )
 
 

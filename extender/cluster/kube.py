@@ -9,7 +9,7 @@ import asyncio
 import datetime as _dt
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,16 @@ def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
             k8s_config.load_incluster_config(client_configuration=configuration)
     except (k8s_config.ConfigException, OSError) as exc:
         raise KubeConfigError(str(exc)) from None
+    return configuration
+
+
+def bounded_retries(configuration: k8s.Configuration) -> k8s.Configuration:
+    """Let urllib3 retry only requests that never reached the API server (connect errors).
+
+    A request whose answer timed out or was lost is not sent again behind our back: the claim
+    writer reads the claim back and decides, and one ``--api-timeout`` bounds each call.
+    """
+    configuration.retries = urllib3.util.Retry(total=3, connect=3, read=0, status=0, other=0, redirect=0)
     return configuration
 
 
@@ -114,7 +124,14 @@ class RawKube:
             raise _error(exc) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterAPIError(f"{method} {path}: {exc}") from None
-        return response if stream else orjson.loads(response.data or b"null")
+        if stream:
+            return response
+        try:
+            return orjson.loads(response.data or b"null")
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ClusterAPIError(f"{method} {path}: reading the answer: {exc}") from None
+        except orjson.JSONDecodeError as exc:
+            raise ClusterAPIError(f"{method} {path}: malformed answer from the API server: {exc}") from None
 
     def served_dra_version(self) -> str:
         group = self.request("GET", f"/apis/{RESOURCE_GROUP}")
@@ -126,8 +143,15 @@ class RawKube:
             f"the API server serves none of {RESOURCE_GROUP}/{', '.join(PREFERRED_VERSIONS)}"
         )
 
-    def watch_lines(self, path: str, query: dict[str, Any], timeout: float) -> Iterator[dict[str, Any]]:
+    def watch_lines(
+        self,
+        path: str,
+        query: dict[str, Any],
+        timeout: float,
+        on_open: Callable[[], None] = lambda: None,
+    ) -> Iterator[dict[str, Any]]:
         response = self.request("GET", path, query={**query, "watch": "true"}, timeout=timeout, stream=True)
+        on_open()
         try:
             buffer = b""
             for chunk in response.stream(amt=65536, decode_content=True):
@@ -140,40 +164,60 @@ class RawKube:
             response.release_conn()
 
 
-class KubeAPI:
-    """:class:`~extender.cluster.api.ClusterAPI` against the API server (blocking calls in threads)."""
+def api_object(answer: Any, what: str) -> dict[str, Any]:
+    """``answer`` if it is an API object (a JSON object with metadata); else ClusterAPIError."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("metadata"), dict):
+        raise ClusterAPIError(f"{what}: malformed answer from the API server (not an object with metadata)")
+    return answer
 
-    def __init__(self, raw: RawKube, paths: Paths, field_manager: str = "dra-extender") -> None:
+
+class KubeAPI:
+    """:class:`~extender.cluster.api.ClusterAPI` against the API server (blocking calls in threads).
+
+    ``paths`` is None until API discovery has found the served resource.k8s.io version.
+    """
+
+    def __init__(self, raw: RawKube, paths: Paths | None, field_manager: str = "dra-extender") -> None:
         self.raw = raw
-        self.paths = paths
+        self._paths = paths
         self.field_manager = field_manager
+
+    @property
+    def paths(self) -> Paths:
+        if self._paths is None:
+            raise ClusterAPIError("the API server's resource.k8s.io version is not discovered yet")
+        return self._paths
+
+    @paths.setter
+    def paths(self, paths: Paths) -> None:
+        self._paths = paths
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
         return await asyncio.to_thread(self.raw.request, method, path, **kw)
 
+    async def _object(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        return api_object(await self._call(method, path, **kw), f"{method} {path}")
+
     async def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call("GET", self.paths.claim(namespace, name))
-        return result
+        return await self._object("GET", self.paths.claim(namespace, name))
 
     async def update_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
         meta = claim["metadata"]
-        result: dict[str, Any] = await self._call(
+        return await self._object(
             "PUT",
             self.paths.claim(meta["namespace"], meta["name"]),
             body=claim,
             query={"fieldManager": self.field_manager},
         )
-        return result
 
     async def update_claim_status(self, claim: dict[str, Any]) -> dict[str, Any]:
         meta = claim["metadata"]
-        result: dict[str, Any] = await self._call(
+        return await self._object(
             "PUT",
             self.paths.claim(meta["namespace"], meta["name"]) + "/status",
             body=claim,
             query={"fieldManager": self.field_manager},
         )
-        return result
 
     async def unreserve_claim(
         self, namespace: str, name: str, claim_uid: str, pod_uid: str
@@ -183,17 +227,15 @@ class KubeAPI:
             "metadata": {"uid": claim_uid},
             "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]},
         }
-        result: dict[str, Any] = await self._call(
+        return await self._object(
             "PATCH",
             self.paths.claim(namespace, name) + "/status",
             body=patch,
             content_type="application/strategic-merge-patch+json",
         )
-        return result
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
-        return result
+        return await self._object("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
 
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         binding = {

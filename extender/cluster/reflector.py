@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,7 @@ class Reflector:
         watch_timeout: int = 300,
         backoff: tuple[float, float] = (0.2, 10.0),
         rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.raw = raw
         self.path = path
@@ -50,15 +52,32 @@ class Reflector:
         self.watch_timeout = watch_timeout
         self.backoff = backoff
         self.rng = rng or random.Random()
+        self.clock = clock
         self.synced = threading.Event()
         self.resource_version = ""
         self.relists = 0
         self._failures = 0
+        #: Since when (clock) neither a list nor a watch has been working; None while watching.
+        self.down_since: float | None = clock()
+        self.last_error = "not listed yet"
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name=f"reflector-{self.kind}", daemon=True)
         thread.start()
         return thread
+
+    def _up(self) -> None:
+        self.down_since = None
+
+    def _down(self, error: object) -> None:
+        self.last_error = str(error)
+        if self.down_since is None:
+            self.down_since = self.clock()
+
+    def down_for(self) -> float:
+        """Seconds since this resource's list/watch stopped working (0 while it works)."""
+        since = self.down_since
+        return 0.0 if since is None else max(0.0, self.clock() - since)
 
     def _sleep_after_failure(self) -> None:
         self._failures += 1
@@ -70,8 +89,9 @@ class Reflector:
         while not self.stop.is_set():
             try:
                 self._list()
-            except ClusterAPIError as exc:
+            except Exception as exc:
                 log.warning("list %s failed: %s", self.kind, exc)
+                self._down(exc)
                 self._sleep_after_failure()
                 continue
             while not self.stop.is_set():
@@ -85,6 +105,7 @@ class Reflector:
                     break
                 except Exception as exc:
                     log.warning("watch %s failed: %s", self.kind, exc)
+                    self._down(exc)
                     self._sleep_after_failure()
 
     def _list(self) -> None:
@@ -96,6 +117,7 @@ class Reflector:
         self.resource_version = (result.get("metadata") or {}).get("resourceVersion", "")
         self.relists += 1
         self.sink("SYNCED", None, items)
+        self._up()
         self.synced.set()
 
     def _watch(self) -> None:
@@ -104,7 +126,9 @@ class Reflector:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": self.watch_timeout,
         }
-        for event in self.raw.watch_lines(self.path, query, timeout=self.watch_timeout + 30):
+        for event in self.raw.watch_lines(
+            self.path, query, timeout=self.watch_timeout + 30, on_open=self._up
+        ):
             if self.stop.is_set():
                 return
             etype = event.get("type")

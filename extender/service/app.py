@@ -41,6 +41,8 @@ class Service:
     metrics: Metrics
     ready: Callable[[], bool]
     mode: str
+    #: Why the service is not ready (for /readyz), or None; defaults to a generic reason.
+    not_ready: Callable[[], str | None] | None = None
     #: Run inside the server's event loop at startup / shutdown (e.g. start the informers).
     startup: Callable[[], Awaitable[None]] | None = None
     shutdown: Callable[[], Awaitable[None]] | None = None
@@ -161,7 +163,8 @@ def create_app(
     async def readyz() -> Response:
         if service.ready():
             return PlainTextResponse("ok\n")
-        return PlainTextResponse("not ready: the cache has not synced\n", status_code=503)
+        reason = (service.not_ready() if service.not_ready else None) or "the cache has not synced"
+        return PlainTextResponse(f"not ready: {reason}\n", status_code=503)
 
     @app.get("/metrics")
     async def metrics_endpoint() -> Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import socket
 import threading
 import uuid
@@ -15,7 +16,8 @@ import orjson
 from kubernetes import client as k8s
 
 from extender.cel import CelEnvironment, CelOptions
-from extender.cluster.kube import RESOURCE_GROUP, KubeAPI, Paths, RawKube
+from extender.cluster.api import ClusterAPIError
+from extender.cluster.kube import RESOURCE_GROUP, KubeAPI, Paths, RawKube, bounded_retries
 from extender.cluster.leader import LeaseElector
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import Event, MemoryStore
@@ -48,6 +50,8 @@ class ServeConfig:
     leader_election: LeaderElection | None = None
     #: Seconds to wait for one API server request (cluster mode).
     api_timeout: float = 30.0
+    #: Cluster mode: an informer down this long makes the cache stale (not ready, no binds).
+    cache_stale_after: float = 30.0
 
 
 def follow(store: MemoryStore, state: ClusterState) -> None:
@@ -121,25 +125,73 @@ WATCHED = (
 )
 
 
+class ClusterHealth:
+    """Whether the cluster-mode cache can be trusted: discovery done, every informer watching."""
+
+    def __init__(self, stale_after: float) -> None:
+        self.stale_after = stale_after
+        self.reflectors: list[Reflector] = []
+        #: Why discovery has not succeeded yet ('' once it has).
+        self.discovery = "not started"
+
+    def stale(self) -> str | None:
+        """Why the cache is stale (binds are refused), or None."""
+        if self.discovery:
+            return f"waiting for API discovery: {self.discovery}"
+        for reflector in self.reflectors:
+            down = reflector.down_for()
+            if down > self.stale_after or not reflector.synced.is_set():
+                what = "not listed yet" if not reflector.synced.is_set() else f"down for {down:.0f} s"
+                return f"watch of {reflector.path} {what} ({reflector.last_error})"
+        return None
+
+    def not_ready(self) -> str | None:
+        if self.discovery:
+            return f"waiting for API discovery: {self.discovery}"
+        if not self.reflectors or not all(r.synced.is_set() for r in self.reflectors):
+            return "the cache has not synced"
+        return self.stale()
+
+
+def discover(raw: RawKube, health: ClusterHealth, stop: threading.Event) -> tuple[str, set[str]] | None:
+    """The served resource.k8s.io version and its resources; retried with back-off until it works."""
+    delay = 0.2
+    rng = random.Random()
+    while not stop.is_set():
+        try:
+            version = raw.served_dra_version()
+            listing = raw.request("GET", f"/apis/{RESOURCE_GROUP}/{version}")
+            served = {r.get("name") for r in (listing or {}).get("resources", []) if isinstance(r, dict)}
+            return version, {str(r) for r in served}
+        except ClusterAPIError as exc:
+            if health.discovery != str(exc):
+                log.warning("API discovery failed (retrying): %s", exc)
+            health.discovery = str(exc)
+        stop.wait(delay * (0.5 + rng.random() / 2))
+        delay = min(10.0, delay * 2)
+    return None
+
+
 def build_cluster(configuration: Any, config: ServeConfig) -> Service:
-    """Against an API server: informers (raw list+watch) feed the cache; writes go to the server."""
-    api_client = k8s.ApiClient(configuration)
+    """Against an API server: informers (raw list+watch) feed the cache; writes go to the server.
+
+    Nothing here talks to the API server: discovery (retried until it works) and the informers
+    start with the service, so an unreachable API server means "not ready", not a crash loop.
+    """
+    api_client = k8s.ApiClient(bounded_retries(configuration))
     raw = RawKube(api_client, timeout=config.api_timeout)
-    version = raw.served_dra_version()
-    served = {
-        r.get("name") for r in raw.request("GET", f"/apis/{RESOURCE_GROUP}/{version}").get("resources", [])
-    }
-    paths = Paths(version)
     state = ClusterState()
     features = config.engine.features
     cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
-    engine = Engine(state, KubeAPI(raw, paths), cel, config.engine)
+    kube_api = KubeAPI(raw, None)
+    engine = Engine(state, kube_api, cel, config.engine)
     metrics = Metrics(state.counts, lambda: len(engine.in_flight))
     engine.observer = metrics
     decisions = logging.getLogger("dra_extender.decisions")
     engine.log_sink = lambda entry: decisions.info("%s", orjson.dumps(entry).decode())
     stop = threading.Event()
-    reflectors: list[Reflector] = []
+    health = ClusterHealth(config.cache_stale_after)
+    engine.cache_stale = health.stale
     elector: LeaseElector | None = None
     if config.leader_election is not None:
         le = config.leader_election
@@ -155,20 +207,25 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         )
         engine.may_bind = elector.is_leader
 
-    async def startup() -> None:
-        loop = asyncio.get_running_loop()
+    def sink_for(loop: asyncio.AbstractEventLoop, kind: str) -> Any:
+        def deliver(etype: str, obj: dict[str, Any] | None, items: list[dict[str, Any]] | None) -> None:
+            if etype == "SYNCED":
+                loop.call_soon_threadsafe(state.replace_kind, kind, items or [])
+            elif etype == "DELETED" and obj is not None:
+                loop.call_soon_threadsafe(state.remove, obj)
+            elif obj is not None:
+                loop.call_soon_threadsafe(state.apply, obj)
 
-        def sink_for(kind: str) -> Any:
-            def deliver(etype: str, obj: dict[str, Any] | None, items: list[dict[str, Any]] | None) -> None:
-                if etype == "SYNCED":
-                    loop.call_soon_threadsafe(state.replace_kind, kind, items or [])
-                elif etype == "DELETED" and obj is not None:
-                    loop.call_soon_threadsafe(state.remove, obj)
-                elif obj is not None:
-                    loop.call_soon_threadsafe(state.apply, obj)
+        return deliver
 
-            return deliver
-
+    def start_watching(loop: asyncio.AbstractEventLoop) -> None:
+        found = discover(raw, health, stop)
+        if found is None:
+            return
+        version, served = found
+        paths = Paths(version)
+        kube_api.paths = paths
+        reflectors = []
         for kind, resource in WATCHED:
             if resource == "devicetaintrules" and (not features.device_taint_rules or resource not in served):
                 continue
@@ -176,22 +233,43 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
                 log.warning("%s/%s does not serve %s", RESOURCE_GROUP, version, resource)
                 continue
             group_version = "v1" if kind in ("Node", "Pod") else f"{RESOURCE_GROUP}/{version}"
-            reflector = Reflector(
-                raw, paths.collection(resource), kind, sink_for(kind), stop, api_version=group_version
+            reflectors.append(
+                Reflector(
+                    raw,
+                    paths.collection(resource),
+                    kind,
+                    sink_for(loop, kind),
+                    stop,
+                    api_version=group_version,
+                )
             )
-            reflectors.append(reflector)
+        health.reflectors = reflectors
+        health.discovery = ""
+        for reflector in reflectors:
             reflector.start()
         log.info("watching %d resources (%s %s)", len(reflectors), RESOURCE_GROUP, version)
         if elector is not None:
             elector.start(stop)
 
+    async def startup() -> None:
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=start_watching, args=(loop,), name="discovery", daemon=True).start()
+
     async def shutdown() -> None:
         stop.set()
 
-    def ready() -> bool:
-        synced = bool(reflectors) and all(r.synced.is_set() for r in reflectors)
-        return synced and (elector is None or elector.is_leader())
+    def not_ready() -> str | None:
+        reason = health.not_ready()
+        if reason is None and elector is not None and not elector.is_leader():
+            return "not the leader"
+        return reason
 
     return Service(
-        engine=engine, metrics=metrics, ready=ready, mode="cluster", startup=startup, shutdown=shutdown
+        engine=engine,
+        metrics=metrics,
+        ready=lambda: not_ready() is None,
+        not_ready=not_ready,
+        mode="cluster",
+        startup=startup,
+        shutdown=shutdown,
     )
