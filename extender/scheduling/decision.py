@@ -72,6 +72,8 @@ class Assessment:
     #: firstAvailable: the chosen alternative's index, summed over requests, and the worst case.
     preference: int = 0
     preference_worst: int = 0
+    #: The allocation budget ran out (never memoized with the others).
+    timed_out: bool = False
 
 
 @dataclass(slots=True)
@@ -335,7 +337,7 @@ class Snapshot:
         if not decision.fits:
             if decision.node_local:
                 return Assessment(False, reason=decision.error)
-            return Assessment(False, decision.reason, decision.error)
+            return Assessment(False, decision.reason, decision.error, timed_out=decision.timed_out)
         allocated = sum(len(a["devices"]["results"]) for a in decision.allocations.values())
         free = self.allocator.free_matching(NodeInfo(node.name, node.labels), pod_claims.to_allocate)
         preference = worst = 0

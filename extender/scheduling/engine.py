@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from cachetools import TTLCache
+
 from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.api import ClusterAPI, ClusterAPIError
@@ -69,6 +71,8 @@ class EngineConfig:
     #: Allocation budget per node, and for all nodes of one filter call (seconds).
     node_timeout: float = 1.0
     filter_budget: float = 3.0
+    #: How long a node whose allocation timed out keeps that answer for the same claims (seconds).
+    timeout_memo_seconds: float = 30.0
     decision_log_size: int = 200
 
 
@@ -116,6 +120,10 @@ class Engine:
         self.in_flight: dict[str, InFlight] = {}
         #: Claim writes the cache does not show yet (their devices stay taken until it does).
         self.assumed = AssumedClaims()
+        #: (claims, node) -> an assessment that ran out of time, remembered for a short while.
+        self._timeouts: TTLCache[tuple[Any, str], Assessment] = TTLCache(
+            maxsize=10_000, ttl=self.config.timeout_memo_seconds, timer=lambda: self.clock()
+        )
         #: Background work started by decisions (deallocating stale claims).
         self._tasks: set[asyncio.Task[None]] = set()
         self.decisions: deque[dict[str, Any]] = deque(maxlen=self.config.decision_log_size)
@@ -196,18 +204,15 @@ class Engine:
             self._log("filter", pod, started, unresolvable=len(node_names), note=busy)
             self.observer.filtered(0, len(node_names), False)
             return result
-        assess = snapshot.assessor(claims, timeout=self.config.node_timeout)
+        assess = self._assessor(snapshot, claims)
         deadline = started + self.config.filter_budget
         lookup = nodes if nodes is not None else self.state.nodes
-        out_of_time = False
-        for i, name in enumerate(node_names):
+        for name in node_names:
             node = lookup.get(name)
             if node is None:
                 result.unresolvable[name] = f"node {name} is not known to the DRA extender"
                 continue
-            if i % 32 == 0 and not out_of_time:
-                out_of_time = self.clock() > deadline
-            if out_of_time:
+            if self.clock() > deadline:
                 result.failed[name] = "not evaluated: the DRA extender's filter time budget ran out"
                 continue
             a = assess(node)
@@ -246,11 +251,12 @@ class Engine:
         claims = snapshot.claims_of(pod) if pod.claims else PodClaims()
         if claims.empty or not claims.to_allocate or claims.reason or claims.error:
             return [(n, MIN_SCORE) for n in node_names]
-        assess = snapshot.assessor(claims, timeout=self.config.node_timeout)
+        assess = self._assessor(snapshot, claims)
+        deadline = started + self.config.filter_budget
         assessed: dict[str, Assessment] = {}
         for name in node_names:
             node = nodes.get(name) if nodes is not None else self.state.nodes.get(name)
-            if node is not None:
+            if node is not None and self.clock() <= deadline:  # past the budget: score 0
                 assessed[name] = assess(node)
         scores = score_nodes(assessed, self.config.score_policy)
         self._log("prioritize", pod, started, nodes=len(node_names), best=max(scores.values(), default=0))
@@ -547,12 +553,40 @@ class Engine:
         snapshot = self.snapshot()
         claims = snapshot.claims_of(pod) if pod.claims else PodClaims()
         names = sorted(node_names) if node_names is not None else sorted(self.state.nodes)
+        deadline = self.clock() + self.config.filter_budget
         out = {}
         for name in names:
             node = self.state.nodes.get(name)
-            if node is not None:
+            if node is None:
+                continue
+            if self.clock() > deadline:
+                reason = "not evaluated: the DRA extender's time budget for this view ran out"
+                out[name] = NodeDecision(name, False, reason=reason, timed_out=True)
+            else:
                 out[name] = snapshot.decide(claims, node, timeout=self.config.node_timeout)
         return out
+
+    def _assessor(self, snapshot: Snapshot, claims: PodClaims) -> Callable[[Node], Assessment]:
+        """The snapshot's assessor, with nodes that just timed out for these claims remembered.
+
+        A node whose allocation ran out of time is answered the same way for
+        ``timeout_memo_seconds`` instead of spending the budget on it again at every retry.
+        """
+        assess = snapshot.assessor(claims, timeout=self.config.node_timeout)
+        claims_key = claims.key()
+        timeouts = self._timeouts
+
+        def remembered(node: Node) -> Assessment:
+            key = (claims_key, node.name)
+            found = timeouts.get(key)
+            if found is not None:
+                return found
+            answer = assess(node)
+            if answer.timed_out:
+                timeouts[key] = answer
+            return answer
+
+        return remembered
 
     def _log(self, verb: str, pod: Pod | None, started: float, **details: Any) -> None:
         entry: dict[str, Any] = {

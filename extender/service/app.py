@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -22,6 +22,7 @@ from extender.model.errors import ObjectError
 from extender.scheduling.engine import Engine
 from extender.service import debug, wire
 from extender.service.metrics import Metrics
+from extender.service.worker import EngineWorker
 
 log = logging.getLogger("dra_extender.http")
 
@@ -43,6 +44,8 @@ class Service:
     mode: str
     #: Why the service is not ready (for /readyz), or None; defaults to a generic reason.
     not_ready: Callable[[], str | None] | None = None
+    #: Where all engine work and cache changes run (started on first use).
+    worker: EngineWorker = field(default_factory=EngineWorker)
     #: Run inside the server's event loop at startup / shutdown (e.g. start the informers).
     startup: Callable[[], Awaitable[None]] | None = None
     shutdown: Callable[[], Awaitable[None]] | None = None
@@ -82,6 +85,7 @@ def create_app(
         finally:
             if service.shutdown is not None:
                 await service.shutdown()
+            service.worker.stop()
 
     app = FastAPI(
         title="dra-extender",
@@ -91,7 +95,7 @@ def create_app(
         openapi_url=None,
         lifespan=lifespan,
     )
-    engine, metrics = service.engine, service.metrics
+    engine, metrics, worker = service.engine, service.metrics, service.worker
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
 
     async def decode_args(request: Request, verb: str) -> tuple[wire.DecodedArgs, Any] | Response:
@@ -122,7 +126,7 @@ def create_app(
         if isinstance(decoded, Response):
             return decoded
         args, pod = decoded
-        result = engine.filter(pod, args.node_names, request_nodes(args))
+        result = await worker.call(lambda: engine.filter(pod, args.node_names, request_nodes(args)))
         payload = wire.encode_filter_result(
             args, result.passed, result.failed, result.unresolvable, result.error
         )
@@ -136,7 +140,7 @@ def create_app(
         if isinstance(decoded, Response):
             return decoded
         args, pod = decoded
-        scores = engine.prioritize(pod, args.node_names, request_nodes(args))
+        scores = await worker.call(lambda: engine.prioritize(pod, args.node_names, request_nodes(args)))
         metrics.latency.labels("prioritize").observe(time.perf_counter() - started)
         return _json(wire.encode_priorities(scores))
 
@@ -151,7 +155,7 @@ def create_app(
         except wire.WireError as exc:
             metrics.bad_requests.labels("bind").inc()
             return _bad_request(str(exc))
-        error = await engine.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
+        error = await worker.run(engine.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node))
         metrics.latency.labels("bind").observe(time.perf_counter() - started)
         return _json(wire.encode_binding_result(error))
 
@@ -177,25 +181,29 @@ def create_app(
 
     @app.get("/debug/inventory")
     async def debug_inventory(format: str | None = None) -> Response:
-        return view("inventory", debug.inventory(engine), format)
+        return view("inventory", await worker.call(debug.inventory, engine), format)
 
     @app.get("/debug/claims")
     async def debug_claims(format: str | None = None) -> Response:
-        return view("claims", debug.claims(engine), format)
+        return view("claims", await worker.call(debug.claims, engine), format)
 
     @app.get("/debug/inflight")
     async def debug_in_flight(format: str | None = None) -> Response:
-        return view("inflight", debug.in_flight(engine), format)
+        return view("inflight", await worker.call(debug.in_flight, engine), format)
 
     @app.get("/debug/decisions")
     async def debug_decisions(format: str | None = None, limit: int = 50) -> Response:
-        return view("decisions", debug.decisions(engine, limit), format)
+        return view("decisions", await worker.call(debug.decisions, engine, limit), format)
 
     @app.get("/debug/pods/{namespace}/{name}")
     async def debug_pod(namespace: str, name: str, format: str | None = None) -> Response:
-        pod = engine.state.pods.get((namespace, name))
-        if pod is None:
+        def explain() -> dict[str, Any] | None:
+            pod = engine.state.pods.get((namespace, name))
+            return None if pod is None else debug.pod(engine.explain(pod), namespace, name)
+
+        data = await worker.call(explain)
+        if data is None:
             return _json(wire.encode({"error": f"pod {namespace}/{name} not found"}), 404)
-        return view("pod", debug.pod(engine.explain(pod), namespace, name), format)
+        return view("pod", data, format)
 
     return app

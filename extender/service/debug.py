@@ -83,6 +83,7 @@ def claims(engine: Engine) -> dict[str, Any]:
 
 def in_flight(engine: Engine) -> dict[str, Any]:
     """Binds being carried out, and claim writes the cache does not show yet."""
+    engine.assumed.settle(engine.state.claims)
     now = engine.clock()
     return {
         "inFlight": [

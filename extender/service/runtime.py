@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import socket
@@ -26,6 +25,7 @@ from extender.cluster.state import ClusterState
 from extender.scheduling.engine import Engine, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.metrics import Metrics
+from extender.service.worker import EngineWorker
 from extender.statefile import load_objects
 
 log = logging.getLogger("dra_extender")
@@ -207,18 +207,21 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         )
         engine.may_bind = elector.is_leader
 
-    def sink_for(loop: asyncio.AbstractEventLoop, kind: str) -> Any:
+    worker = EngineWorker()
+
+    def sink_for(kind: str) -> Any:
+        # Informer events change the cache on the engine's thread, between decisions.
         def deliver(etype: str, obj: dict[str, Any] | None, items: list[dict[str, Any]] | None) -> None:
             if etype == "SYNCED":
-                loop.call_soon_threadsafe(state.replace_kind, kind, items or [])
+                worker.call_soon(state.replace_kind, kind, items or [])
             elif etype == "DELETED" and obj is not None:
-                loop.call_soon_threadsafe(state.remove, obj)
+                worker.call_soon(state.remove, obj)
             elif obj is not None:
-                loop.call_soon_threadsafe(state.apply, obj)
+                worker.call_soon(state.apply, obj)
 
         return deliver
 
-    def start_watching(loop: asyncio.AbstractEventLoop) -> None:
+    def start_watching() -> None:
         found = discover(raw, health, stop)
         if found is None:
             return
@@ -238,7 +241,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
                     raw,
                     paths.collection(resource),
                     kind,
-                    sink_for(loop, kind),
+                    sink_for(kind),
                     stop,
                     api_version=group_version,
                 )
@@ -252,8 +255,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
             elector.start(stop)
 
     async def startup() -> None:
-        loop = asyncio.get_running_loop()
-        threading.Thread(target=start_watching, args=(loop,), name="discovery", daemon=True).start()
+        threading.Thread(target=start_watching, name="discovery", daemon=True).start()
 
     async def shutdown() -> None:
         stop.set()
@@ -269,6 +271,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         metrics=metrics,
         ready=lambda: not_ready() is None,
         not_ready=not_ready,
+        worker=worker,
         mode="cluster",
         startup=startup,
         shutdown=shutdown,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from typing import Any
 
 import httpx
@@ -96,3 +98,50 @@ def test_concurrent_binds_over_http_never_share_a_device(tmp_path: Any) -> None:
         assert bound == bool(results_i) == bool(status.get("reservedFor")), (i, status)
     assert sorted(taken) == sorted(f"d{i}" for i in range(n_devices))
     assert json.loads(json.dumps(service.engine.in_flight == {}))
+
+
+def test_health_answers_while_an_expensive_filter_runs(tmp_path: Any) -> None:
+    # Issue 9, item 8: decisions run on the engine's thread; /healthz and /metrics stay prompt, and
+    # the filter stops at its budget (checked before every node).
+    from tests.builders import attrs
+
+    n = 300  # a selector of n*n comprehension steps: ~0.15 s per device on this machine
+    numbers = ",".join(map(str, range(n)))
+    heavy = f'device.attributes["driver-a"].index >= 0 && [{numbers}].all(i, [{numbers}].all(j, i + j >= 0))'
+    objects: list[dict[str, Any]] = [device_class(expression=heavy)]
+    names = [f"node-{i}" for i in range(40)]
+    for i, name in enumerate(names):
+        objects += [
+            node(name),
+            resource_slice(f"s{i}", [device("d", attributes=attrs(index=i))], node=name, pool=name),
+        ]
+    objects += [claim("c"), pod("p", ["c"])]
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump_all(objects))
+    p = scheduler_pod("p", "uid-p", [{"name": "c", "resourceClaimName": "c"}])
+    with (
+        cli_server("--state", str(state), "--filter-budget", "2") as url,
+        httpx.Client(base_url=url, timeout=30) as http,
+    ):
+        result: dict[str, Any] = {}
+
+        def run_filter() -> None:
+            started = time.monotonic()
+            result["answer"] = http.post("/scheduler/filter", content=args_names(p, names)).json()
+            result["seconds"] = time.monotonic() - started
+
+        thread = threading.Thread(target=run_filter)
+        thread.start()
+        slowest = 0.0
+        with httpx.Client(base_url=url, timeout=30) as health:
+            while thread.is_alive():
+                started = time.monotonic()
+                assert health.get("/healthz").status_code == 200
+                assert health.get("/metrics").status_code == 200
+                slowest = max(slowest, time.monotonic() - started)
+                time.sleep(0.05)
+        thread.join()
+        assert result["seconds"] > 1.0, result  # the filter was busy all along (else this proves nothing)
+        assert result["seconds"] < 2 + 1.5  # the budget (2 s) plus at most about one node's allocation
+        assert slowest < 0.5
+        assert any("time budget" in why for why in result["answer"]["FailedNodes"].values())

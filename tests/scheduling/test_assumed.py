@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from extender.model.dra import ResourceClaim, parse_resource_claim
-from extender.scheduling.assumed import AssumedClaims, WriteState, is_newer
+from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState, is_newer
 from tests.builders import allocated, claim
 
 ALLOCATION = allocated(("driver-a", "pool-1", "d0"))
@@ -19,7 +19,7 @@ def cached(rv: str, *, allocation: dict[str, Any] | None = None, uid: str = "uid
     return parse_resource_claim(raw)
 
 
-def record_in(state: WriteState, assumed: AssumedClaims) -> Any:
+def record_in(state: WriteState, assumed: AssumedClaims) -> AssumedWrite:
     record = assumed.assume(cached("10"), "uid-p", ("default", "p"), "node-1", ALLOCATION, 0.0)
     assumed.sending(record, "10")
     if state is WriteState.WRITTEN:

@@ -34,10 +34,13 @@ def run_with_service(
             prefix=(config or ServeConfig()).prefix,
             max_body_bytes=(config or ServeConfig()).max_body_bytes,
         )
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://extender"
-        ) as client:
-            return await body(Running(service, store, client))
+        try:
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://extender"
+            ) as client:
+                return await body(Running(service, store, client))
+        finally:
+            service.worker.stop()  # ASGITransport runs no lifespan: stop the engine's thread here
 
     return asyncio.run(main())
 

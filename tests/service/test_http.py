@@ -240,7 +240,7 @@ def test_debug_views_in_json_and_text() -> None:
         decisions = (await r.client.get("/debug/decisions")).json()["decisions"]
         assert decisions[-1]["verb"] == "bind" and decisions[-1]["devices"]["trainer-gpus"]
         assert "bind" in (await r.client.get("/debug/decisions?format=text")).text
-        assert (await r.client.get("/debug/inflight")).json() == {"inFlight": []}
+        assert (await r.client.get("/debug/inflight")).json() == {"inFlight": [], "claimWrites": []}
 
     run_with_service(body)
 

@@ -1,0 +1,70 @@
+"""The engine's own thread: every decision and every cache change runs there, one at a time.
+
+The HTTP server's event loop only decodes, forwards and encodes, and answers /healthz, /readyz
+and /metrics itself, so a CPU-heavy allocation never delays them. Informer events are applied on
+this thread too, so decisions see the cache change only between two pieces of engine work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class EngineWorker:
+    def __init__(self, name: str = "engine") -> None:
+        self.name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The worker's event loop (started on first use)."""
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(started.set)
+                    loop.run_forever()
+
+                self._thread = threading.Thread(target=run, name=self.name, daemon=True)
+                self._thread.start()
+                started.wait()
+                self._loop = loop
+            return self._loop
+
+    async def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Await ``work`` on the worker's loop, from another loop."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self.loop))
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call ``fn(*args)`` on the worker's thread, from another loop."""
+
+        async def invoke() -> T:
+            return fn(*args)
+
+        return await self.run(invoke())
+
+    def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
+        """Schedule ``fn(*args)`` on the worker's thread, from any thread (informer events)."""
+        self.loop.call_soon_threadsafe(fn, *args)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Let queued work finish, then end the thread."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+        if not thread.is_alive():
+            loop.close()

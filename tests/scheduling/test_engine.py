@@ -1,0 +1,76 @@
+"""Engine decisions under time pressure: budgets checked before every node, timeouts remembered."""
+
+from __future__ import annotations
+
+from extender.cel import CelEnvironment
+from extender.cluster.memory_api import MemoryAPI
+from extender.cluster.memstore import MemoryStore
+from extender.cluster.state import ClusterState
+from extender.scheduling.engine import Engine, EngineConfig
+from tests.builders import claim, device, device_class, exact, node, pod, resource_slice
+
+
+class SteppingClock:
+    """Frozen, or (while ``running``) one ``step`` further at every reading."""
+
+    def __init__(self, step: float) -> None:
+        self.now = 0.0
+        self.step = step
+        self.running = False
+
+    def __call__(self) -> float:
+        if self.running:
+            self.now += self.step
+        return self.now
+
+
+def engine_with(clock: SteppingClock, nodes: int, config: EngineConfig) -> Engine:
+    many = claim("many", requests=[exact(f"r{i}") for i in range(16)])  # >= 16 search steps
+    objects = [device_class(), many, pod("p", ["many"])]
+    for i in range(nodes):
+        objects += [
+            node(f"node-{i}"),
+            resource_slice(f"s{i}", [device(f"d{j}") for j in range(16)], node=f"node-{i}", pool=f"p{i}"),
+        ]
+    state = ClusterState.from_objects(objects)
+    return Engine(state, MemoryAPI(MemoryStore()), CelEnvironment(), config, clock=clock)
+
+
+def test_a_node_that_timed_out_keeps_that_answer_for_a_while() -> None:
+    clock = SteppingClock(2.0)
+    engine = engine_with(clock, 1, EngineConfig(node_timeout=1.0, filter_budget=1e9))
+    p = engine.state.pods[("default", "p")]
+    clock.running = True
+    first = engine.filter(p, ["node-0"])
+    assert "timed out" in first.unresolvable["node-0"]
+    clock.running = False  # the allocation would fit now, but the timeout is remembered
+    assert engine.filter(p, ["node-0"]).unresolvable["node-0"] == first.unresolvable["node-0"]
+    clock.now += engine.config.timeout_memo_seconds + 1
+    assert engine.filter(p, ["node-0"]).passed == ["node-0"]
+
+
+def test_the_filter_budget_is_checked_before_every_node() -> None:
+    clock = SteppingClock(0.0)
+    engine = engine_with(clock, 5, EngineConfig(node_timeout=1e9, filter_budget=10.0))
+    p = engine.state.pods[("default", "p")]
+    original = engine._assessor
+
+    def slow_assessor(snapshot, claims):  # type: ignore[no-untyped-def]
+        assess = original(snapshot, claims)
+
+        def each(n):  # type: ignore[no-untyped-def]
+            clock.now += 6.0  # every node takes 6 s: the budget (10 s) allows two
+            return assess(n)
+
+        return each
+
+    engine._assessor = slow_assessor  # type: ignore[method-assign]
+    result = engine.filter(p, [f"node-{i}" for i in range(5)])
+    assert result.passed == ["node-0", "node-1"]
+    assert sorted(result.failed) == ["node-2", "node-3", "node-4"]
+    assert all("time budget" in why for why in result.failed.values())
+    scores = dict(engine.prioritize(p, [f"node-{i}" for i in range(5)]))
+    assert scores["node-2"] == scores["node-3"] == scores["node-4"] == 0
+    clock.step, clock.running = 20.0, True  # the view's budget is gone before the first node
+    explained = engine.explain(p, [f"node-{i}" for i in range(5)])
+    assert all(d.timed_out and "time budget" in (d.reason or "") for d in explained.values())
