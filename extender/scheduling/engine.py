@@ -17,8 +17,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from cachetools import TTLCache
-
 from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.api import ClusterAPI, ClusterAPIError
@@ -41,6 +39,8 @@ log = logging.getLogger("dra_extender.engine")
 
 MIN_SCORE, MAX_SCORE = 0, 10
 SCORE_POLICIES = ("binpack", "spread")
+#: Bound of the (claims, node) -> timed-out answer table.
+MAX_REMEMBERED_TIMEOUTS = 10_000
 
 
 class Observer(Protocol):
@@ -121,9 +121,7 @@ class Engine:
         #: Claim writes the cache does not show yet (their devices stay taken until it does).
         self.assumed = AssumedClaims()
         #: (claims, node) -> an assessment that ran out of time, remembered for a short while.
-        self._timeouts: TTLCache[tuple[Any, str], Assessment] = TTLCache(
-            maxsize=10_000, ttl=self.config.timeout_memo_seconds, timer=lambda: self.clock()
-        )
+        self._timeouts: dict[tuple[Any, str], tuple[float, Assessment]] = {}
         #: Background work started by decisions (deallocating stale claims).
         self._tasks: set[asyncio.Task[None]] = set()
         self.decisions: deque[dict[str, Any]] = deque(maxlen=self.config.decision_log_size)
@@ -575,15 +573,24 @@ class Engine:
         assess = snapshot.assessor(claims, timeout=self.config.node_timeout)
         claims_key = claims.key()
         timeouts = self._timeouts
+        ttl = self.config.timeout_memo_seconds
 
         def remembered(node: Node) -> Assessment:
-            key = (claims_key, node.name)
-            found = timeouts.get(key)
-            if found is not None:
-                return found
+            if timeouts:  # the common case, none remembered, costs one truth test per node
+                found = timeouts.get((claims_key, node.name))
+                if found is not None:
+                    if found[0] > self.clock():
+                        return found[1]
+                    del timeouts[(claims_key, node.name)]
             answer = assess(node)
             if answer.timed_out:
-                timeouts[key] = answer
+                if len(timeouts) >= MAX_REMEMBERED_TIMEOUTS:
+                    now = self.clock()
+                    for key in [k for k, (until, _) in timeouts.items() if until <= now]:
+                        del timeouts[key]
+                    if len(timeouts) >= MAX_REMEMBERED_TIMEOUTS:
+                        timeouts.clear()
+                timeouts[(claims_key, node.name)] = (self.clock() + ttl, answer)
             return answer
 
         return remembered
