@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import socket
 import threading
 import time
 import urllib.parse
@@ -78,12 +79,39 @@ class Faults:
     #: (method, path substring) -> seconds to wait *after* processing before answering
     #: (the write happens; the client times out waiting for the answer).
     slow_answer: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: (method, path substring) -> count: apply the request, then close the connection unanswered.
+    lose_answer: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (method, path substring) -> count: apply, then answer the object with ``"status": null``.
+    null_status: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (method, path substring) -> count: apply, then answer 200 with a body that is not JSON.
+    garbage: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: Watch events are delivered only once they are this old (seconds); the store is current.
+    watch_lag: float = 0.0
+    #: Extra time before every write is processed (seconds; not holding the store's lock).
+    write_latency: float = 0.0
+    #: Until this time.monotonic(), every connection is closed unanswered (and nothing applied).
+    outage_until: float = 0.0
 
     def take_injected(self, method: str, path: str) -> int | None:
         for (m, fragment), codes in self.inject.items():
             if m == method and fragment in path and codes:
                 return codes.pop(0)
         return None
+
+    def outage(self, seconds: float) -> None:
+        """The API server is unreachable for ``seconds``: open watches break, requests fail."""
+        self.outage_until = time.monotonic() + seconds
+
+    def in_outage(self) -> bool:
+        return time.monotonic() < self.outage_until
+
+    def take(self, table: dict[tuple[str, str], int], method: str, path: str) -> bool:
+        """Consume one count of a (method, fragment) entry matching this request."""
+        for (m, fragment), count in table.items():
+            if m == method and fragment in path and count > 0:
+                table[(m, fragment)] = count - 1
+                return True
+        return False
 
 
 class Store:
@@ -96,12 +124,17 @@ class Store:
         self.compacted_rv = 0
         self.log_size = log_size
         self.cond = threading.Condition()
+        #: rv -> when the event happened (time.monotonic), for delayed watch delivery.
+        self.times: dict[int, float] = {}
 
     def _record(self, resource: str, etype: str, obj: dict[str, Any]) -> None:
         self.events.append((self.rv, resource, etype, copy.deepcopy(obj)))
+        self.times[self.rv] = time.monotonic()
         if len(self.events) > self.log_size:
             drop = len(self.events) - self.log_size
             self.compacted_rv = self.events[drop - 1][0]
+            for rv, *_ in self.events[:drop]:
+                self.times.pop(rv, None)
             del self.events[:drop]
         self.cond.notify_all()
 
@@ -423,6 +456,8 @@ class FakeApiServer:
                     ).status(),
                 }
                 return
+            if self.faults.in_outage():
+                raise WatchAborted
             if since in ("", "0"):
                 start = store.rv
                 for (r, ns, _), o in sorted(store.objects.items()):
@@ -451,10 +486,19 @@ class FakeApiServer:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 or self._server is None:
                         return
+                    if self.faults.in_outage():
+                        raise WatchAborted
                     wait = min(remaining, self.faults.bookmark_every or remaining, 0.5)
                     store.cond.wait(wait)
                     pending = [e for e in store.events if e[0] > position]
             for rv, r, etype, obj in pending:
+                if self.faults.in_outage():
+                    raise WatchAborted
+                lag = self.faults.watch_lag
+                if lag:
+                    wait = store.times.get(rv, 0.0) + lag - time.monotonic()
+                    if wait > 0:
+                        time.sleep(wait)
                 position = rv
                 meta = obj.get("metadata") or {}
                 if (
@@ -482,6 +526,10 @@ class FakeApiServer:
                 }
             if time.monotonic() > deadline:
                 return
+
+
+class WatchAborted(Exception):
+    """The watch stream breaks (an outage): no terminating chunk."""
 
 
 def _selector(text: str | None) -> dict[str, str]:
@@ -514,9 +562,18 @@ class _Handler(BaseHTTPRequestHandler):
         parsed = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(parsed.query))
         content_type = self.headers.get("Content-Type", "")
+        faults = self.api.faults
+        if faults.in_outage():
+            self._hang_up()
+            return
         self.api.requests.append((method, self.path, content_type))
-        if self.api.faults.latency:
-            time.sleep(self.api.faults.latency)
+        if faults.latency:
+            time.sleep(faults.latency)
+        if faults.write_latency and method in ("PUT", "POST", "PATCH", "DELETE"):
+            time.sleep(faults.write_latency)
+        if faults.in_outage():
+            self._hang_up()
+            return
         injected = self.api.faults.take_injected(method, parsed.path)
         if injected is not None:
             self._send(
@@ -538,12 +595,38 @@ class _Handler(BaseHTTPRequestHandler):
                         _send(code, payload)
 
                 self._send = delayed  # type: ignore[method-assign]
+        if faults.take(faults.lose_answer, method, parsed.path):
+            self._send = lambda code, payload: self._hang_up()  # type: ignore[method-assign]
+        elif faults.take(faults.null_status, method, parsed.path):
+            original = self._send
+
+            def null_status(code: int, payload: dict[str, Any], _send: Any = original) -> None:
+                if code < 300 and isinstance(payload, dict) and "metadata" in payload:
+                    payload = {**payload, "status": None}
+                _send(code, payload)
+
+            self._send = null_status  # type: ignore[method-assign]
+        elif faults.take(faults.garbage, method, parsed.path):
+
+            def garbage(code: int, payload: dict[str, Any]) -> None:
+                data = b"<html>502 Bad Gateway</html>" if code < 300 else json.dumps(payload).encode()
+                self.send_response(200 if code < 300 else code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            self._send = garbage  # type: ignore[method-assign]
         try:
             self._dispatch(method, parsed.path, query, body, content_type)
         except ApiError as exc:
             self._send(exc.code, exc.status())
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             self._send(400, ApiError(400, "BadRequest", f"bad request: {exc}").status())
+        finally:
+            # A fault replaced _send for this request only: the next one on this kept-alive
+            # connection is answered normally.
+            self.__dict__.pop("_send", None)
 
     def _dispatch(
         self, method: str, path: str, query: dict[str, str], body: bytes, content_type: str
@@ -667,6 +750,12 @@ class _Handler(BaseHTTPRequestHandler):
             "resources": resources,
         }
 
+    def _hang_up(self) -> None:
+        """Close the connection without an answer."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
     def _stream(self, events: Iterator[dict[str, Any]]) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -674,16 +763,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         sent = 0
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            for event in events:
-                line = json.dumps(event).encode() + b"\n"
-                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
-                self.wfile.flush()
-                sent += 1
-                limit = self.api.faults.drop_watch_after
-                if limit is not None and sent >= limit:
-                    self.close_connection = True
-                    self.connection.shutdown(2)  # abort mid-stream: no terminating chunk
-                    return
+            try:
+                for event in events:
+                    line = json.dumps(event).encode() + b"\n"
+                    self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+                    self.wfile.flush()
+                    sent += 1
+                    limit = self.api.faults.drop_watch_after
+                    if limit is not None and sent >= limit:
+                        self.close_connection = True
+                        self.connection.shutdown(2)  # abort mid-stream: no terminating chunk
+                        return
+            except WatchAborted:
+                self._hang_up()
+                return
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
@@ -138,3 +140,83 @@ def test_injected_faults_and_request_log(fake: FakeApiServer) -> None:
     assert err.value.status == 500
     core.list_node()
     assert len(fake.calls("GET", "/api/v1/nodes")) == 2
+
+
+# --- fault hooks for the bind-safety tests ----------------------------------------------------------
+
+
+def raw_put_status(fake: FakeApiServer, body: dict[str, object]) -> httpx.Response:
+    with httpx.Client(base_url=fake.url, timeout=5) as http:
+        return http.put("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c/status", json=body)
+
+
+def claim_with_status(fake: FakeApiServer) -> dict[str, object]:
+    current = fake.get("ResourceClaim", "c", "default")
+    current["status"] = {"allocation": {"devices": {"results": []}}}
+    return current
+
+
+def test_lose_answer_applies_the_write_and_hangs_up(fake: FakeApiServer) -> None:
+    fake.create(claim("c"))
+    fake.faults.lose_answer[("PUT", "resourceclaims/c/status")] = 1
+    with pytest.raises(httpx.TransportError):
+        raw_put_status(fake, claim_with_status(fake))
+    assert fake.get("ResourceClaim", "c", "default")["status"]["allocation"] == {"devices": {"results": []}}
+    assert fake.faults.lose_answer[("PUT", "resourceclaims/c/status")] == 0
+
+
+@pytest.mark.parametrize("hook", ["null_status", "garbage"])
+def test_malformed_answers_after_applying(fake: FakeApiServer, hook: str) -> None:
+    fake.create(claim("c"))
+    getattr(fake.faults, hook)[("PUT", "resourceclaims/c/status")] = 1
+    answer = raw_put_status(fake, claim_with_status(fake))
+    assert answer.status_code == 200
+    if hook == "null_status":
+        assert answer.json()["status"] is None
+    else:
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(answer.text)
+    assert fake.get("ResourceClaim", "c", "default")["status"]["allocation"]
+
+
+def test_outage_refuses_everything_then_recovers(fake: FakeApiServer) -> None:
+    fake.create(node("n1"))
+    fake.faults.outage(0.5)
+    with httpx.Client(base_url=fake.url, timeout=5) as http:
+        with pytest.raises(httpx.TransportError):
+            http.get("/api/v1/nodes")
+        time.sleep(0.6)
+        assert http.get("/api/v1/nodes").status_code == 200
+
+
+def test_outage_breaks_an_open_watch(fake: FakeApiServer) -> None:
+    core = client.CoreV1Api(api_client(fake))
+    stream = watch.Watch().stream(core.list_node, resource_version=str(fake.store.rv), timeout_seconds=5)
+    fake.create(node("n1"))
+    assert next(stream)["object"].metadata.name == "n1"
+    fake.faults.outage(1.0)
+    with pytest.raises(Exception):  # noqa: B017 - urllib3's ProtocolError, whatever the client wraps it in
+        next(stream)
+
+
+def test_watch_lag_delays_events_but_not_reads(fake: FakeApiServer) -> None:
+    core = client.CoreV1Api(api_client(fake))
+    fake.faults.watch_lag = 0.5
+    stream = watch.Watch().stream(core.list_node, resource_version=str(fake.store.rv), timeout_seconds=5)
+    created = time.monotonic()
+    fake.create(node("n1"))
+    assert [n.metadata.name for n in core.list_node().items] == ["n1"]  # the store is current at once
+    assert next(stream)["object"].metadata.name == "n1"
+    assert time.monotonic() - created >= 0.45
+
+
+def test_write_latency_delays_writes_only(fake: FakeApiServer) -> None:
+    fake.faults.write_latency = 0.3
+    core = client.CoreV1Api(api_client(fake))
+    started = time.monotonic()
+    core.list_node()
+    assert time.monotonic() - started < 0.25
+    fake.create(node("n1"))
+    started = time.monotonic()
+    core.patch_node("n1", {"metadata": {"labels": {"a": "b"}}})
+    assert time.monotonic() - started >= 0.3
