@@ -68,19 +68,21 @@ async def reserve_claim(
     *,
     sending: Callable[[str], None] = lambda _rv: None,
     on_conflict: Callable[[], None] | None = None,
+    pending_since: str | None = None,
 ) -> dict[str, Any]:
     """Store ``allocation`` (None: the claim is already allocated) and reserve the claim for ``pod``.
 
     Returns the claim as written. ``sending(rv)`` is called before every status write with the
     resourceVersion it is based on; ``on_conflict`` for every 409 (metrics). Raises
     :class:`WriteOutcomeUnknown` when a status write may still be applied, :class:`ClaimWriteError`
-    when none can.
+    when none can. ``pending_since``: this sends again a status write with an unknown outcome,
+    based on that resourceVersion (so it may land still, unless a read shows the claim moved on).
     """
     ns, name = claim.namespace, claim.name
     raw = clone(claim.raw)
     #: The base resourceVersion of a status write that may still land; None once a read showed
     #: the claim moved past it without our reservation (then it never can).
-    maybe_pending: str | None = None
+    maybe_pending: str | None = pending_since
     last_error = "no attempt made"
     for _attempt in range(CONFLICT_RETRIES):
         try:

@@ -354,7 +354,7 @@ class Engine:
             claim = self.state.claims.get(record.key)
             if claim is None:
                 continue  # gone: settled with the next snapshot
-            error = await self._write_claim(pod, claim, record.allocation, record)
+            error = await self._write_claim(pod, claim, record.allocation, record, again=True)
             if error:
                 return (
                     f"an earlier write of resourceclaim {claim.namespace}/{claim.name} for this pod "
@@ -392,8 +392,15 @@ class Engine:
         return ""
 
     async def _write_claim(
-        self, pod: Pod, claim: ResourceClaim, allocation: dict[str, Any] | None, record: AssumedWrite
+        self,
+        pod: Pod,
+        claim: ResourceClaim,
+        allocation: dict[str, Any] | None,
+        record: AssumedWrite,
+        *,
+        again: bool = False,
     ) -> str:
+        """Write one claim; ``again``: the record's earlier write has an unknown outcome."""
         try:
             answer = await reserve_claim(
                 self.api,
@@ -402,6 +409,7 @@ class Engine:
                 pod,
                 sending=lambda rv: self.assumed.sending(record, rv),
                 on_conflict=self.observer.conflict,
+                pending_since=record.sent_on if again else None,
             )
         except WriteOutcomeUnknown as exc:
             self.assumed.unknown(record)  # its devices stay taken until the cache shows the outcome

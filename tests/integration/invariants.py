@@ -1,0 +1,118 @@
+"""What the cluster's own store must look like after any sequence of binds and faults.
+
+Read from the fake API server's objects (not the extender's view):
+(a) no device is allocated to two claims, unless every such result is admin access, or the device
+    allows multiple allocations (then each share has its own shareID);
+(b) every bound pod's claims are allocated, reserved for it, and on its node;
+(c) no claim is reserved for a pod that is not bound (except those the caller allows);
+(d) no claim is reserved without an allocation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from tests.fakeapi.server import FakeApiServer
+
+
+def _objects(fake: FakeApiServer, resource: str) -> list[dict[str, Any]]:
+    with fake.store.cond:
+        return [o for (r, _, _), o in fake.store.objects.items() if r == resource]
+
+
+def _multi_allocatable(fake: FakeApiServer) -> set[tuple[str, str, str]]:
+    out = set()
+    for s in _objects(fake, "resourceslices"):
+        spec = s.get("spec") or {}
+        for d in spec.get("devices") or []:
+            if d.get("allowMultipleAllocations"):
+                out.add(
+                    (str(spec.get("driver")), str((spec.get("pool") or {}).get("name")), str(d.get("name")))
+                )
+    return out
+
+
+def _selector_admits(selector: dict[str, Any] | None, node: str) -> bool:
+    if not selector:
+        return True
+    for term in selector.get("nodeSelectorTerms") or []:
+        fields = term.get("matchFields") or []
+        if all(
+            f.get("key") == "metadata.name" and f.get("operator") == "In" and node in f.get("values", [])
+            for f in fields
+        ):
+            return True
+    return False
+
+
+def pod_claim_names(pod: dict[str, Any]) -> list[str]:
+    statuses = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    names = []
+    for ref in (pod.get("spec") or {}).get("resourceClaims") or []:
+        name = ref.get("resourceClaimName") or statuses.get(ref.get("name"))
+        if name:
+            names.append(name)
+    return names
+
+
+def violations(fake: FakeApiServer, *, allow_unbound: set[str] | None = None) -> list[str]:
+    problems: list[str] = []
+    claims = {
+        (c["metadata"]["namespace"], c["metadata"]["name"]): c for c in _objects(fake, "resourceclaims")
+    }
+    pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in _objects(fake, "pods")}
+    multi = _multi_allocatable(fake)
+    holders: dict[tuple[str, str, str], list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+    for (ns, name), c in claims.items():
+        status = c.get("status") or {}
+        allocation = status.get("allocation")
+        if status.get("reservedFor") and not allocation:
+            problems.append(f"claim {ns}/{name} is reserved without an allocation")
+        for r in ((allocation or {}).get("devices") or {}).get("results") or []:
+            holders[(r["driver"], r["pool"], r["device"])].append((f"{ns}/{name}", r))
+    for device, held in holders.items():
+        if len(held) < 2:
+            continue
+        if all(r.get("adminAccess") for _, r in held):
+            continue
+        shares = [r.get("shareID") for _, r in held if not r.get("adminAccess")]
+        if device in multi and all(shares) and len(set(shares)) == len(shares):
+            continue
+        problems.append(f"device {'/'.join(device)} is allocated to {', '.join(c for c, _ in held)}")
+    bound_uids = {}
+    for (ns, name), p in pods.items():
+        node = (p.get("spec") or {}).get("nodeName")
+        if not node:
+            continue
+        uid = p["metadata"].get("uid")
+        bound_uids[uid] = f"{ns}/{name}"
+        for claim_name in pod_claim_names(p):
+            found = claims.get((ns, claim_name))
+            status = (found or {}).get("status") or {}
+            where = f"bound pod {ns}/{name} on {node}: claim {claim_name}"
+            if found is None:
+                problems.append(f"{where} does not exist")
+            elif not status.get("allocation"):
+                problems.append(f"{where} is not allocated")
+            elif not any(e.get("uid") == uid for e in status.get("reservedFor") or []):
+                problems.append(f"{where} is not reserved for it")
+            elif not _selector_admits(status["allocation"].get("nodeSelector"), node):
+                problems.append(f"{where} is allocated to devices of another node")
+    allowed = allow_unbound or set()
+    pod_names = {p["metadata"].get("uid"): n for n, p in pods.items()}
+    for (ns, name), c in claims.items():
+        for entry in (c.get("status") or {}).get("reservedFor") or []:
+            uid = entry.get("uid")
+            if uid in bound_uids:
+                continue
+            pod_key = pod_names.get(uid)
+            if pod_key is not None and pod_key[1] in allowed:
+                continue
+            problems.append(
+                f"claim {ns}/{name} is reserved for {entry.get('name')} ({uid}), which is not bound"
+            )
+    return problems
