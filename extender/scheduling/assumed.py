@@ -14,6 +14,7 @@ before it is sent, and stays until the claim cache settles it:
   says whether it landed; until then its devices stay taken.
 
 A claim that is gone from the cache (or replaced: another UID) settles every record for it.
+A shared claim can have one record per pod writing it (one allocating, the others reserving).
 Releasing devices (unreserve, deallocate) needs no record: seeing a release late is safe.
 
 Pure: no I/O and no clock; the engine calls :meth:`settle` before every snapshot.
@@ -86,20 +87,22 @@ def _settled(record: AssumedWrite, cached: ResourceClaim | None) -> bool:
 
 
 class AssumedClaims:
-    """At most one record per claim; ``version`` changes whenever decisions could differ."""
+    """Records by claim and pod (a shared claim can be written for several pods at once);
+    ``version`` changes whenever decisions could differ."""
 
     def __init__(self) -> None:
-        self._records: dict[Key, AssumedWrite] = {}
+        self._records: dict[Key, dict[str, AssumedWrite]] = {}
         self.version = 0
 
     def __len__(self) -> int:
-        return len(self._records)
+        return sum(len(by_pod) for by_pod in self._records.values())
 
     def __iter__(self) -> Iterator[AssumedWrite]:
-        return iter(list(self._records.values()))
+        return iter([r for by_pod in self._records.values() for r in by_pod.values()])
 
-    def get(self, key: Key) -> AssumedWrite | None:
-        return self._records.get(key)
+    def of(self, key: Key) -> list[AssumedWrite]:
+        """The records of one claim."""
+        return list(self._records.get(key, {}).values())
 
     def _changed(self) -> None:
         self.version += 1
@@ -116,7 +119,7 @@ class AssumedClaims:
         """Record a write before it is sent (its devices are taken from now on)."""
         devices = parse_allocation(Reader(allocation, "allocation")) if allocation is not None else None
         record = AssumedWrite(claim.key, claim.uid, pod_uid, pod, node, allocation, devices, started=now)
-        self._records[claim.key] = record
+        self._records.setdefault(claim.key, {})[pod_uid] = record
         self._changed()
         return record
 
@@ -141,13 +144,16 @@ class AssumedClaims:
 
     def forget(self, record: AssumedWrite) -> None:
         """The write provably did not happen (the API server refused it)."""
-        if self._records.get(record.key) is record:
-            del self._records[record.key]
+        by_pod = self._records.get(record.key, {})
+        if by_pod.get(record.pod_uid) is record:
+            del by_pod[record.pod_uid]
+            if not by_pod:
+                del self._records[record.key]
             self._changed()
 
     def interrupted(self, pod_uid: str) -> None:
         """The pod's bind ended without resolving its writes (an exception, a cancellation)."""
-        for record in list(self._records.values()):
+        for record in self:
             if record.pod_uid == pod_uid and record.state is WriteState.PENDING:
                 if record.sent_on:
                     self.unknown(record)  # it may have been sent: keep its devices taken
@@ -156,19 +162,31 @@ class AssumedClaims:
 
     def settle(self, claims: Mapping[Key, ResourceClaim]) -> None:
         """Drop the records the cache now shows the outcome of."""
-        done = [k for k, r in self._records.items() if _settled(r, claims.get(k))]
-        for key in done:
-            del self._records[key]
-        if done:
+        changed = False
+        for key in list(self._records):
+            by_pod = self._records[key]
+            cached = claims.get(key)
+            for uid in [u for u, r in by_pod.items() if _settled(r, cached)]:
+                del by_pod[uid]
+                changed = True
+            if not by_pod:
+                del self._records[key]
+        if changed:
             self._changed()
 
     # --- what decisions see --------------------------------------------------------------------
 
     def overlay(self, claims: Mapping[Key, ResourceClaim]) -> Mapping[Key, ResourceClaim]:
-        """The claims with our newer written objects in place of the cached ones."""
-        newer = {
-            k: r.written for k, r in self._records.items() if r.state is WriteState.WRITTEN and r.written
-        }
+        """The claims with our newest written objects in place of the cached ones."""
+        newer: dict[Key, ResourceClaim] = {}
+        for key, by_pod in self._records.items():
+            for record in by_pod.values():
+                written = record.written
+                if record.state is not WriteState.WRITTEN or written is None:
+                    continue
+                best = newer.get(key)
+                if best is None or is_newer(written.resource_version, best.resource_version):
+                    newer[key] = written
         if not newer:
             return claims
         merged = dict(claims)
@@ -178,17 +196,18 @@ class AssumedClaims:
     def held(self, claims: Mapping[Key, ResourceClaim]) -> list[Allocation]:
         """Devices taken by writes whose outcome ``claims`` (the overlay) does not show yet."""
         out = []
-        for key, record in self._records.items():
-            if record.devices is None or record.state is WriteState.WRITTEN:
-                continue
+        for key, by_pod in self._records.items():
             shown = claims.get(key)
-            if shown is None or shown.allocation is None:
-                out.append(record.devices)
+            if shown is not None and shown.allocation is not None:
+                continue
+            for record in by_pod.values():
+                if record.devices is not None and record.state is not WriteState.WRITTEN:
+                    out.append(record.devices)
         return out
 
     def allocating(self, key: Key) -> AssumedWrite | None:
-        """The record of an allocation of ``key`` whose outcome is not known yet."""
-        record = self._records.get(key)
-        if record is None or record.devices is None or record.state is WriteState.WRITTEN:
-            return None
-        return record
+        """A record of an allocation of ``key`` whose outcome is not known yet."""
+        for record in self._records.get(key, {}).values():
+            if record.devices is not None and record.state is not WriteState.WRITTEN:
+                return record
+        return None

@@ -486,7 +486,7 @@ class Engine:
             if selector is None or all(selector.matches(n.name, n.labels) for n in nodes):
                 continue
             users = [e.get("uid") for e in claim.reserved_for]
-            if users not in ([], [pod.uid]) or self.assumed.get(claim.key) is not None:
+            if users not in ([], [pod.uid]) or self.assumed.of(claim.key):
                 continue
             self._spawn(self._deallocate(pod, claim))
             return

@@ -51,7 +51,7 @@ def test_settle(state: WriteState, cache: ResourceClaim | None, settled: bool) -
     assumed = AssumedClaims()
     record_in(state, assumed)
     assumed.settle({} if cache is None else {("default", "c"): cache})
-    assert (assumed.get(("default", "c")) is None) == settled
+    assert (assumed.of(("default", "c")) == []) == settled
 
 
 def test_unsettled_writes_hold_their_devices_and_written_ones_overlay_the_cache() -> None:
@@ -78,7 +78,7 @@ def test_an_interrupted_bind_keeps_sent_writes_and_forgets_unsent_ones() -> None
     unsent = assumed.assume(parse_resource_claim(other), "uid-p", ("default", "p"), "node-1", None, 0.0)
     version = assumed.version
     assumed.interrupted("uid-p")
-    assert sent.state is WriteState.UNKNOWN and assumed.get(unsent.key) is None
+    assert sent.state is WriteState.UNKNOWN and assumed.of(unsent.key) == []
     assert assumed.version > version
 
 
@@ -88,3 +88,23 @@ def test_an_interrupted_bind_keeps_sent_writes_and_forgets_unsent_ones() -> None
 )
 def test_resource_versions_compare_as_numbers(cached_rv: str, reference: str, newer: bool) -> None:
     assert is_newer(cached_rv, reference) == newer
+
+
+def test_a_shared_claim_keeps_the_allocating_write_while_another_pod_reserves_it() -> None:
+    # Found by the stress test: pod y's allocation of a shared claim was written (the cache lags);
+    # pod x's reservation of the same claim must not replace y's record, or the devices look free.
+    assumed = AssumedClaims()
+    y = record_in(WriteState.WRITTEN, assumed)
+    claims = {("default", "c"): cached("10")}
+    x = assumed.assume(cached("10"), "uid-x", ("default", "x"), "node-1", None, 0.0)
+    assumed.sending(x, "12")
+    assumed.unknown(x)
+    overlay = assumed.overlay(claims)
+    assert overlay[("default", "c")].allocation is not None
+    assert {r.pod_uid for r in assumed.of(("default", "c"))} == {y.pod_uid, "uid-x"}
+    # The newest written object wins the overlay.
+    newer = claim("c", allocation=ALLOCATION, uid="uid-c")
+    newer["metadata"]["resourceVersion"] = "13"
+    newer["status"]["reservedFor"] = [{"resource": "pods", "name": "x", "uid": "uid-x"}]
+    assumed.written(x, newer)
+    assert assumed.overlay(claims)[("default", "c")].resource_version == "13"
