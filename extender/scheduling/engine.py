@@ -1,9 +1,9 @@
 """The extender's decisions: filter, prioritize and bind over the cached cluster state.
 
 No HTTP here: the service layer decodes requests and encodes answers; the engine decides and,
-for bind, writes through a :class:`~extender.cluster.api.ClusterAPI`. Allocations being written
-are "in flight": every decision counts their devices as taken until the cache shows the write
-(or they expire), so two pods never get the same device.
+for bind, writes through a :class:`~extender.cluster.api.ClusterAPI`. Every claim write is
+assumed (:mod:`extender.scheduling.assumed`): decisions count its devices as taken until the
+cache shows what became of it, however long that takes, so two pods never get the same device.
 """
 
 from __future__ import annotations

@@ -48,7 +48,9 @@ class Metrics:
             "dra_extender_cache_objects", "Objects in the cache, by kind.", ["kind"], registry=self.registry
         )
         self.in_flight = Gauge(
-            "dra_extender_in_flight_allocations", "Allocations being written.", registry=self.registry
+            "dra_extender_in_flight_allocations",
+            "Claim writes the cache does not show yet (their devices are held).",
+            registry=self.registry,
         )
         self._cache_sizes = cache_sizes
         self._in_flight_count = in_flight

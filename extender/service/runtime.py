@@ -79,7 +79,7 @@ def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, 
     cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
     api = MemoryAPI(store)
     engine = Engine(state, api, cel, config.engine)
-    metrics = Metrics(state.counts, lambda: len(engine.in_flight))
+    metrics = Metrics(state.counts, lambda: len(engine.assumed))
     engine.observer = metrics
     decisions = logging.getLogger("dra_extender.decisions")
     engine.log_sink = lambda entry: decisions.info("%s", orjson.dumps(entry).decode())
@@ -185,7 +185,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
     kube_api = KubeAPI(raw, None)
     engine = Engine(state, kube_api, cel, config.engine)
-    metrics = Metrics(state.counts, lambda: len(engine.in_flight))
+    metrics = Metrics(state.counts, lambda: len(engine.assumed))
     engine.observer = metrics
     decisions = logging.getLogger("dra_extender.decisions")
     engine.log_sink = lambda entry: decisions.info("%s", orjson.dumps(entry).decode())
