@@ -1,4 +1,5 @@
-"""Every case of ../shared/cel/cases.yaml (translated from upstream's own CEL tests)."""
+"""Every shared CEL case (tests/shared_cases/cel, and ../shared/cel when it differs), translated
+from upstream's own CEL tests."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import yaml
 
 from extender.cel import CelCompileError, CelEnvironment, CelEvalError, CelOptions, Mode
 from tests.cel.builders import yaml_device
-from tests.shared import shared_dir
+from tests.shared import case_files
 
-CASES: list[dict[str, Any]] = yaml.safe_load((shared_dir() / "cel" / "cases.yaml").read_text())
+CASES: list[dict[str, Any]] = [
+    case for _label, path in case_files("cel/cases.yaml") for case in yaml.safe_load(path.read_text())
+]
 _ENVIRONMENTS: dict[CelOptions, CelEnvironment] = {}
 
 
