@@ -77,6 +77,7 @@ def state_file(directory: Path, nodes: int, pods: int) -> Path:
                 "metadata": {"name": f"pod-{i}", "namespace": "default", "uid": f"uid-pod-{i}"},
                 "spec": {
                     "containers": [{"name": "c", "image": "x"}],
+                    "schedulerName": "dra-extender-scheduler",
                     "resourceClaims": [{"name": "gpu", "resourceClaimName": f"claim-{i}"}],
                 },
             }
@@ -175,9 +176,13 @@ def run(n_nodes: int, n_requests: int) -> dict[str, Any]:
 
 
 FLOOR_SERVER = """
-import uvicorn
+import asyncio
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+
+from extender.service.listeners import Limits, Listener, serve
 
 app = FastAPI()
 
@@ -188,7 +193,9 @@ async def empty(request: Request) -> Response:
     return Response(content=b'{"Error":""}', media_type="application/json")
 
 
-uvicorn.run(app, host="127.0.0.1", port=0, log_level="info", access_log=False)
+logging.basicConfig(level=logging.INFO)
+# The same listener setup as the extender's verbs (limits, no ops listener).
+asyncio.run(serve(app, None, Listener("127.0.0.1", 0), None, Limits(), ""))
 """
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import logging
 import os
-import ssl
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -18,8 +18,9 @@ from extender.allocator.features import GATES
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.kube import KubeConfigError, load_configuration, running_in_cluster
 from extender.cluster.state import ClusterState
-from extender.scheduling.engine import SCORE_POLICIES, EngineConfig
-from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app
+from extender.scheduling.engine import DEFAULT_SCHEDULER_NAME, SCORE_POLICIES, EngineConfig
+from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app, create_ops_app
+from extender.service.listeners import Limits, Listener, TlsSettings, serve
 from extender.service.runtime import (
     LeaderElection,
     ServeConfig,
@@ -39,6 +40,32 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+DEFAULT_API_TIMEOUT = 30.0
+DEFAULT_CACHE_STALE_AFTER = 30.0
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 0 (any free port) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0..65535, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number > 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
     return value
 
 
@@ -81,13 +108,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--api-timeout",
         type=positive_seconds,
-        default=30.0,
         help="seconds to wait for one API server request (cluster mode, default 30)",
     )
     serve.add_argument(
         "--cache-stale-after",
         type=positive_seconds,
-        default=30.0,
         help="cluster mode: seconds an informer may be unable to list or watch before the cache "
         "counts as stale: not ready, binds refused (default 30)",
     )
@@ -105,11 +130,34 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--leader-elect-name", default="dra-extender", help="name of the Lease (default dra-extender)"
     )
-    serve.add_argument("--leader-elect-lease-duration", type=float, default=15.0, help="seconds (default 15)")
-    serve.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, help="seconds (default 10)")
-    serve.add_argument("--leader-elect-retry-period", type=float, default=2.0, help="seconds (default 2)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8888, help="port to listen on (default 8888)")
+    serve.add_argument(
+        "--leader-elect-lease-duration", type=positive_seconds, default=15.0, help="seconds (default 15)"
+    )
+    serve.add_argument(
+        "--leader-elect-renew-deadline", type=positive_seconds, default=10.0, help="seconds (default 10)"
+    )
+    serve.add_argument(
+        "--leader-elect-retry-period", type=positive_seconds, default=2.0, help="seconds (default 2)"
+    )
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address of the verbs and debug views (default 127.0.0.1: only the scheduler in the "
+        "same pod can reach them; anything else needs --tls-client-ca-file)",
+    )
+    serve.add_argument("--port", type=port_number, default=8888, help="their port (default 8888)")
+    serve.add_argument(
+        "--ops-host",
+        default="0.0.0.0",
+        help="address of /healthz, /readyz and /metrics for kubelet and Prometheus (default 0.0.0.0)",
+    )
+    serve.add_argument("--ops-port", type=port_number, default=8889, help="their port (default 8889)")
+    serve.add_argument(
+        "--max-concurrency",
+        type=positive_int,
+        default=64,
+        help="connections served at once per listener; more get 503 (default 64)",
+    )
     serve.add_argument("--prefix", default="/scheduler", help="URL prefix of the verbs (default /scheduler)")
     serve.add_argument(
         "--feature-gates", default="", help="comma-separated NAME=true|false (Kubernetes names)"
@@ -121,24 +169,41 @@ def _parser() -> argparse.ArgumentParser:
         help="prioritize: binpack (fewest free devices left) or spread (default binpack)",
     )
     serve.add_argument(
-        "--node-timeout", type=float, default=1.0, help="allocation budget per node, seconds (default 1)"
+        "--node-timeout",
+        type=positive_seconds,
+        default=1.0,
+        help="allocation budget per node, seconds (default 1)",
     )
     serve.add_argument(
         "--filter-budget",
-        type=float,
+        type=positive_seconds,
         default=3.0,
         help="allocation budget of one filter call over all nodes, seconds; keep it below the "
         "scheduler's httpTimeout (default 3)",
     )
     serve.add_argument(
         "--max-body-bytes",
-        type=int,
+        type=positive_int,
         default=DEFAULT_MAX_BODY_BYTES,
         help=f"largest accepted request body (default {DEFAULT_MAX_BODY_BYTES})",
+    )
+    serve.add_argument(
+        "--scheduler-name",
+        action="append",
+        metavar="NAME",
+        help="bind only pods whose spec.schedulerName is NAME (repeatable; default "
+        f"{DEFAULT_SCHEDULER_NAME}, the manifests' scheduler)",
     )
     serve.add_argument("--tls-cert-file", help="serve HTTPS with this certificate (PEM)")
     serve.add_argument("--tls-key-file", help="the certificate's private key (PEM)")
     serve.add_argument("--tls-client-ca-file", help="require client certificates signed by this CA (mTLS)")
+    serve.add_argument(
+        "--tls-client-name",
+        action="append",
+        metavar="NAME",
+        help="with --tls-client-ca-file: accept only client certificates with this common name or "
+        "DNS name (repeatable)",
+    )
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     serve.add_argument("--log-format", default="text", choices=("text", "json"))
     return parser
@@ -178,6 +243,48 @@ def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+CLUSTER_FLAGS = ("kubeconfig", "leader_elect", "api_timeout", "cache_stale_after")
+
+
+def serve_problems(args: argparse.Namespace) -> list[str]:
+    """What is wrong with a ``serve`` command line beyond each flag's own type (empty: nothing)."""
+    problems = []
+    if args.state:
+        given = [f"--{f.replace('_', '-')}" for f in CLUSTER_FLAGS if getattr(args, f) not in (None, False)]
+        if given:
+            problems.append(
+                f"--state (embedded mode) cannot be combined with cluster-mode flags: {', '.join(given)}"
+            )
+    cert, key = args.tls_cert_file, args.tls_key_file
+    if bool(cert) != bool(key):
+        problems.append("--tls-cert-file and --tls-key-file go together: give both or neither")
+    if (args.tls_client_ca_file or args.tls_client_name) and not (cert and key):
+        problems.append(
+            "--tls-client-ca-file/--tls-client-name need --tls-cert-file and --tls-key-file "
+            "(without a server certificate the verbs would be served as plain HTTP to anyone)"
+        )
+    if args.tls_client_name and not args.tls_client_ca_file:
+        problems.append(
+            "--tls-client-name needs --tls-client-ca-file (client certificates are checked against it)"
+        )
+    for flag, path in (
+        ("--tls-cert-file", cert),
+        ("--tls-key-file", key),
+        ("--tls-client-ca-file", args.tls_client_ca_file),
+        ("--kubeconfig", args.kubeconfig),
+    ):
+        if path and not os.access(path, os.R_OK):
+            problems.append(f"{flag} {path}: {'not readable' if os.path.exists(path) else 'no such file'}")
+    if args.leader_elect and not (
+        args.leader_elect_retry_period < args.leader_elect_renew_deadline < args.leader_elect_lease_duration
+    ):
+        problems.append(
+            "leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < "
+            "--leader-elect-lease-duration"
+        )
+    return problems
+
+
 def serve_config(args: argparse.Namespace) -> ServeConfig:
     features = Features.from_gates(parse_feature_gates(args.feature_gates))
     engine = EngineConfig(
@@ -185,6 +292,7 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         score_policy=args.score_policy,
         node_timeout=args.node_timeout,
         filter_budget=args.filter_budget,
+        scheduler_names=frozenset(args.scheduler_name or [DEFAULT_SCHEDULER_NAME]),
     )
     leader = None
     if args.leader_elect:
@@ -200,14 +308,18 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         prefix=args.prefix,
         max_body_bytes=args.max_body_bytes,
         leader_election=leader,
-        api_timeout=args.api_timeout,
-        cache_stale_after=args.cache_stale_after,
+        api_timeout=args.api_timeout or DEFAULT_API_TIMEOUT,
+        cache_stale_after=args.cache_stale_after or DEFAULT_CACHE_STALE_AFTER,
     )
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import uvicorn
 
+    problems = serve_problems(args)
+    if problems:
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
     configure_logging(args.log_level, args.log_format)
     try:
         config = serve_config(args)
@@ -226,19 +338,19 @@ def run_serve(args: argparse.Namespace) -> int:
     app = create_app(service, prefix=config.prefix, max_body_bytes=config.max_body_bytes)
     gc.collect()
     gc.freeze()  # the loaded state is long-lived: keep it out of the collector's way (GC tails)
-    logging.getLogger("dra_extender").info(
-        "serving %s mode on http://%s:%d%s/{filter,prioritize,bind}",
-        service.mode,
-        args.host,
-        args.port,
-        config.prefix,
-    )
-    tls: dict[str, object] = {}
+    logging.getLogger("dra_extender").info("%s mode", service.mode)
+    tls = None
     if args.tls_cert_file:
-        tls = {"ssl_certfile": args.tls_cert_file, "ssl_keyfile": args.tls_key_file}
-        if args.tls_client_ca_file:
-            tls.update(ssl_ca_certs=args.tls_client_ca_file, ssl_cert_reqs=ssl.CERT_REQUIRED)
-    uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False, **tls)  # type: ignore[arg-type]
+        tls = TlsSettings(
+            args.tls_cert_file,
+            args.tls_key_file,
+            args.tls_client_ca_file,
+            frozenset(args.tls_client_name or ()),
+        )
+    verbs = Listener(args.host, args.port, tls)
+    ops = Listener(args.ops_host, args.ops_port)
+    limits = Limits(max_concurrency=args.max_concurrency)
+    asyncio.run(serve(app, create_ops_app(service), verbs, ops, limits, config.prefix))
     return 0
 
 

@@ -159,8 +159,9 @@ def pod(
     templates: dict[str, str | None] | None = None,
     uid: str | None = None,
     node_name: str | None = None,
+    scheduler: str = "dra-extender-scheduler",
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}]}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}], "schedulerName": scheduler}
     refs = [{"name": c, "resourceClaimName": c} for c in claims or []]
     refs += [{"name": entry, "resourceClaimTemplateName": "template"} for entry in (templates or {})]
     if refs:

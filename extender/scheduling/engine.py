@@ -39,6 +39,8 @@ log = logging.getLogger("dra_extender.engine")
 
 MIN_SCORE, MAX_SCORE = 0, 10
 SCORE_POLICIES = ("binpack", "spread")
+#: The scheduler the shipped manifests run (a second scheduler beside the default one).
+DEFAULT_SCHEDULER_NAME = "dra-extender-scheduler"
 #: Bound of the (claims, node) -> timed-out answer table.
 MAX_REMEMBERED_TIMEOUTS = 10_000
 
@@ -71,6 +73,8 @@ class EngineConfig:
     #: Allocation budget per node, and for all nodes of one filter call (seconds).
     node_timeout: float = 1.0
     filter_budget: float = 3.0
+    #: Pods of these schedulers may be bound (kube-scheduler binds only its own pods).
+    scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})
     #: How long a node whose allocation timed out keeps that answer for the same claims (seconds).
     timeout_memo_seconds: float = 30.0
     decision_log_size: int = 200
@@ -306,10 +310,18 @@ class Engine:
         stale = self.cache_stale()
         if stale is not None:
             return f"the DRA extender's cache is stale ({stale}); not binding until it has caught up"
+        # kube-scheduler always sends the pod's UID and only binds its own pods: refuse the rest.
+        if not uid:
+            return "refused: the request names no PodUID (kube-scheduler always sends one)"
         if pod is None:
             return "pod not found in the DRA extender's cache"
-        if uid and pod.uid != uid:
-            return f"pod UID mismatch: the cache has {pod.uid}, the scheduler sent {uid}"
+        if pod.uid != uid:
+            return f"pod UID mismatch: the cache has {pod.uid}, the request names {uid}"
+        if pod.scheduler_name not in self.config.scheduler_names:
+            return (
+                f"refused: the pod's schedulerName {pod.scheduler_name!r} is not one this extender "
+                f"serves ({', '.join(sorted(self.config.scheduler_names))}; see --scheduler-name)"
+            )
         if pod.node_name and pod.node_name != node_name:
             return f"pod is already bound to {pod.node_name}"
         return None

@@ -26,7 +26,8 @@ from extender.service.worker import EngineWorker
 
 log = logging.getLogger("dra_extender.http")
 
-DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+#: A 500-node NodeList (nodeCacheCapable: false) is about 1 MiB; names only are far less.
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 JSON = "application/json"
 
 
@@ -159,20 +160,7 @@ def create_app(
         metrics.latency.labels("bind").observe(time.perf_counter() - started)
         return _json(wire.encode_binding_result(error))
 
-    @app.get("/healthz")
-    async def healthz() -> Response:
-        return PlainTextResponse("ok\n")
-
-    @app.get("/readyz")
-    async def readyz() -> Response:
-        if service.ready():
-            return PlainTextResponse("ok\n")
-        reason = (service.not_ready() if service.not_ready else None) or "the cache has not synced"
-        return PlainTextResponse(f"not ready: {reason}\n", status_code=503)
-
-    @app.get("/metrics")
-    async def metrics_endpoint() -> Response:
-        return Response(content=metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    add_probes(app, service)
 
     def view(name: str, data: dict[str, Any], fmt: str | None) -> Response:
         if fmt == "text":
@@ -206,4 +194,32 @@ def create_app(
             return _json(wire.encode({"error": f"pod {namespace}/{name} not found"}), 404)
         return view("pod", data, format)
 
+    return app
+
+
+def add_probes(app: FastAPI, service: Service) -> None:
+    """/healthz, /readyz and /metrics: answered on the HTTP loop, never waiting for the engine."""
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return PlainTextResponse("ok\n")
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        if service.ready():
+            return PlainTextResponse("ok\n")
+        reason = (service.not_ready() if service.not_ready else None) or "the cache has not synced"
+        return PlainTextResponse(f"not ready: {reason}\n", status_code=503)
+
+    @app.get("/metrics")
+    async def metrics_endpoint() -> Response:
+        return Response(
+            content=service.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
+
+
+def create_ops_app(service: Service) -> FastAPI:
+    """The second listener's app: probes and metrics only (no verbs, no debug views)."""
+    app = FastAPI(title="dra-extender ops", docs_url=None, redoc_url=None, openapi_url=None)
+    add_probes(app, service)
     return app

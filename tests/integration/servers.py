@@ -20,13 +20,14 @@ from tests.shared import REPO
 @contextlib.contextmanager
 def cli_server(*args: str) -> Iterator[str]:
     """``dra-extender serve ARGS --port 0``; yields the base URL once it listens."""
-    with process_server([sys.executable, "-m", "extender.cli", "serve", "--port", "0", *args]) as url:
+    command = [sys.executable, "-m", "extender.cli", "serve", "--port", "0", "--ops-port", "0", *args]
+    with process_server(command) as url:
         yield url
 
 
 @contextlib.contextmanager
 def process_server(command: list[str]) -> Iterator[str]:
-    """A server process that logs uvicorn's "Uvicorn running on URL" line; yields the URL."""
+    """A server process that logs its "verbs and debug views on URL" line; yields the URL."""
     with server_process(command) as (url, _proc):
         yield url
 
@@ -53,7 +54,7 @@ def server_process(command: list[str]) -> Iterator[tuple[str, subprocess.Popen[s
         for line in iter(output.readline, ""):
             lines.append(line)
             del lines[:-200]
-            match = re.search(r"Uvicorn running on (http://\S+)", line) if url is None else None
+            match = re.search(r"verbs and debug views on (https?://[^/\s]+)", line) if url is None else None
             if match:
                 url = match.group(1)
                 found.set()

@@ -188,7 +188,7 @@ def test_item4_malformed_answers_fail_cleanly_and_a_retry_binds(
 
 def test_item4_sigterm_during_a_bind_completes(fake: FakeApiServer, tmp_path: Path) -> None:
     create(fake, [*small_cluster({"node-1": 1}), claim("a"), pod("pa", ["a"])])
-    command = [sys.executable, "-m", "extender.cli", "serve", "--port", "0"]
+    command = [sys.executable, "-m", "extender.cli", "serve", "--port", "0", "--ops-port", "0"]
     command += ["--kubeconfig", kubeconfig(fake, tmp_path)]
     with server_process(command) as (url, proc), httpx.Client(base_url=url, timeout=30) as http:
         wait_until(lambda: ready(http))

@@ -437,3 +437,22 @@ def test_concurrent_binds_of_multi_claim_pods_never_give_a_device_twice(tmp_path
         for r in (status(store, c).get("allocation") or {}).get("devices", {}).get("results", [])
     ]
     assert len(taken) == len(set(taken)) == 2 * (n_devices // 2)
+
+
+# Issue 10: bind refuses what kube-scheduler would never ask.
+REFUSED = [
+    ("no PodUID", "", "names no PodUID"),
+    ("another pod's UID", "uid-other", "UID mismatch"),
+]
+
+
+def test_bind_refuses_requests_kube_scheduler_never_sends(tmp_path: Any) -> None:
+    engine, store, _api = engine_for(
+        [*base(), claim("c"), pod("p", ["c"]), claim("d"), pod("q", ["d"], scheduler="default-scheduler")],
+        tmp_path,
+    )
+    for _name, uid, message in REFUSED:
+        assert message in asyncio.run(engine.bind("default", "p", uid, "node-1"))
+    assert "schedulerName 'default-scheduler'" in asyncio.run(engine.bind("default", "q", "uid-q", "node-1"))
+    assert status(store, "c") == {} and status(store, "d") == {}
+    assert not store.get("Pod", "default", "p")["spec"].get("nodeName")

@@ -1,0 +1,141 @@
+"""Serving: the verbs (and the debug views) on one listener, probes and metrics on another.
+
+kube-scheduler is the only client of the verbs, so they listen where only it can reach them:
+on 127.0.0.1 in the sidecar deployment, or behind mutual TLS with a dedicated client CA (and,
+optionally, an allowed client name) when the extender runs behind a Service. Kubelet's probes
+and Prometheus reach the second listener, which serves nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger("dra_extender")
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    cert_file: str
+    key_file: str
+    client_ca_file: str | None = None
+    #: Accepted client certificate names (common name or DNS name); empty: any the CA signed.
+    client_names: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Listener:
+    host: str
+    port: int
+    tls: TlsSettings | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds against clients that send too much or too slowly."""
+
+    #: Connections and requests served at once; more are answered 503.
+    max_concurrency: int = 64
+    #: Idle keep-alive connections are closed after this many seconds.
+    keep_alive_seconds: int = 5
+    #: Largest request head (request line and headers), bytes.
+    max_header_bytes: int = 16 * 1024
+
+
+def certificate_names(cert: dict[str, Any] | None) -> set[str]:
+    """Common names and DNS names of a peer certificate as ``ssl`` reports it."""
+    if not cert:
+        return set()
+    names = {value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"}
+    names |= {value for kind, value in cert.get("subjectAltName", ()) if kind == "DNS"}
+    return names
+
+
+def name_checking_protocol(allowed: frozenset[str]) -> type[H11Protocol]:
+    """An HTTP protocol that hangs up on clients whose certificate carries none of ``allowed``."""
+
+    class ClientNameChecked(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            names = certificate_names(transport.get_extra_info("peercert"))
+            if not names & allowed:
+                log.warning(
+                    "refused a client certificate named %s (allowed: %s)",
+                    ", ".join(sorted(names)) or "nothing",
+                    ", ".join(sorted(allowed)),
+                )
+                transport.close()
+
+    return ClientNameChecked
+
+
+class _QuietSignals(uvicorn.Server):
+    """The second server: the first one handles SIGTERM/SIGINT for the process."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _config(
+    app: Any, listener: Listener, limits: Limits, *, lifespan: Literal["on", "off"]
+) -> uvicorn.Config:
+    options: dict[str, Any] = {}
+    http: Any = "auto"
+    if listener.tls is not None:
+        options = {"ssl_certfile": listener.tls.cert_file, "ssl_keyfile": listener.tls.key_file}
+        if listener.tls.client_ca_file:
+            options.update(ssl_ca_certs=listener.tls.client_ca_file, ssl_cert_reqs=ssl.CERT_REQUIRED)
+        if listener.tls.client_names:
+            http = name_checking_protocol(listener.tls.client_names)
+    return uvicorn.Config(
+        app,
+        host=listener.host,
+        port=listener.port,
+        http=http,
+        lifespan=lifespan,
+        log_config=None,
+        access_log=False,
+        limit_concurrency=limits.max_concurrency,
+        timeout_keep_alive=limits.keep_alive_seconds,
+        h11_max_incomplete_event_size=limits.max_header_bytes,
+        **options,
+    )
+
+
+def _url(server: uvicorn.Server, listener: Listener) -> str:
+    port = server.servers[0].sockets[0].getsockname()[1] if server.servers else listener.port
+    scheme = "https" if listener.tls is not None else "http"
+    return f"{scheme}://{listener.host}:{port}"
+
+
+async def serve(
+    app: Any, ops_app: Any, verbs: Listener, ops: Listener | None, limits: Limits, prefix: str
+) -> None:
+    """Run both listeners until the process is told to stop (the verbs' server owns the signals)."""
+    main = uvicorn.Server(_config(app, verbs, limits, lifespan="on"))
+    servers = [main]
+    if ops is not None:
+        servers.append(_QuietSignals(_config(ops_app, ops, limits, lifespan="off")))
+    tasks = [asyncio.create_task(s.serve()) for s in servers]
+    while not all(s.started for s in servers) and not any(t.done() for t in tasks):
+        await asyncio.sleep(0.01)
+    if all(s.started for s in servers):
+        log.info(
+            "verbs and debug views on %s%s/{filter,prioritize,bind}; probes and metrics on %s",
+            _url(main, verbs),
+            prefix,
+            _url(servers[-1], ops) if ops is not None else "the same listener",
+        )
+    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for server in servers:
+        server.should_exit = True
+    await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,56 @@
+"""`dra-extender serve` refuses bad command lines with a clear error and no traceback (issue 10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from extender.cli import main
+
+# (name, arguments, what the error says)
+BAD: list[tuple[str, list[str], str]] = [
+    ("port out of range", ["--port", "99999"], "a port is 0..65535"),
+    ("zero budget", ["--filter-budget", "0"], "positive number of seconds"),
+    ("negative node timeout", ["--node-timeout", "-1"], "positive number of seconds"),
+    ("zero body limit", ["--max-body-bytes", "0"], "greater than 0"),
+    ("zero concurrency", ["--max-concurrency", "0"], "greater than 0"),
+    ("zero api timeout", ["--api-timeout", "0"], "positive number of seconds"),
+    ("client CA without a certificate", ["--tls-client-ca-file", "{ca}"], "without a server certificate"),
+    ("certificate without key", ["--tls-cert-file", "{cert}"], "go together"),
+    (
+        "missing certificate file",
+        ["--tls-cert-file", "{missing}", "--tls-key-file", "{cert}"],
+        "no such file",
+    ),
+    (
+        "client name without CA",
+        ["--tls-cert-file", "{cert}", "--tls-key-file", "{cert}", "--tls-client-name", "x"],
+        "needs --tls-client-ca-file",
+    ),
+    ("state with cluster flags", ["--state", "{cert}", "--kubeconfig", "{cert}"], "cannot be combined"),
+    ("missing kubeconfig", ["--kubeconfig", "{missing}"], "no such file"),
+    (
+        "leader election timings out of order",
+        ["--kubeconfig", "{cert}", "--leader-elect", "--leader-elect-renew-deadline", "20"],
+        "retry-period < --leader-elect-renew-deadline",
+    ),
+]
+
+
+@pytest.mark.parametrize(("arguments", "message"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_serve_flags(
+    arguments: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = {"ca": tmp_path / "ca.pem", "cert": tmp_path / "cert.pem", "missing": tmp_path / "missing.pem"}
+    for name in ("ca", "cert"):
+        files[name].write_text("x")
+    argv = ["serve", *(a.format(**{k: str(v) for k, v in files.items()}) for a in arguments)]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
