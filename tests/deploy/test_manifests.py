@@ -13,7 +13,9 @@ from tests.shared import REPO
 
 #: Kubernetes versions with resource.k8s.io/v1: the oldest we support, and the newest.
 VERSIONS = ("1.34.0", "1.37.0")
-FILES = sorted((REPO / "manifests").glob("*.yaml")) + sorted((REPO / "examples" / "workload").glob("*.yaml"))
+FILES = sorted((REPO / "manifests").glob("**/*.yaml")) + sorted(
+    (REPO / "examples" / "workload").glob("*.yaml")
+)
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -38,9 +40,10 @@ def test_manifest_is_valid(path: Path, index: int, version: str) -> None:
 
 
 def test_kustomization_lists_every_manifest() -> None:
-    kustomization = yaml.safe_load((REPO / "manifests" / "kustomization.yaml").read_text())
-    listed = set(kustomization["resources"])
-    assert listed == {f.name for f in (REPO / "manifests").glob("*.yaml") if f.name != "kustomization.yaml"}
+    for directory in (REPO / "manifests", REPO / "manifests" / "standalone", REPO / "manifests" / "common"):
+        kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+        listed = {r for r in kustomization["resources"] if r.endswith(".yaml")}
+        assert listed == {f.name for f in directory.glob("*.yaml") if f.name != "kustomization.yaml"}
 
 
 def test_an_unknown_field_would_fail() -> None:

