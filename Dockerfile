@@ -13,7 +13,7 @@ COPY examples /app/examples
 WORKDIR /app
 # 65532: the conventional "nonroot" uid; nothing is written at runtime (no bytecode, no state).
 USER 65532:65532
-EXPOSE 8888
+EXPOSE 8888 8889
 ENTRYPOINT ["dra-extender", "serve"]
 # The README's first command (the embedded example cluster), listening on all interfaces as a
 # container must. The Deployment in manifests/ passes cluster-mode arguments instead.

@@ -7,6 +7,7 @@ ones get 400 with the reason, oversized ones 413, and nothing about the state ch
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -52,17 +53,29 @@ class Service:
     shutdown: Callable[[], Awaitable[None]] | None = None
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+class BodyTooSlow(Exception):
+    pass
+
+
+#: A request body must arrive within this time (a slow client cannot hold a connection slot).
+BODY_READ_SECONDS = 10.0
+
+
+async def _read_body(request: Request, limit: int, seconds: float = BODY_READ_SECONDS) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(seconds):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise BodyTooLarge
+                chunks.append(chunk)
+    except TimeoutError:
+        raise BodyTooSlow from None
     return b"".join(chunks)
 
 
@@ -99,14 +112,24 @@ def create_app(
     engine, metrics, worker = service.engine, service.metrics, service.worker
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
 
-    async def decode_args(request: Request, verb: str) -> tuple[wire.DecodedArgs, Any] | Response:
+    async def read(request: Request, verb: str) -> bytes | Response:
+        """The body, or the answer for a body too large (413) or too slow (408)."""
         try:
-            body = await _read_body(request, max_body_bytes)
-            args = wire.decode_args(body)
-            pod = parse_pod(args.pod)
+            return await _read_body(request, max_body_bytes)
         except BodyTooLarge:
             metrics.bad_requests.labels(verb).inc()
             return _bad_request(f"request body larger than {max_body_bytes} bytes", 413)
+        except BodyTooSlow:
+            metrics.bad_requests.labels(verb).inc()
+            return _bad_request(f"request body not received within {BODY_READ_SECONDS:g} s", 408)
+
+    async def decode_args(request: Request, verb: str) -> tuple[wire.DecodedArgs, Any] | Response:
+        body = await read(request, verb)
+        if isinstance(body, Response):
+            return body
+        try:
+            args = wire.decode_args(body)
+            pod = parse_pod(args.pod)
         except (wire.WireError, ObjectError) as exc:
             metrics.bad_requests.labels(verb).inc()
             log.warning("bad %s request: %s", verb, exc)
@@ -148,11 +171,11 @@ def create_app(
     @app.post(f"{prefix}/bind")
     async def bind_verb(request: Request) -> Response:
         started = time.perf_counter()
+        body = await read(request, "bind")
+        if isinstance(body, Response):
+            return body
         try:
-            args = wire.decode_binding(await _read_body(request, max_body_bytes))
-        except BodyTooLarge:
-            metrics.bad_requests.labels("bind").inc()
-            return _bad_request(f"request body larger than {max_body_bytes} bytes", 413)
+            args = wire.decode_binding(body)
         except wire.WireError as exc:
             metrics.bad_requests.labels("bind").inc()
             return _bad_request(str(exc))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -317,3 +319,23 @@ def test_full_node_list_labels_win_over_the_cache(tmp_path: Path) -> None:
         assert await passed(r, {"rack": "r1"}) == ["node-1"]
 
     run_with_service(body, paths=[str(path)])
+
+
+def test_a_body_that_does_not_arrive_in_time_is_refused() -> None:
+    # Issue 10: a client that sends its body slowly cannot hold a connection slot for long.
+    import pytest
+    from starlette.requests import Request
+
+    from extender.service.app import BodyTooSlow, _read_body
+
+    async def never() -> dict[str, Any]:
+        await asyncio.sleep(3600)
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope = {"type": "http", "method": "POST", "headers": [(b"content-length", b"100")], "path": "/"}
+
+    async def read() -> bytes:
+        return await _read_body(Request(scope, never), 1000, seconds=0.05)
+
+    with pytest.raises(BodyTooSlow):
+        asyncio.run(read())
