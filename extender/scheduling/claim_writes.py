@@ -16,7 +16,7 @@ Rolling back (after a later step failed) releases only what we can prove we wrot
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from extender.cluster.api import ApiConflict, ClusterAPI, ClusterAPIError
@@ -125,17 +125,22 @@ class _Unanswered(Exception):
         self.base = base
 
 
+async def _answered(write: Awaitable[dict[str, Any]], what: str, base: str | None) -> dict[str, Any]:
+    """The write's answer; a write that may have been applied unanswered is :class:`_Unanswered`."""
+    try:
+        return await write
+    except ClusterAPIError as exc:
+        if outcome_unknown(exc):
+            raise _Unanswered(f"{what}: {exc}", base) from None
+        raise
+
+
 async def _add_finalizer(api: ClusterAPI, raw: dict[str, Any]) -> dict[str, Any]:
     """Update of the claim with our finalizer; the claim as it is afterwards."""
     updated = clone(raw)
     meta = updated["metadata"]
     meta["finalizers"] = [*(meta.get("finalizers") or []), DELETE_PROTECTION_FINALIZER]
-    try:
-        answer = await api.update_claim(updated)
-    except ClusterAPIError as exc:
-        if outcome_unknown(exc):
-            raise _Unanswered(f"{_where(raw)}: adding the finalizer: {exc}", None) from None
-        raise
+    answer = await _answered(api.update_claim(updated), f"{_where(raw)}: adding the finalizer", None)
     if not isinstance(answer.get("metadata"), dict):
         raise _Unanswered(f"{_where(raw)}: malformed answer to the finalizer update", None)
     return answer
@@ -169,12 +174,7 @@ async def _reserve_once(
     raw["status"] = status
     base = _rv(raw)
     sending(base)
-    try:
-        answer = await api.update_claim_status(raw)
-    except ClusterAPIError as exc:
-        if outcome_unknown(exc):
-            raise _Unanswered(f"{where}: {exc}", base) from None
-        raise
+    answer = await _answered(api.update_claim_status(raw), where, base)
     if not is_reserved_for(answer, pod.uid):
         raise _Unanswered(f"{where}: the answer to the status write does not show it", base)
     return answer

@@ -96,20 +96,21 @@ def test_item1_status_write_applied_answer_lost_and_watch_lagging(
         assert_consistent(fake)
 
 
+#: Pod p with claims a and b on a node with two devices; pod pq (claim q) wants one of them.
+TWO_CLAIMS_AND_ANOTHER_POD = [
+    *small_cluster({"node-1": 2}),
+    claim("a"),
+    claim("b"),
+    claim("q"),
+    pod("p", ["a", "b"]),
+    pod("pq", ["q"]),
+]
+
+
 def test_item2_binding_fails_after_claims_were_written(fake: FakeApiServer, tmp_path: Path) -> None:
     # The Binding answers 500 after both claims were written, the watch lags: the claims stay
     # reserved for the pod (the Binding may have landed); nobody else gets their devices.
-    create(
-        fake,
-        [
-            *small_cluster({"node-1": 2}),
-            claim("a"),
-            claim("b"),
-            claim("q"),
-            pod("p", ["a", "b"]),
-            pod("pq", ["q"]),
-        ],
-    )
+    create(fake, TWO_CLAIMS_AND_ANOTHER_POD)
     with serve(fake, tmp_path) as url, httpx.Client(base_url=url, timeout=30) as http:
         wait_until(lambda: ready(http))
         fake.faults.watch_lag = 1.0
@@ -122,17 +123,7 @@ def test_item2_binding_fails_after_claims_were_written(fake: FakeApiServer, tmp_
 
 
 def test_item2_second_claim_refused_releases_the_first(fake: FakeApiServer, tmp_path: Path) -> None:
-    create(
-        fake,
-        [
-            *small_cluster({"node-1": 2}),
-            claim("a"),
-            claim("b"),
-            claim("q"),
-            pod("p", ["a", "b"]),
-            pod("pq", ["q"]),
-        ],
-    )
+    create(fake, TWO_CLAIMS_AND_ANOTHER_POD)
     with serve(fake, tmp_path) as url, httpx.Client(base_url=url, timeout=30) as http:
         wait_until(lambda: ready(http))
         fake.faults.watch_lag = 1.0
