@@ -95,7 +95,8 @@ class AssumedClaims:
         self.version = 0
 
     def __len__(self) -> int:
-        return sum(len(by_pod) for by_pod in self._records.values())
+        # Read by /metrics from the HTTP thread: copy the view first (one step under the GIL).
+        return sum(len(by_pod) for by_pod in list(self._records.values()))
 
     def __iter__(self) -> Iterator[AssumedWrite]:
         return iter([r for by_pod in self._records.values() for r in by_pod.values()])

@@ -21,6 +21,7 @@ class EngineWorker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._stopped = False
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -54,7 +55,12 @@ class EngineWorker:
         return await self.run(invoke())
 
     def call_soon(self, fn: Callable[..., object], *args: Any) -> None:
-        """Schedule ``fn(*args)`` on the worker's thread, from any thread (informer events)."""
+        """Schedule ``fn(*args)`` on the worker's thread, from any thread (informer events).
+
+        After :meth:`stop` (shutdown) there is nothing left to update: the call is dropped.
+        """
+        if self._stopped:
+            return
         self.loop.call_soon_threadsafe(fn, *args)
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -62,6 +68,7 @@ class EngineWorker:
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
+            self._stopped = True
         if loop is None or thread is None:
             return
         loop.call_soon_threadsafe(loop.stop)
