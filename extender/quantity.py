@@ -27,16 +27,34 @@ class QuantityError(ValueError):
     """A string that is not a valid quantity (message as apimachinery's)."""
 
 
+#: apimachinery's ``resource.Format`` values.
+DECIMAL_SI = "DecimalSI"
+DECIMAL_EXPONENT = "DecimalExponent"
+BINARY_SI = "BinarySI"
+
+
 class Quantity:
-    """An exact quantity value plus apimachinery's internal representation flag."""
+    """An exact quantity value plus apimachinery's internal representation and format."""
 
-    __slots__ = ("_int_amount", "text", "value")
+    __slots__ = ("_cached", "_int_amount", "format", "text", "value")
 
-    def __init__(self, value: Fraction, int_amount: tuple[int, int] | None, text: str = "") -> None:
+    def __init__(
+        self,
+        value: Fraction,
+        int_amount: tuple[int, int] | None,
+        text: str = "",
+        *,
+        format: str = DECIMAL_SI,
+        cached: str = "",
+    ) -> None:
         self.value = value
         #: ``(unscaled, scale)`` when apimachinery keeps an int64Amount, else ``None`` (inf.Dec).
         self._int_amount = int_amount
         self.text = text
+        #: DecimalSI, DecimalExponent or BinarySI: how apimachinery writes the value back.
+        self.format = format
+        #: The original text when apimachinery keeps it (already canonical): written verbatim.
+        self._cached = cached
 
     def __repr__(self) -> str:
         return f"quantity({self.text or str(self.value)!r})"
@@ -70,8 +88,12 @@ class Quantity:
         return len(self.text) >= 2 and self.text.endswith("i") and self.text[-2] in "KMGTPE"
 
     def canonical(self) -> str:
-        """The string apimachinery writes for this quantity (``1024Mi`` -> ``1Gi``)."""
-        return format_quantity(self.value, self.binary)
+        """The string apimachinery writes for this quantity (``Quantity.String()``).
+
+        The original text when ParseQuantity kept it (``12e3`` stays ``12e3``), otherwise the
+        canonical form in the quantity's format (``12000`` -> ``12k``, ``1024Mi`` -> ``1Gi``).
+        """
+        return self._cached or format_quantity(self.value, self.format)
 
 
 def parse_quantity(text: str) -> Quantity:
@@ -79,12 +101,18 @@ def parse_quantity(text: str) -> Quantity:
     if not text:
         raise QuantityError(ERR_FORMAT)
     if text == "0":
-        return Quantity(Fraction(0), (0, 0), text)
+        return Quantity(Fraction(0), (0, 0), text, cached=text)
     positive, value_text, num, denom, suffix = _split(text)
     interpreted = _interpret_suffix(suffix)
     if interpreted is None:
         raise QuantityError(ERR_SUFFIX)
     base, exponent = interpreted
+    if base == 2:
+        fmt = BINARY_SI
+    elif suffix[:1] in ("e", "E"):
+        fmt = DECIMAL_EXPONENT
+    else:
+        fmt = DECIMAL_SI
 
     precision = 0
     scale = 0
@@ -108,7 +136,19 @@ def parse_quantity(text: str) -> Quantity:
             if result <= INT64_MAX:
                 if not positive:
                     result = -result
-                return Quantity(Fraction(result) * Fraction(10) ** scale, (result, scale), text)
+                # apimachinery keeps the text when it is already in canonical form.
+                digits = num + denom
+                if fmt == BINARY_SI:
+                    keep = shifted & 0x07 != 0
+                else:
+                    keep = scale % 3 == 0 and not digits.endswith("000") and digits[0] != "0"
+                return Quantity(
+                    Fraction(result) * Fraction(10) ** scale,
+                    (result, scale),
+                    text,
+                    format=fmt,
+                    cached=text if keep else "",
+                )
 
     # Arbitrary precision path (inf.Dec): exact value, rounded up (away from zero) to 1n.
     try:
@@ -122,7 +162,9 @@ def parse_quantity(text: str) -> Quantity:
         amount = rounded * _NANO
     if base == 2 and amount > INT64_MAX:
         amount = Fraction(INT64_MAX)
-    return Quantity(amount if positive else -amount, None, text)
+    if fmt == BINARY_SI and 0 < amount < 1:
+        fmt = DECIMAL_SI  # "This avoids rounding and hopefully confusion, too."
+    return Quantity(amount if positive else -amount, None, text, format=fmt)
 
 
 def _interpret_suffix(suffix: str) -> tuple[int, int] | None:
@@ -187,26 +229,30 @@ def from_fraction(value: Fraction, a: Quantity, b: Quantity | None) -> Quantity:
 
 
 def quantity_of(value: Fraction | int, binary: bool = False) -> Quantity:
-    """A quantity for a computed value (no original text); ``binary`` picks BinarySI formatting."""
+    """A computed quantity (``resource.NewQuantity``): no kept text, canonical in its format."""
     value = Fraction(value)
-    text = format_quantity(value, binary)
-    return parse_quantity(text)
+    fmt = BINARY_SI if binary else DECIMAL_SI
+    text = format_quantity(value, fmt)
+    parsed = parse_quantity(text)
+    return Quantity(value, parsed._int_amount, text, format=fmt)
 
 
-def format_quantity(value: Fraction, binary: bool = False) -> str:
-    """apimachinery's canonical string for a value: ``4Gi``, ``1500``, ``2k``, ``500m``."""
+def format_quantity(value: Fraction, fmt: str = DECIMAL_SI) -> str:
+    """apimachinery's ``CanonicalizeBytes``: ``4Gi``, ``1500``, ``2k``, ``500m``, ``12e3``.
+
+    BinarySI falls back to DecimalSI for magnitudes below 1024 and for fractions.
+    """
     if value == 0:
         return "0"
     sign = "-" if value < 0 else ""
     magnitude = abs(value)
-    if binary and magnitude.denominator == 1 and magnitude >= 1024:
+    if fmt == BINARY_SI and magnitude.denominator == 1 and magnitude >= 1024:
         number = magnitude.numerator
         for suffix, exp in sorted(_BINARY_SUFFIXES.items(), key=lambda kv: -kv[1]):
             if number % (1 << exp) == 0:
                 return f"{sign}{number >> exp}{suffix}"
-    if binary and magnitude.denominator == 1 and magnitude < 1024:
-        return f"{sign}{magnitude.numerator}"
-    # Decimal SI: the largest exponent (multiple of 3) that keeps an integer mantissa; values are
+        return f"{sign}{number}"
+    # Decimal: the largest exponent (multiple of 3) that keeps an integer mantissa; values are
     # rounded up to nano units like apimachinery does.
     nanos = -(-magnitude.numerator * 10**9 // magnitude.denominator)
     for suffix, exp in sorted(_DECIMAL_SUFFIXES.items(), key=lambda kv: -kv[1]):
@@ -215,5 +261,7 @@ def format_quantity(value: Fraction, binary: bool = False) -> str:
             mantissa = nanos // scale
             if exp > 0 and mantissa < 1:
                 continue
+            if fmt == DECIMAL_EXPONENT:
+                return f"{sign}{mantissa}e{exp}" if exp else f"{sign}{mantissa}"
             return f"{sign}{mantissa}{suffix}"
     return f"{sign}{nanos}n"  # pragma: no cover - exp -9 always divides

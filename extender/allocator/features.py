@@ -19,6 +19,10 @@ class GateSpec:
     default: bool
     locked: bool
     maturity: str
+    #: Why the extender refuses to turn this gate on (None: supported either way). These gates
+    #: change what kube-scheduler 1.37 decides in ways the extender does not implement yet, so
+    #: accepting them would make filter answer differently from the scheduler it claims to mirror.
+    unsupported_on: str | None = None
 
 
 #: Kubernetes 1.37 defaults (source: the versioned gate table of the 1.37 line).
@@ -35,6 +39,27 @@ GATES: dict[str, GateSpec] = {
     "DRAExtendedResource": GateSpec(True, True, "GA"),
     "DRAListTypeAttributes": GateSpec(False, False, "alpha"),
     "DRASchedulerFilterTimeout": GateSpec(True, False, "beta"),
+    # New in 1.37 (all off by default): one is implemented, the others are refused when turned on.
+    "DRAOptionalNodeOperations": GateSpec(False, False, "alpha"),
+    "DRAFractionalCapacityRange": GateSpec(
+        False, False, "beta", "fractional validRange min/step values for consumable capacity"
+    ),
+    "DRADerivedAttributes": GateSpec(False, False, "alpha", "attributes derived from other attributes"),
+    "DRADeviceCompatibilityGroups": GateSpec(
+        False, False, "alpha", "device compatibility groups in the allocator"
+    ),
+    "DRANodeAllocatableResources": GateSpec(
+        False, False, "alpha", "node-allocatable resources backed by devices (NodeResourcesFit accounting)"
+    ),
+    "DRAWorkloadResourceClaims": GateSpec(
+        False, False, "beta", "PodGroup (workload) resource claims, which need the gang-scheduling cycle"
+    ),
+    "DRASharedConsumableCapacity": GateSpec(
+        False, False, "alpha", "consumable capacity shared across devices"
+    ),
+    # Gates that do not change scheduling decisions (API server, controller manager, kubelet).
+    "DRAResourcePoolStatus": GateSpec(False, False, "alpha"),
+    "DRAPartitionableDevicesType": GateSpec(False, False, "alpha"),
 }
 
 
@@ -61,6 +86,12 @@ def parse_feature_gates(text: str, *, allow_locked: bool = False) -> dict[str, b
                 f"cannot set feature gate {name} to {str(enabled).lower()}, feature is locked to "
                 f"{str(spec.default).lower()}"
             )
+        if enabled and spec.unsupported_on is not None:
+            raise FeatureGateError(
+                f"feature gate {name}=true is not supported by dra-extender: it would need "
+                f"{spec.unsupported_on}, which the extender does not implement; leave it off "
+                "(its 1.37 default) or let the in-tree DynamicResources plugin schedule such pods"
+            )
         out[name] = enabled
     return out
 
@@ -80,6 +111,8 @@ class Features:
     list_type_attributes: bool = False
     extended_resource: bool = True
     filter_timeout: bool = True
+    #: DRAOptionalNodeOperations: results copy the slice's ``skipNodeOperations``.
+    optional_node_operations: bool = False
 
     @classmethod
     def from_gates(cls, overrides: Mapping[str, bool] | None = None) -> Features:
@@ -96,6 +129,7 @@ class Features:
             list_type_attributes=gates["DRAListTypeAttributes"],
             extended_resource=gates["DRAExtendedResource"],
             filter_timeout=gates["DRASchedulerFilterTimeout"],
+            optional_node_operations=gates["DRAOptionalNodeOperations"],
         )
 
     @classmethod

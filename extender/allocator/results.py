@@ -41,6 +41,8 @@ def _result_dict(r: DeviceResult, features: Features) -> dict[str, Any]:
             out["bindingConditions"] = list(r.device.binding_conditions)
         if r.device.binding_failure_conditions:
             out["bindingFailureConditions"] = list(r.device.binding_failure_conditions)
+    if features.optional_node_operations and r.slice.skip_node_operations:
+        out["skipNodeOperations"] = list(r.slice.skip_node_operations)
     if r.share_id is not None:
         out["shareID"] = r.share_id
     if r.consumed_capacity:

@@ -141,6 +141,8 @@ class ResourceSlice:
     devices: tuple[Device, ...]
     shared_counters: tuple[CounterSet, ...]
     resource_version: str = ""
+    #: DRAOptionalNodeOperations (1.37 alpha): kubelet calls the driver may skip; copied to results.
+    skip_node_operations: tuple[str, ...] = ()
 
 
 _KIND_OF = dict(_ATTRIBUTE_KINDS)
@@ -237,6 +239,7 @@ def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
             for c in spec.readers("sharedCounters")
         ),
         resource_version=meta.string("resourceVersion"),
+        skip_node_operations=spec.strings("skipNodeOperations"),
     )
 
 

@@ -356,3 +356,36 @@ def test_attributes_builder_sanity() -> None:
         "c": {"bool": True},
         "d": {"version": "1.0.0"},
     }
+
+
+#: (requested, consumedCapacity written) — upstream calculateConsumedCapacity returns the request's
+#: own resource.Quantity (no policy, or validValues above every value), so its String() keeps the
+#: request's format; a stepped validRange builds resource.NewQuantity(val, BinarySI).
+CONSUMED_FORMATS = [
+    ("no-policy-decimal-exponent", None, "12e3", "12e3"),
+    ("no-policy-decimal-si", None, "12k", "12k"),
+    ("no-policy-binary", None, "3Gi", "3Gi"),
+    ("no-policy-normalized", None, "1000m", "1"),
+    ("stepped-range-is-binary-si", {"validRange": {"min": "1Ki", "step": "1Ki"}}, "1500", "2Ki"),
+    ("stepped-range-small-falls-back-to-decimal", {"validRange": {"min": "1", "step": "2"}}, "2", "3"),
+]
+
+
+@pytest.mark.parametrize(
+    ("policy", "requested", "written"),
+    [c[1:] for c in CONSUMED_FORMATS],
+    ids=[c[0] for c in CONSUMED_FORMATS],
+)
+def test_consumed_capacity_echoes_the_request_format(
+    policy: dict[str, object] | None, requested: str, written: str
+) -> None:
+    cap: dict[str, object] = {"value": "10Gi"}
+    if policy:
+        cap["requestPolicy"] = policy
+    dev = device("shared", allowMultipleAllocations=True, capacity={"memory": cap})
+    objects = [
+        A,
+        resource_slice("s", [dev]),
+        claim(requests=[exact(capacity={"requests": {"memory": requested}})]),
+    ]
+    assert allocate(objects).results()[0]["consumedCapacity"] == {"memory": written}

@@ -1,0 +1,87 @@
+"""Feature gates: Kubernetes 1.37 names, defaults, locks, and the gates the extender refuses to turn on."""
+
+from __future__ import annotations
+
+import pytest
+
+from extender.allocator.features import GATES, FeatureGateError, Features, parse_feature_gates
+from tests.allocator.harness import allocate
+from tests.builders import claim, device, device_class, resource_slice
+
+#: (gate, 1.37 default) for the gates 1.37 added or changed (upstream-1.37.md gate table).
+DEFAULTS_1_37 = [
+    ("DRAOptionalNodeOperations", False),
+    ("DRAFractionalCapacityRange", False),
+    ("DRADerivedAttributes", False),
+    ("DRADeviceCompatibilityGroups", False),
+    ("DRANodeAllocatableResources", False),
+    ("DRAWorkloadResourceClaims", False),
+    ("DRASharedConsumableCapacity", False),
+    ("DRAResourcePoolStatus", False),
+    ("DRAPartitionableDevicesType", False),
+    ("DRAExtendedResource", True),
+    ("DRADeviceTaints", True),
+    ("DRAConsumableCapacity", True),
+    ("DRADeviceBindingConditions", True),
+]
+
+
+@pytest.mark.parametrize(("gate", "default"), DEFAULTS_1_37, ids=[g for g, _ in DEFAULTS_1_37])
+def test_1_37_gates_are_recognized_with_their_defaults(gate: str, default: bool) -> None:
+    assert GATES[gate].default is default
+    # Setting a gate to its default is always accepted.
+    assert parse_feature_gates(f"{gate}={str(default).lower()}") == {gate: default}
+
+
+#: Gates whose "on" changes scheduler decisions in ways the extender does not build.
+REFUSED_ON = [
+    "DRAFractionalCapacityRange",
+    "DRADerivedAttributes",
+    "DRADeviceCompatibilityGroups",
+    "DRANodeAllocatableResources",
+    "DRAWorkloadResourceClaims",
+    "DRASharedConsumableCapacity",
+]
+
+
+@pytest.mark.parametrize("gate", REFUSED_ON)
+def test_unbuilt_gates_are_refused_on_with_a_clear_message(gate: str) -> None:
+    with pytest.raises(FeatureGateError, match=f"feature gate {gate}=true is not supported by dra-extender"):
+        parse_feature_gates(f"{gate}=true")
+
+
+def test_gates_without_scheduling_effect_may_be_turned_on() -> None:
+    assert parse_feature_gates("DRAResourcePoolStatus=true,DRAPartitionableDevicesType=true") == {
+        "DRAResourcePoolStatus": True,
+        "DRAPartitionableDevicesType": True,
+    }
+
+
+def test_locked_gate_cannot_change() -> None:
+    with pytest.raises(FeatureGateError, match="DRAExtendedResource to false, feature is locked to true"):
+        parse_feature_gates("DRAExtendedResource=false")
+
+
+@pytest.mark.parametrize("text", ["DRAPrioritizedList", "DRAPrioritizedList=yes", "NoSuchGate=true"])
+def test_malformed_or_unknown_gates_are_refused(text: str) -> None:
+    with pytest.raises(FeatureGateError):
+        parse_feature_gates(text)
+
+
+def test_optional_node_operations_is_implemented() -> None:
+    assert Features.parse("DRAOptionalNodeOperations=true").optional_node_operations
+    assert not Features.parse("").optional_node_operations
+
+
+def skipping_slice() -> dict[str, object]:
+    return resource_slice("s", [device("d")], skipNodeOperations=["NodePrepareResources"])
+
+
+def test_results_copy_skip_node_operations_when_the_gate_is_on() -> None:
+    # DeviceRequestAllocationResult.skipNodeOperations: "a copy of the ResourceSlice.spec.skipNodeOperations
+    # value at the time when the device was allocated" (KEP-5945, gate DRAOptionalNodeOperations).
+    objects = [device_class(), skipping_slice(), claim()]
+    on = allocate(objects, gates="DRAOptionalNodeOperations=true")
+    assert on.results()[0]["skipNodeOperations"] == ["NodePrepareResources"]
+    off = allocate(objects)
+    assert "skipNodeOperations" not in off.results()[0]
