@@ -21,7 +21,8 @@ from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
 from extender.model.core import Node
-from extender.scheduling.decision import PodClaims, Snapshot
+from extender.scheduling.decision import Snapshot
+from extender.scheduling.prefilter import PodClaims
 from tests.builders import resource_slice
 
 GPU = "gpu.example.com"

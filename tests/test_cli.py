@@ -83,8 +83,10 @@ def test_feature_gates_change_the_answer(tmp_path: Path) -> None:
         "DRAPrioritizedList=false",
     )
     assert json.loads(on)["pods"][0]["nodes"]["gpu-node-2"]["fits"]
+    # PreFilter reports it as Unschedulable (a reason), not as an error.
     assert (
-        "DRAPrioritizedList feature is disabled" in json.loads(off)["pods"][0]["nodes"]["gpu-node-2"]["error"]
+        "DRAPrioritizedList feature is disabled"
+        in json.loads(off)["pods"][0]["nodes"]["gpu-node-2"]["reason"]
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from extender.allocator.features import Features
 from extender.model.dra import Device, DeviceClass, DeviceID, DeviceTaintRule, ResourceSlice, Taint
+from extender.model.nodeselector import NodeSelector, NodeSelectorError
 
 PoolID = tuple[str, str]  # (driver, pool name)
 #: Bound on cached node signatures per inventory (node x labels x projection).
@@ -89,6 +90,8 @@ class Inventory:
             index.slices.append(s)
             index.counts[s.generation] = index.counts.get(s.generation, 0) + 1
         self._node_pools: dict[tuple[str, Hashable], list[Pool]] = {}
+        #: Nodes for which gathering pools failed (a node selector that does not parse).
+        self._gather_errors: dict[tuple[str, Hashable], str] = {}
         #: Device -> the one node it is local to; devices missing here may matter to many nodes.
         self._local_node: dict[DeviceID, str] = {}
         for s in self.slices():
@@ -146,8 +149,18 @@ class Inventory:
         key = (node_name, label_key(labels))
         pools = self._node_pools.get(key)
         if pools is None:
-            pools = self._node_pools[key] = self._gather(node_name, labels)
+            try:
+                pools = self._gather(node_name, labels)
+            except NodeSelectorError as exc:
+                self._gather_errors[key] = str(exc)
+                pools = []
+            self._node_pools[key] = pools
         return pools
+
+    def gather_error(self, node_name: str, labels: Mapping[str, str]) -> str | None:
+        """Why upstream's GatherPools fails for this node (a node selector that does not parse)."""
+        self.pools_for(node_name, labels)
+        return self._gather_errors.get((node_name, label_key(labels)))
 
     def node_signature(self, node_name: str, labels: Mapping[str, str], projection: Projection) -> int | None:
         """What allocation of some claims on this node depends on, without device names.
@@ -164,29 +177,37 @@ class Inventory:
             return found  # type: ignore[return-value]
         signature: int | None = None
         pools = self.pools_for(node_name, labels)
+        if self.gather_error(node_name, labels) is not None:
+            return self._remember_signature(key, None)  # allocation fails with this node's error
         if not any(p.incomplete or any(s.shared_counters for s in p.all_slices) for p in pools):
-            content = tuple(
-                (
-                    p.id[0],
-                    p.invalid,
-                    p.has_binding_conditions,
-                    tuple(
-                        (
-                            projection.of(d),
-                            self.taints(d),
-                            bool(s.per_device_node_selection) and device_on_node(d, node_name, labels),
-                        )
-                        for s in p.slices
-                        for d in s.devices
-                    ),
+            try:
+                content = tuple(
+                    (
+                        p.id[0],
+                        p.invalid,
+                        p.has_binding_conditions,
+                        tuple(
+                            (
+                                projection.of(d),
+                                self.taints(d),
+                                bool(s.per_device_node_selection) and device_on_node(d, node_name, labels),
+                            )
+                            for s in p.slices
+                            for d in s.devices
+                        ),
+                    )
+                    for p in pools
                 )
-                for p in pools
-            )
+            except NodeSelectorError:
+                return self._remember_signature(key, None)  # evaluating it is an error: no sharing
             # Interned: equal contents get one small int, cheap to hash in memo keys.
             signature = self._signature_ids.get(content)
             if signature is None:
                 signature = self._signature_ids[content] = self._next_signature
                 self._next_signature += 1
+        return self._remember_signature(key, signature)
+
+    def _remember_signature(self, key: tuple[Any, ...], signature: int | None) -> int | None:
         if len(self._node_signatures) > MAX_CACHED_SIGNATURES:
             self._node_signatures.clear()  # bounded: rebuilt on demand, under fresh ids
             self._signature_ids.clear()
@@ -207,9 +228,21 @@ class Inventory:
         if s.all_nodes:
             return True
         if s.node_selector is not None:
-            return s.node_selector.matches(node_name, labels)
+            try:
+                return node_matches(s.node_selector, node_name, labels)
+            except NodeSelectorError as exc:
+                where = f"failed to perform node selection for slice {s.name}"
+                raise NodeSelectorError(f"{where}: {exc}") from None
         if s.per_device_node_selection:
-            return any(device_on_node(d, node_name, labels) for d in s.devices)
+            for d in s.devices:  # until the first match, as upstream GatherPools
+                try:
+                    if device_on_node(d, node_name, labels):
+                        return True
+                except NodeSelectorError as exc:
+                    raise NodeSelectorError(
+                        f"failed to perform node selection for device {d.name} in slice {s.name}: {exc}"
+                    ) from None
+            return False
         # No node selection at all: only counter-set slices, which belong to the whole pool.
         return bool(s.shared_counters)
 
@@ -243,7 +276,10 @@ class Inventory:
             )
             if not pool.incomplete:
                 self._validate(pool)
-            pool.has_binding_conditions = any(d.has_binding_conditions for s in all_slices for d in s.devices)
+            # Upstream poolHasBindingConditions: only the slices that target this node count.
+            pool.has_binding_conditions = any(
+                d.has_binding_conditions for s in pool.slices for d in s.devices
+            )
             pools.append(pool)
         pools.sort(key=lambda p: (p.has_binding_conditions, p.id))
         return pools
@@ -292,5 +328,13 @@ def device_on_node(device: Device, node_name: str, labels: Mapping[str, str]) ->
     if device.all_nodes:
         return True
     if device.node_selector is not None:
-        return device.node_selector.matches(node_name, labels)
+        return node_matches(device.node_selector, node_name, labels)
     return False
+
+
+def node_matches(selector: NodeSelector, node_name: str, labels: Mapping[str, str]) -> bool:
+    """Upstream NodeMatches for a selector: its error names the selector, as upstream's does."""
+    try:
+        return selector.matches(node_name, labels)
+    except NodeSelectorError as exc:
+        raise NodeSelectorError(f"failed to parse node selector {selector.describe()}: {exc}") from None

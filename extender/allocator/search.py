@@ -38,16 +38,27 @@ from extender.model.dra import (
     Taint,
     Toleration,
 )
+from extender.model.nodeselector import NodeSelectorError
 from extender.quantity import Quantity
 
 #: Reasons recorded as the search rejects devices, in the order they are reported. "In use" and
 #: "tainted" are counted directly over the matching devices instead, because the candidate
 #: bound skips such devices before the search would reject them.
-REJECTION_REASONS = ("out of counters", "out of capacity", "excluded by a constraint")
+REJECTION_REASONS = (
+    "out of counters",
+    "out of capacity",
+    "excluded by a constraint",
+    "consuming counters while DRAPartitionableDevices is off",
+)
 
 
 class _ResultLimit(Exception):
-    """A claim reached 32 results: no device choice can fix that, only a cheaper alternative."""
+    """A claim would exceed 32 results (upstream ``errAllocationResultMaxSizeExceeded``).
+
+    No device choice can fix that, only a cheaper firstAvailable alternative: it propagates
+    out of a firstAvailable request only when every alternative exceeded the limit, and is
+    swallowed where one claim hands over to the next.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +214,9 @@ class _Attempt:
         return f"{c.namespace}/{c.name}"
 
     def run(self) -> list[dict[str, Any]] | Unsatisfiable:
+        gather_error = self.inventory.gather_error(self.node.name, self.node.labels)
+        if gather_error is not None:
+            raise AllocationError(f"gather pool information: {gather_error}")
         for index, claim in enumerate(self.claims):
             self._prepare_claim(index, claim)
         try:
@@ -247,30 +261,39 @@ class _Attempt:
         self.constraints.append(constraints)
 
     def _prepare_request(self, index: int, claim_name: str, request: DeviceRequest) -> list[_Request]:
+        # Upstream Allocate: the gate checks cover every subrequest before any is validated.
+        if request.first_available and not self.features.prioritized_list:
+            raise AllocationError(
+                f"claim {claim_name}, request {request.name}: has subrequests, "
+                "but the DRAPrioritizedList feature is disabled"
+            )
+        if not self.features.consumable_capacity:
+            checked: list[tuple[str, ExactRequest | None]] = [
+                ("subrequest", sub) for sub in request.first_available
+            ]
+            for kind, req in checked or [("request", request.exactly)]:
+                if req is not None and req.capacity_requests is not None:
+                    raise AllocationError(
+                        f"claim {claim_name}, {kind} {req.name}: has capacity requests, "
+                        "but the DRAConsumableCapacity feature is disabled"
+                    )
         if request.first_available:
-            if not self.features.prioritized_list:
-                raise AllocationError(
-                    f"claim {claim_name}, request {request.name}: has subrequests, "
-                    "but the DRAPrioritizedList feature is disabled"
-                )
             return [
-                self._validate(
-                    index, claim_name, sub, f"{request.name}/{sub.name}", request.name, sub.name, "subrequest"
-                )
+                self._validate(index, claim_name, sub, f"{request.name}/{sub.name}", request.name, sub.name)
                 for sub in request.first_available
             ]
-        exact = request.exactly
-        assert exact is not None  # the model fills an empty one when neither field is set
-        return [self._validate(index, claim_name, exact, request.name, request.name, "", "request")]
+        # Neither field: kube-scheduler's PreFilter stops such a claim first ("unknown request
+        # type"); called directly, the allocator reports what its validation would.
+        exact = request.exactly or ExactRequest(
+            request.name, "", (), ALLOCATION_MODE_EXACT, 1, None, (), None
+        )
+        return [self._validate(index, claim_name, exact, request.name, request.name, "")]
 
     def _validate(
-        self, index: int, claim_name: str, req: ExactRequest, name: str, base: str, sub: str, kind: str
+        self, index: int, claim_name: str, req: ExactRequest, name: str, base: str, sub: str
     ) -> _Request:
-        where = f"claim {claim_name}, {kind} {req.name}"
-        if req.capacity_requests is not None and not self.features.consumable_capacity:
-            raise AllocationError(
-                f"{where}: has capacity requests, but the DRAConsumableCapacity feature is disabled"
-            )
+        # Upstream validateDeviceRequest says "request <name>" for subrequests too.
+        where = f"claim {claim_name}, request {req.name}"
         for i, selector in enumerate(req.selectors):
             if selector.expression is None:
                 raise AllocationError(
@@ -311,27 +334,36 @@ class _Attempt:
                 for device in s.devices:
                     if not self._selectable(data, device, s):
                         continue
-                    if self.features.consumable_capacity and not self._capacity_possible(data, device):
+                    if self.features.consumable_capacity and self._capacity_fits(data, device) is None:
                         continue
                     out.append((device, s, pool))
         return out
 
-    def _capacity_possible(self, data: _Request, device: Device) -> bool:
-        """All mode: leave out devices whose capacity (after allocated claims) cannot serve the request."""
-        requests = data.request.capacity_requests
-        if device.allow_multiple_allocations:
-            current = self.a.allocated.shared.get(device.id, {})
-            return cap.fit(device.capacity, requests, current, {}) is not None
-        if requests:
-            return cap.fit(device.capacity, requests, {}, {}) is not None
-        return True
+    def _capacity_fits(self, data: _Request, device: Device) -> dict[str, Quantity] | None:
+        """Upstream ``CmpRequestOverCapacity``, run for every device while DRAConsumableCapacity is on.
+
+        What allocated shares consumed, plus this attempt's shares, plus this request's
+        consumption must stay within each capacity; a dedicated device has no shares, so for it
+        this checks the request against the capacity (and the request policy) alone. Returns
+        the consumption of every capacity (upstream ``GetConsumedCapacityFromRequest``), or None.
+        """
+        did = device.id
+        return cap.fit(
+            device.capacity,
+            data.request.capacity_requests,
+            self.a.allocated.capacity.get(did, {}),
+            self.allocating_capacity.get(did, {}),
+        )
 
     # --- selection -----------------------------------------------------------------------------
 
     def _selectable(self, data: _Request, device: Device, s: ResourceSlice) -> bool:
+        """Upstream ``isSelectable``: class and request selectors, then per-device node selection.
+
+        Devices that consume counters stay selectable with DRAPartitionableDevices off (their
+        selectors run); :meth:`_allocate_device` refuses them.
+        """
         if not self.features.device_binding and device.has_binding_conditions:
-            return False
-        if not self.features.partitionable_devices and device.consumes_counters:
             return False
         key = (id(data), device.id)
         cached = self.match_cache.get(key)
@@ -341,7 +373,10 @@ class _Attempt:
             data, device, data.device_class.selectors, data.device_class.name
         ) and (self._selectors_match(data, device, data.request.selectors, None))
         if result and s.per_device_node_selection:
-            result = device_on_node(device, self.node.name, self.node.labels)
+            try:
+                result = device_on_node(device, self.node.name, self.node.labels)
+            except NodeSelectorError as exc:
+                raise AllocationError(str(exc)) from None
         self.match_cache[key] = result
         return result
 
@@ -373,31 +408,36 @@ class _Attempt:
         self.rejected.setdefault((data.claim_index, ri), {}).setdefault(reason, set()).add(device.id)
 
     def _allocate_one(self, ci: int, ri: int, alternative: int | None, di: int, start: int) -> bool:
+        """Upstream ``allocateOne`` (incubating), depth first."""
         if ci >= len(self.claims):
             return True
         per_request = self.requests[ci]
         if ri >= len(per_request):
-            return self._allocate_one(ci + 1, 0, None, 0, 0)
+            try:
+                return self._allocate_one(ci + 1, 0, None, 0, 0)
+            except _ResultLimit:
+                return False  # not fatal: another choice for an earlier claim may need fewer devices
         alternatives = per_request[ri]
         if alternative is None:
             if len(alternatives) == 1 and not alternatives[0].sub:
                 return self._allocate_one(ci, ri, 0, 0, 0)
-            limit_hit = False
+            all_exceeded = True
             for a in range(len(alternatives)):
                 try:
                     if self._allocate_one(ci, ri, a, 0, 0):
                         return True
                 except _ResultLimit:
-                    limit_hit = True  # try the next (cheaper) alternative
-            if limit_hit:
-                raise _ResultLimit  # let an enclosing firstAvailable choose differently
+                    continue  # the next alternative may need fewer devices
+                all_exceeded = False
+            if all_exceeded:
+                raise _ResultLimit  # no choice for this request fits: earlier requests must change
             return False
         data = alternatives[alternative]
+        if data.all_devices is not None and not data.all_devices:
+            return False  # "All" needs at least one device
         if di >= data.num_devices:
-            if data.all_devices is not None and not data.all_devices:
-                return False  # "All" needs at least one device
             return self._allocate_one(ci, ri + 1, None, 0, 0)
-        if len(self.results[ci]) >= ALLOCATION_RESULTS_MAX:
+        if len(self.results[ci]) + data.num_devices - di > ALLOCATION_RESULTS_MAX:
             raise _ResultLimit
         self._tick()
         if data.all_devices is not None:
@@ -408,10 +448,14 @@ class _Attempt:
             return self._descend(undo, ci, ri, alternative, di + 1, 0)
         if not self._enough_candidates(data, ri, start, data.num_devices - di):
             return False
+        check_capacity = self.features.consumable_capacity
         for position in range(start, len(self.candidates)):
             candidate = self.candidates[position]
             device = candidate.device
             if not self._available(data, device) or not self._selectable(data, device, candidate.slice):
+                continue
+            if check_capacity and self._capacity_fits(data, device) is None:
+                self._reject(data, ri, "out of capacity", device)
                 continue
             undo = self._allocate_device(data, ri, device, candidate.slice, candidate.pool, must=False)
             if undo is None:
@@ -434,38 +478,43 @@ class _Attempt:
         return found
 
     def _enough_candidates(self, data: _Request, ri: int, start: int, needed: int) -> bool:
-        """A sound bound: enough devices from ``start`` on that could still be picked.
+        """A bound that never changes the answer: enough devices from ``start`` on that could be picked.
 
-        Devices are picked in increasing position within a request, so a branch that has fewer
-        possibly-usable candidates left than devices still needed cannot succeed. Selector errors
-        count as usable here: the search proper decides whether upstream would meet them.
+        Devices are picked in increasing position within a request, so a branch with fewer
+        possibly-usable candidates left than devices still needed cannot succeed. Upstream has
+        no such bound; it walks that branch and evaluates the selectors of every device not in
+        use, so this evaluates them first (in the same order) and lets a CEL error propagate.
+        Walking the branch can also leave counters charged (see :meth:`_allocate_device`), so
+        the bound is not used when a device that might leak counters is in range.
         """
         count = 0
         check_taints = self.features.device_taints
-        fixed = [
-            (c.attribute, c.value)
-            for c in self.constraints[data.claim_index]
-            if isinstance(c, MatchAttribute) and c.count > 0 and c.covers(data.base, data.sub)
-        ]
+        counters = self.features.partitionable_devices
+        constraints = [c for c in self.constraints[data.claim_index] if c.covers(data.base, data.sub)]
+        fixed = [(c.attribute, c.value) for c in constraints if isinstance(c, MatchAttribute) and c.count > 0]
+        leaks = False
         for position in range(start, len(self.candidates)):
             candidate = self.candidates[position]
             device = candidate.device
             if not self._available(data, device):
                 continue
+            if not self._selectable(data, device, candidate.slice):
+                continue
+            if counters and device.consumes_counters and not leaks:
+                leaks = (
+                    self._shared(device)
+                    or bool(constraints)
+                    or (check_taints and bool(self.inventory.taints(device)))
+                )
             if fixed and any(device.attribute(name) != value for name, value in fixed):
                 self._reject(data, ri, "excluded by a constraint", device)  # the search would never see it
                 continue
-            try:
-                if not self._selectable(data, device, candidate.slice):
-                    continue
-            except AllocatorError:
-                pass
             if check_taints and not taints_tolerated(self.inventory.taints(device), data.request.tolerations):
                 continue
             count += 1
             if count >= needed:
                 return True
-        return False
+        return leaks
 
     def _tick(self) -> None:
         self.steps += 1
@@ -473,88 +522,93 @@ class _Attempt:
             raise AllocationTimeout("timed out trying to allocate devices")
 
     def _shared(self, device: Device) -> bool:
+        """Upstream ``allowMultipleAllocations``: only counts while DRAConsumableCapacity is on."""
         return self.features.consumable_capacity and device.allow_multiple_allocations
 
     def _available(self, data: _Request, device: Device) -> bool:
-        """Upstream's cheap "in use" check."""
+        """Upstream's cheap "in use" check (allocateOne's loop and allocateDevice).
+
+        Admin access ignores every other holder, exclusive or not; only the same claim taking
+        the device twice is refused. Otherwise a device is in use when an allocated claim holds
+        it exclusively or this attempt picked it exclusively; shares never make it "in use".
+        """
         did = device.id
-        if self._shared(device):
-            return did not in self.a.allocated.dedicated
         if data.request.admin_access:
             return data.claim_index not in self.allocating.get(did, ())
-        return not (self.a.allocated.holds(did) or self.allocating.get(did))
+        return did not in self.a.allocated.dedicated and not self.allocating.get(did)
 
     def _allocate_device(
         self, data: _Request, ri: int, device: Device, s: ResourceSlice, pool: Pool, *, must: bool
     ) -> Callable[[], None] | None:
-        """Take ``device`` for ``data`` if it is usable; returns the undo, or None."""
-        if must and not self._available(data, device):
+        """Upstream ``allocateDevice`` (incubating): take ``device`` if usable; the undo, or None.
+
+        The checks and the state they change run in upstream's order, and state is left behind
+        exactly where upstream leaves it, because later candidates of the same attempt see it
+        (kubernetes/dynamic-resource-allocation structured/internal/incubating, 1.37 line):
+
+        * counters are charged before the taint and constraint checks and are not released when
+          those fail;
+        * in All mode a failed capacity check returns after the constraints accepted the device
+          and it was marked as allocating: neither is undone;
+        * undoing a pick of a device that allows multiple allocations does not release its
+          counters, and its allocating-capacity entry stays when the share consumed nothing.
+        """
+        did = device.id
+        multi = self._shared(device)
+        admin = bool(data.request.admin_access)
+        if not multi and admin and data.claim_index in self.allocating.get(did, ()):
+            return None
+        if not admin and (did in self.a.allocated.dedicated or self.allocating.get(did)):
+            return None
+        if not self.features.partitionable_devices and device.consumes_counters:
+            self._reject(data, ri, "consuming counters while DRAPartitionableDevices is off", device)
+            return None
+        skip_counter_check = multi and (did in self.a.allocated.capacity or did in self.allocating_capacity)
+        if (
+            not skip_counter_check
+            and device.consumes_counters
+            and not self._charge_counters_if_available(device, pool)
+        ):
+            self._reject(data, ri, "out of counters", device)
             return None
         if self.features.device_taints and not taints_tolerated(
             self.inventory.taints(device), data.request.tolerations
         ):
-            return None
-        shared = self._shared(device)
-        consumption: dict[str, Quantity] | None = None
-        if self.features.consumable_capacity:
-            if shared:
-                consumption = cap.fit(
-                    device.capacity,
-                    data.request.capacity_requests,
-                    self.a.allocated.shared.get(device.id, {}),
-                    self.allocating_capacity.get(device.id, {}),
-                )
-                if consumption is None:
-                    self._reject(data, ri, "out of capacity", device)
-                    return None
-            elif (
-                data.request.capacity_requests
-                and cap.fit(device.capacity, data.request.capacity_requests, {}, {}) is None
-            ):
-                self._reject(data, ri, "out of capacity", device)
-                return None
-        charge_counters = (
-            self.features.partitionable_devices
-            and bool(device.consumes_counters)
-            and not (
-                shared and (device.id in self.a.allocated.shared or self.allocating_shares.get(device.id))
-            )
-        )
-        if charge_counters and not self._counters_fit(device, pool):
-            self._reject(data, ri, "out of counters", device)
-            return None
-
+            return None  # upstream leaves the counters charged
         constraints = self.constraints[data.claim_index]
         for i, constraint in enumerate(constraints):
             if not constraint.add(data.base, data.sub, device):
-                for previous in constraints[:i]:
-                    previous.remove(data.base, data.sub, device)
                 if must:
                     raise AllocationError(
                         f"claim {self.claim_name(data.claim_index)}, request {data.request.name}: "
-                        f"cannot add device {device.id} because a claim constraint would not be satisfied"
+                        f"cannot add device {did} because a claim constraint would not be satisfied"
                     )
+                for previous in constraints[:i]:
+                    previous.remove(data.base, data.sub, device)
                 self._reject(data, ri, "excluded by a constraint", device)
+                return None  # upstream leaves the counters charged
+        if not multi:
+            self.allocating.setdefault(did, set()).add(data.claim_index)
+        consumption: dict[str, Quantity] | None = None
+        if self.features.consumable_capacity:
+            fits = self._capacity_fits(data, device)
+            if fits is None:
+                # Only reachable in All mode (the search loop checked capacity already). Upstream
+                # returns here without undoing the constraints, the allocating mark or counters.
+                self._reject(data, ri, "out of capacity", device)
                 return None
-
-        # Commit.
-        if charge_counters:
-            self._charge_counters(device, pool, +1)
-        if shared:
-            assert consumption is not None
-            totals = self.allocating_capacity.setdefault(device.id, {})
-            for name, amount in consumption.items():
-                totals[name] = totals.get(name, Fraction(0)) + amount.value
-            self.allocating_shares[device.id] = self.allocating_shares.get(device.id, 0) + 1
-        else:
-            self.allocating.setdefault(device.id, set()).add(data.claim_index)
+            if multi:
+                consumption = fits
+                totals = self.allocating_capacity.setdefault(did, {})
+                for name, amount in consumption.items():
+                    totals[name] = totals.get(name, Fraction(0)) + amount.value
         result = DeviceResult(
             request=data,
             device=device,
             slice=s,
-            admin_access=bool(data.request.admin_access),
-            share_id=self.a.new_share_id() if shared else None,
-            consumed_capacity=consumption if shared else None,
+            admin_access=admin,
+            share_id=self.a.new_share_id() if multi else None,
+            consumed_capacity=consumption or None,
         )
         results = self.results[data.claim_index]
         results.append(result)
@@ -563,16 +617,19 @@ class _Attempt:
             results.pop()
             for constraint in constraints:
                 constraint.remove(data.base, data.sub, device)
-            if shared:
-                assert consumption is not None
-                totals = self.allocating_capacity[device.id]
-                for name, amount in consumption.items():
-                    totals[name] -= amount.value
-                self.allocating_shares[device.id] -= 1
+            if multi:
+                if consumption:
+                    totals = self.allocating_capacity.get(did)
+                    if totals is not None:
+                        for name, amount in consumption.items():
+                            if name in totals:
+                                totals[name] -= amount.value
+                        if all(v == 0 for v in totals.values()):
+                            del self.allocating_capacity[did]
             else:
-                self.allocating[device.id].discard(data.claim_index)
-            if charge_counters:
-                self._charge_counters(device, pool, -1)
+                self.allocating[did].discard(data.claim_index)
+                if self.features.partitionable_devices and device.consumes_counters:
+                    self._charge_counters(device, pool, -1)
 
         return undo
 
@@ -597,15 +654,16 @@ class _Attempt:
             self.available_counters[key] = available
         return available
 
-    def _counters_fit(self, device: Device, pool: Pool) -> bool:
+    def _charge_counters_if_available(self, device: Device, pool: Pool) -> bool:
+        """Upstream ``checkAvailableCounters``: charge the device's counters, revert if any is exceeded."""
         available = self._available_counters(pool)
-        consumed = dict(self.consumed_counters.get(pool.id[1], {}))
-        for consumption in device.consumes_counters:
-            for name, q in consumption.counters.items():
-                k = (consumption.counter_set, name)
-                consumed[k] = consumed.get(k, Fraction(0)) + q.value
+        self._charge_counters(device, pool, +1)
+        consumed = self.consumed_counters[pool.id[1]]
         # Every counter of every set must stay covered, not only the ones this device consumes.
-        return all(value >= consumed.get(k, Fraction(0)) for k, value in available.items())
+        if all(value >= consumed.get(k, Fraction(0)) for k, value in available.items()):
+            return True
+        self._charge_counters(device, pool, -1)
+        return False
 
     def _charge_counters(self, device: Device, pool: Pool, sign: int) -> None:
         consumed = self.consumed_counters.setdefault(pool.id[1], {})

@@ -6,6 +6,8 @@ verbatim into allocation results (tolerations, opaque configuration).
 
 from __future__ import annotations
 
+import datetime as _dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -102,7 +104,9 @@ class Device:
 
     @property
     def has_binding_conditions(self) -> bool:
-        return bool(self.binding_conditions or self.binding_failure_conditions or self.binds_to_node)
+        # Upstream (isSelectable, poolHasBindingConditions) looks at bindingConditions only:
+        # bindsToNode or bindingFailureConditions alone neither hide a device nor reorder its pool.
+        return bool(self.binding_conditions)
 
     def cel(self) -> CelDevice:
         """The CEL input for this device, built on first use and kept (with its selector memo)."""
@@ -317,7 +321,8 @@ class ExactRequest:
 @dataclass(frozen=True, slots=True)
 class DeviceRequest:
     name: str
-    #: The ``exactly`` part; for a request with neither field an empty one (no class name).
+    #: The ``exactly`` part; None for a firstAvailable request, and for one with neither field
+    #: (kube-scheduler's PreFilter: "unknown request type").
     exactly: ExactRequest | None
     first_available: tuple[ExactRequest, ...]
 
@@ -351,6 +356,17 @@ class AllocatedDevice:
     admin_access: bool
     share_id: str | None
     consumed_capacity: dict[str, Quantity]
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCondition:
+    """One condition of ``status.devices[].conditions`` (metav1.Condition, as far as binding reads it)."""
+
+    status: str
+    reason: str
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,6 +378,8 @@ class Allocation:
     #: Precomputed for "devices in use": non-admin results without / with a shareID.
     exclusive: tuple[DeviceID, ...] = ()
     shares: tuple[AllocatedDevice, ...] = ()
+    #: ``allocationTimestamp`` as seconds since the epoch (None: not set, or not a timestamp).
+    allocation_timestamp: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,6 +397,8 @@ class ResourceClaim:
     controller_uid: str | None
     annotations: dict[str, str]
     raw: dict[str, Any]
+    #: ``status.devices``: device -> condition type -> condition (what drivers report).
+    device_conditions: Mapping[DeviceID, Mapping[str, DeviceCondition]] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -414,9 +434,7 @@ def parse_claim_spec(spec: Reader) -> ClaimSpec:
     for r in devices.readers("requests"):
         name = r.string("name")
         subrequests = tuple(_exact(s, s.string("name"), subrequest=True) for s in r.readers("firstAvailable"))
-        exactly = (
-            _exact(r.sub("exactly"), name, subrequest=False) if r.has("exactly") or not subrequests else None
-        )
+        exactly = _exact(r.sub("exactly"), name, subrequest=False) if r.has("exactly") else None
         requests.append(DeviceRequest(name, exactly, subrequests))
     constraints = tuple(
         Constraint(c.strings("requests"), c.opt_string("matchAttribute"), c.opt_string("distinctAttribute"))
@@ -436,12 +454,46 @@ def parse_allocation(reader: Reader) -> Allocation:
                 admin_access=r.boolean("adminAccess"),
                 share_id=r.opt_string("shareID"),
                 consumed_capacity=r.quantities("consumedCapacity"),
+                binding_conditions=r.strings("bindingConditions"),
+                binding_failure_conditions=r.strings("bindingFailureConditions"),
             )
         )
     node_selector = parse_node_selector(reader.sub("nodeSelector")) if reader.has("nodeSelector") else None
     exclusive = tuple(d.id for d in devices if not d.admin_access and not d.share_id)
     shares = tuple(d for d in devices if not d.admin_access and d.share_id)
-    return Allocation(tuple(devices), node_selector, reader.data, exclusive, shares)
+    stamp = reader.opt_string("allocationTimestamp")
+    timestamp = parse_timestamp(stamp) if stamp else None
+    return Allocation(tuple(devices), node_selector, reader.data, exclusive, shares, timestamp)
+
+
+def rfc3339(seconds: float) -> str:
+    """Seconds since the epoch as metav1.Time serializes it (RFC 3339, whole seconds, UTC)."""
+    return _dt.datetime.fromtimestamp(seconds, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_timestamp(text: str) -> float | None:
+    """An RFC 3339 ``metav1.Time`` as seconds since the epoch (None when it does not parse)."""
+    try:
+        stamp = _dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=_dt.UTC)
+    return stamp.timestamp()
+
+
+def _device_conditions(status: Reader) -> dict[DeviceID, dict[str, DeviceCondition]]:
+    out: dict[DeviceID, dict[str, DeviceCondition]] = {}
+    for d in status.readers("devices"):
+        device = DeviceID(d.string("driver"), d.string("pool"), d.string("device"))
+        if device in out:
+            continue  # upstream getAllocatedDeviceStatus reads the first entry of a device
+        conditions = out[device] = {}
+        for c in d.readers("conditions"):
+            conditions.setdefault(
+                c.string("type"), DeviceCondition(c.string("status"), c.string("reason"), c.string("message"))
+            )
+    return out
 
 
 def parse_resource_claim(original: dict[str, Any]) -> ResourceClaim:
@@ -466,6 +518,7 @@ def parse_resource_claim(original: dict[str, Any]) -> ResourceClaim:
         controller_uid=controller_uid,
         annotations={str(k): str(v) for k, v in annotations.items()},
         raw=original,
+        device_conditions=_device_conditions(status),
     )
 
 

@@ -1,12 +1,28 @@
-"""core/v1 NodeSelector: parsing and matching against a node's name and labels."""
+"""core/v1 NodeSelector: parsing and matching against a node's name and labels.
+
+Parsing checks what component-helpers' ``nodeaffinity.NewNodeSelector`` checks (operators,
+value counts, integer values for Gt/Lt, label keys and values): a selector that passes API
+validation can still fail there, and kube-scheduler then reports an error, not "no match".
+Such a selector keeps its ``error``; matching it raises :class:`NodeSelectorError`.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from extender.model.reader import Reader
+from extender.names import LABEL_VALUE_CHECK, qualified_name
+
+LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+FIELD_OPERATORS = ("In", "NotIn")
+INT64 = (-(2**63), 2**63 - 1)
+
+
+class NodeSelectorError(ValueError):
+    """A node selector that kube-scheduler cannot turn into a selector (``NewNodeSelector`` fails)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +42,10 @@ class Requirement:
         if op == "DoesNotExist":
             return value is None
         if op in ("Gt", "Lt"):
-            if value is None or len(self.values) != 1:
+            # Parsing guarantees one integer value; the node's label must parse as int64 too.
+            if value is None or len(self.values) != 1 or not _is_int64(value):
                 return False
-            try:
-                have, want = int(value), int(self.values[0])
-            except ValueError:
-                return False
+            have, want = int(value), int(self.values[0])
             return have > want if op == "Gt" else have < want
         return False
 
@@ -54,11 +68,9 @@ class Term:
             if not req.matches(labels.get(req.key)):
                 return False
         for req in self.match_fields:
-            if (
-                req.key != "metadata.name"
-                or req.operator not in ("In", "NotIn")
-                or not req.matches(node_name)
-            ):
+            # fields.Set of a node holds only metadata.name; other keys read as "".
+            value = node_name if req.key == "metadata.name" else ""
+            if (value == req.values[0]) != (req.operator == "In"):
                 return False
         return True
 
@@ -74,9 +86,16 @@ class Term:
 @dataclass(frozen=True, slots=True)
 class NodeSelector:
     terms: tuple[Term, ...]
+    #: Why ``NewNodeSelector`` would refuse this selector (None: it parses).
+    error: str | None = None
 
     def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        if self.error is not None:
+            raise NodeSelectorError(self.error)
         return any(term.matches(node_name, labels) for term in self.terms)
+
+    def describe(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodeSelectorTerms": [t.to_dict() for t in self.terms]}
@@ -86,13 +105,94 @@ def _requirements(items: list[Reader]) -> tuple[Requirement, ...]:
     return tuple(Requirement(r.string("key"), r.string("operator"), r.strings("values")) for r in items)
 
 
-def parse_node_selector(reader: Reader) -> NodeSelector:
-    return NodeSelector(
-        tuple(
-            Term(_requirements(term.readers("matchExpressions")), _requirements(term.readers("matchFields")))
-            for term in reader.readers("nodeSelectorTerms")
+def _go_strings(values: tuple[str, ...]) -> str:
+    """A []string as Go's %#v prints it (how field.Invalid shows a value list; absent is nil)."""
+    if not values:
+        return "[]string(nil)"
+    return "[]string{" + ", ".join(json.dumps(v) for v in values) + "}"
+
+
+def _invalid(path: str, shown: str, detail: str) -> str:
+    """field.Invalid(path, value, detail).Error()."""
+    return f"{path}: Invalid value: {shown}: {detail}"
+
+
+def _unsupported(path: str, value: str, supported: tuple[str, ...]) -> str:
+    allowed = ", ".join(json.dumps(v) for v in supported)
+    return f"{path}.operator: Unsupported value: {json.dumps(value)}: supported values: {allowed}"
+
+
+def _label_errors(req: Requirement, path: str) -> list[str]:
+    """labels.NewRequirement's checks (apimachinery), as field errors under ``path``."""
+    errors = []
+    problems = qualified_name(req.key)
+    if problems:
+        errors.append(_invalid(f"{path}.key", json.dumps(req.key), "; ".join(problems)))
+    at, op, vals = f"{path}.values", req.operator, req.values
+    if op in ("In", "NotIn") and not vals:
+        errors.append(
+            _invalid(at, _go_strings(vals), "for 'in', 'notin' operators, values set can't be empty")
         )
-    )
+    elif op in ("Exists", "DoesNotExist") and vals:
+        errors.append(
+            _invalid(at, _go_strings(vals), "values set must be empty for exists and does not exist")
+        )
+    elif op in ("Gt", "Lt"):
+        if len(vals) != 1:
+            errors.append(
+                _invalid(at, _go_strings(vals), "for 'Gt', 'Lt' operators, exactly one value is required")
+            )
+        errors.extend(
+            _invalid(f"{at}[{i}]", json.dumps(v), "for 'Gt', 'Lt' operators, the value must be an integer")
+            for i, v in enumerate(vals)
+            if not _is_int64(v)
+        )
+    for i, v in enumerate(vals):
+        problems = LABEL_VALUE_CHECK(v)
+        if problems:
+            errors.append(_invalid(f"{at}[{i}]", json.dumps(v), "; ".join(problems)))
+    return errors
+
+
+def _is_int64(text: str) -> bool:
+    """strconv.ParseInt(text, 10, 64) succeeds."""
+    body = text[1:] if text[:1] in "+-" else text
+    if not body.isascii() or not body.isdigit():
+        return False
+    return INT64[0] <= int(text) <= INT64[1]
+
+
+def _term_errors(term: Term, path: str) -> list[str]:
+    errors: list[str] = []
+    for i, req in enumerate(term.match_expressions):
+        p = f"{path}.matchExpressions[{i}]"
+        if req.operator not in LABEL_OPERATORS:
+            errors.append(_unsupported(p, req.operator, LABEL_OPERATORS))
+        else:
+            errors.extend(_label_errors(req, p))
+    for i, req in enumerate(term.match_fields):
+        p = f"{path}.matchFields[{i}]"
+        if req.operator not in FIELD_OPERATORS:
+            errors.append(_unsupported(p, req.operator, FIELD_OPERATORS))
+        elif len(req.values) != 1:
+            errors.append(_invalid(f"{p}.values", _go_strings(req.values), "must have one element"))
+    return errors
+
+
+def aggregate(errors: list[str]) -> str:
+    """apimachinery's errors.NewAggregate(...).Error(): one message, or a de-duplicated list."""
+    unique = list(dict.fromkeys(errors))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+
+
+def parse_node_selector(reader: Reader) -> NodeSelector:
+    terms = []
+    errors: list[str] = []
+    for i, raw in enumerate(reader.readers("nodeSelectorTerms")):
+        term = Term(_requirements(raw.readers("matchExpressions")), _requirements(raw.readers("matchFields")))
+        terms.append(term)
+        errors.extend(_term_errors(term, f"nodeSelectorTerms[{i}]"))
+    return NodeSelector(tuple(terms), aggregate(errors) if errors else None)
 
 
 def node_name_selector(node_name: str) -> NodeSelector:

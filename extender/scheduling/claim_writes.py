@@ -69,8 +69,13 @@ async def reserve_claim(
     sending: Callable[[str], None] = lambda _rv: None,
     on_conflict: Callable[[], None] | None = None,
     pending_since: str | None = None,
+    allocated_at: str | None = None,
 ) -> dict[str, Any]:
     """Store ``allocation`` (None: the claim is already allocated) and reserve the claim for ``pod``.
+
+    ``allocated_at`` (RFC 3339; binding-condition gates on): written as the new allocation's
+    ``allocationTimestamp``, as upstream bindClaim does, so the binding timeout can be measured
+    from it.
 
     Returns the claim as written. ``sending(rv)`` is called before every status write with the
     resourceVersion it is based on; ``on_conflict`` for every 409 (metrics). Raises
@@ -86,7 +91,7 @@ async def reserve_claim(
     last_error = "no attempt made"
     for _attempt in range(CONFLICT_RETRIES):
         try:
-            return await _reserve_once(api, raw, allocation, pod, sending)
+            return await _reserve_once(api, raw, allocation, pod, sending, allocated_at)
         except ApiConflict as exc:
             if on_conflict is not None:
                 on_conflict()
@@ -152,6 +157,7 @@ async def _reserve_once(
     allocation: dict[str, Any] | None,
     pod: Pod,
     sending: Callable[[str], None],
+    allocated_at: str | None = None,
 ) -> dict[str, Any]:
     where = _where(raw)
     meta = raw.get("metadata")
@@ -168,6 +174,9 @@ async def _reserve_once(
         if DELETE_PROTECTION_FINALIZER not in (meta.get("finalizers") or []):
             raw = await _add_finalizer(api, raw)
         status["allocation"] = clone(allocation)
+        if allocated_at is not None and not allocation.get("allocationTimestamp"):
+            # Only on an allocation we write: an existing one is immutable (422 from the API server).
+            status["allocation"]["allocationTimestamp"] = allocated_at
     elif not status.get("allocation"):
         raise ClaimWriteError(f"{where} is not allocated anymore")
     status["reservedFor"] = [*(status.get("reservedFor") or []), reserved_for_entry(pod)]

@@ -29,12 +29,16 @@ from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, ResourceClaim
+from extender.scheduling.binding import binding_problem
+from extender.scheduling.prefilter import PodClaims, resolve_claims
 from extender.scheduling.projection import ClaimProjection, claim_projection
 
 _NO_KEY = object()
 
 #: Default budget for one node's allocation; an unsatisfiable claim can never stall a request.
 DEFAULT_NODE_TIMEOUT = 1.0
+#: DynamicResourcesArgs.bindingTimeout default (config.DynamicResourcesBindingTimeoutDefault).
+DEFAULT_BINDING_TIMEOUT = 600.0
 #: Memo tables grow with every pod's claims; a snapshot carries them over only below this size.
 MAX_CARRIED_ENTRIES = 100_000
 
@@ -47,8 +51,6 @@ class NodeDecision:
     error: str | None = None
     #: claim name -> the ``status.allocation`` this decision would write.
     allocations: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: The error concerns this node only (invalid pools): the node is unschedulable, the pod is not.
-    node_local: bool = False
     #: The allocation budget ran out: the answer may differ next time, so it is never memoized.
     timed_out: bool = False
 
@@ -69,76 +71,10 @@ class Assessment:
     #: Devices this pod would take, and free matching devices left on the node afterwards.
     allocated: int = 0
     free_after: int = 0
-    #: firstAvailable: the chosen alternative's index, summed over requests, and the worst case.
-    preference: int = 0
-    preference_worst: int = 0
+    #: The DynamicResources plugin's own Score (prioritized lists; see :func:`prioritized_list_score`).
+    dra_score: int = 0
     #: The allocation budget ran out (never memoized with the others).
     timed_out: bool = False
-
-
-@dataclass(slots=True)
-class PodClaims:
-    """The pod's claims, resolved: or why they cannot be (``reason``: unschedulable, ``error``)."""
-
-    allocated: list[ResourceClaim] = field(default_factory=list)
-    to_allocate: list[ResourceClaim] = field(default_factory=list)
-    #: Both, in the pod's order (the order claims are written in).
-    ordered: list[ResourceClaim] = field(default_factory=list)
-    reason: str | None = None
-    error: str | None = None
-
-    @property
-    def empty(self) -> bool:
-        return not self.allocated and not self.to_allocate and self.reason is None and self.error is None
-
-    def key(self) -> tuple[Any, ...]:
-        """Identity of the claims as allocation sees them (changes with every claim update)."""
-        claims = [*self.to_allocate, *self.allocated]
-        return tuple((c.namespace, c.name, c.uid, c.resource_version) for c in claims)
-
-
-def resolve_claims(pod: Pod, claims: Mapping[Key, ResourceClaim], broken: Mapping[Key, str]) -> PodClaims:
-    out = PodClaims()
-    seen: set[Key] = set()
-    for ref in pod.claims:
-        if ref.resource_claim_name:
-            name = ref.resource_claim_name
-            owned = False
-        elif ref.resource_claim_template_name:
-            if ref.name not in pod.claim_statuses:
-                out.reason = f"pod claim {ref.name}: ResourceClaim not created yet"
-                return out
-            generated = pod.claim_statuses[ref.name]
-            if generated is None:
-                continue  # the controller decided no claim is needed
-            name, owned = generated, True
-        else:
-            out.error = (
-                f"pod claim {ref.name}: neither resourceClaimName nor resourceClaimTemplateName is set"
-            )
-            return out
-        key = (pod.namespace, name)
-        if key in seen:
-            continue
-        seen.add(key)
-        if key in broken:
-            out.error = f"resourceclaim {pod.namespace}/{name} cannot be read: {broken[key]}"
-            return out
-        claim = claims.get(key)
-        if claim is None:
-            out.reason = f'resourceclaim "{name}" not found'
-            return out
-        if owned and claim.controller_uid != pod.uid:
-            out.reason = (
-                f"resourceclaim {pod.namespace}/{name} was not created for pod {pod.namespace}/{pod.name}"
-            )
-            return out
-        if claim.deleting:
-            out.reason = f"resourceclaim {pod.namespace}/{name} is being deleted"
-            return out
-        (out.allocated if claim.allocation is not None else out.to_allocate).append(claim)
-        out.ordered.append(claim)
-    return out
 
 
 class Snapshot:
@@ -153,12 +89,16 @@ class Snapshot:
         in_flight: Iterable[Allocation] = (),
         claims: Mapping[Key, ResourceClaim] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        binding_timeout: float = DEFAULT_BINDING_TIMEOUT,
         new_share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
         inventory: Inventory | None = None,
         previous: Snapshot | None = None,
     ) -> None:
         self.state = state
         self.features = features
+        self.wall_clock = wall_clock
+        self.binding_timeout = binding_timeout
         self.inventory = inventory or Inventory(
             state.slices.values(), state.classes, features, state.taint_rules.values()
         )
@@ -181,48 +121,64 @@ class Snapshot:
         if previous is not None and previous.inventory is self.inventory:
             self._carry_over(previous)  # last: it replaces the fresh tables above
 
-    def claims_of(self, pod: Pod) -> PodClaims:
-        return resolve_claims(pod, self.claims, self.state.broken_claims)
+    def claims_of(self, pod: Pod, pending: Callable[[ResourceClaim], bool] | None = None) -> PodClaims:
+        """The pod's claims after kube-scheduler's PreFilter checks (``pending``: allocating elsewhere)."""
+        return resolve_claims(
+            pod, self.claims, self.state.broken_claims, self.state.classes, self.features, pending
+        )
 
     def decide(
         self, pod_claims: PodClaims, node: Node, *, timeout: float | None = DEFAULT_NODE_TIMEOUT
     ) -> NodeDecision:
+        """kube-scheduler's Filter for one node (after PreFilter, whose answer ``pod_claims`` holds).
+
+        Allocated claims are checked first (their nodeSelector, then binding conditions), but the
+        allocator runs regardless and its error or "cannot allocate" wins over "not available".
+        """
         if pod_claims.error is not None:
             return NodeDecision(node.name, False, error=pod_claims.error)
         if pod_claims.reason is not None:
             return NodeDecision(node.name, False, reason=pod_claims.reason)
-        for claim in pod_claims.allocated:
-            assert claim.allocation is not None
-            selector = claim.allocation.node_selector
-            if selector is not None and not selector.matches(node.name, node.labels):
-                return NodeDecision(
-                    node.name,
-                    False,
-                    reason=f"resourceclaim {claim.namespace}/{claim.name} is allocated to devices that are "
-                    f"not available on node {node.name}",
+        now = self.wall_clock()
+        unavailable = [
+            problem
+            for claim in pod_claims.allocated
+            if (problem := self.claim_unavailable(claim, node, now)) is not None
+        ]
+        allocations: dict[str, dict[str, Any]] = {}
+        if pod_claims.to_allocate:
+            try:
+                outcome = self.allocator.allocate(
+                    NodeInfo(node.name, node.labels), pod_claims.to_allocate, timeout=timeout
                 )
-        if not pod_claims.to_allocate:
-            return NodeDecision(node.name, True)
-        try:
-            outcome = self.allocator.allocate(
-                NodeInfo(node.name, node.labels), pod_claims.to_allocate, timeout=timeout
+            except AllocationTimeout as exc:
+                return NodeDecision(node.name, False, reason=str(exc), timed_out=True)
+            except NodeAllocationError as exc:
+                # ErrFailedAllocationOnNode: unschedulable on this node, not an error for the pod.
+                return NodeDecision(node.name, False, reason=str(exc))
+            except AllocationError as exc:
+                return NodeDecision(node.name, False, error=str(exc))
+            if isinstance(outcome, Unsatisfiable):
+                return NodeDecision(node.name, False, reason=outcome.reason)
+            for claim, allocation in zip(pod_claims.to_allocate, outcome, strict=True):
+                allocations.setdefault(claim.name, allocation)  # a claim listed twice: first wins
+        if unavailable:
+            return NodeDecision(
+                node.name, False, reason="resourceclaim not available on the node: " + "; ".join(unavailable)
             )
-        except AllocationTimeout as exc:
-            return NodeDecision(node.name, False, reason=str(exc), timed_out=True)
-        except NodeAllocationError as exc:
-            return NodeDecision(node.name, False, error=str(exc), node_local=True)
-        except AllocationError as exc:
-            return NodeDecision(node.name, False, error=str(exc))
-        if isinstance(outcome, Unsatisfiable):
-            return NodeDecision(node.name, False, reason=outcome.reason)
-        return NodeDecision(
-            node.name,
-            True,
-            allocations={
-                claim.name: allocation
-                for claim, allocation in zip(pod_claims.to_allocate, outcome, strict=True)
-            },
-        )
+        return NodeDecision(node.name, True, allocations=allocations)
+
+    def claim_unavailable(self, claim: ResourceClaim, node: Node, now: float) -> str | None:
+        """Why Filter counts an allocated claim as unavailable on ``node`` (None: it is available)."""
+        allocation = claim.allocation
+        assert allocation is not None
+        selector = allocation.node_selector
+        if selector is not None and not selector.matches(node.name, node.labels):
+            where = f"resourceclaim {claim.namespace}/{claim.name}"
+            return f"{where} is allocated to devices not available on this node"
+        if self.features.device_binding:
+            return binding_problem(claim, now, self.binding_timeout)
+        return None
 
     # --- memoized assessments (filter and prioritize) -------------------------------------------
 
@@ -233,10 +189,7 @@ class Snapshot:
         nodes whose devices changed hands need new keys.
         """
         old, new = previous.allocated, self.allocated
-        changed = set(old.dedicated ^ new.dedicated)
-        changed |= {
-            d for d in old.shared.keys() | new.shared.keys() if old.shared.get(d) != new.shared.get(d)
-        }
+        changed = old.changed(new)
         affected = self.inventory.nodes_of(changed)
         if affected is None:
             return  # a device visible to several nodes changed: start afresh
@@ -257,13 +210,7 @@ class Snapshot:
         cached = self._in_use.get(node.name)
         if cached is None:
             held = self.allocated
-            content = tuple(
-                (
-                    d.id in held.dedicated,
-                    tuple(sorted(held.shared[d.id].items())) if d.id in held.shared else None,
-                )
-                for d in self.inventory.node_devices(node.name, node.labels)
-            )
+            content = tuple(held.key(d.id) for d in self.inventory.node_devices(node.name, node.labels))
             cached = self._in_use[node.name] = self._in_use_ids.setdefault(content, len(self._in_use_ids))
         return cached
 
@@ -290,6 +237,13 @@ class Snapshot:
             for c in pod_claims.allocated
             if c.allocation and c.allocation.node_selector
         ]
+        # Binding readiness depends on the claims and the time only: read once per assessor.
+        now = self.wall_clock()
+        bindings = (
+            tuple(binding_problem(c, now, self.binding_timeout) for c in pod_claims.allocated)
+            if self.features.device_binding and pod_claims.allocated
+            else ()
+        )
         memo = self._assessments
         cached_nodes = self.state.nodes
         node_keys = self._node_keys.setdefault(projection.key, {}) if projection is not None else {}
@@ -316,7 +270,7 @@ class Snapshot:
                     fits_selectors = (
                         tuple(sel.matches(node.name, node.labels) for sel in selectors) if selectors else ()
                     )
-                    key = (claims_key, nk, fits_selectors)
+                    key = (claims_key, nk, fits_selectors, bindings)
                     cached = memo.get(key)
                     if cached is not None:
                         return cached
@@ -335,25 +289,38 @@ class Snapshot:
 
     def _summarize(self, pod_claims: PodClaims, node: Node, decision: NodeDecision) -> Assessment:
         if not decision.fits:
-            if decision.node_local:
-                return Assessment(False, reason=decision.error)
             return Assessment(False, decision.reason, decision.error, timed_out=decision.timed_out)
         allocated = sum(len(a["devices"]["results"]) for a in decision.allocations.values())
         free = self.allocator.free_matching(NodeInfo(node.name, node.labels), pod_claims.to_allocate)
-        preference = worst = 0
-        for claim in pod_claims.to_allocate:
-            allocation = decision.allocations.get(claim.name)
-            chosen = {r["request"] for r in allocation["devices"]["results"]} if allocation else set()
-            for request in claim.spec.requests:
-                if not request.first_available:
-                    continue
-                names = [f"{request.name}/{sub.name}" for sub in request.first_available]
-                worst += len(names) - 1
-                preference += next((i for i, n in enumerate(names) if n in chosen), len(names) - 1)
-        return Assessment(
-            True,
-            allocated=allocated,
-            free_after=max(free - allocated, 0),
-            preference=preference,
-            preference_worst=worst,
+        score = (
+            prioritized_list_score(pod_claims, decision.allocations)
+            if self.features.prioritized_list and pod_claims.to_allocate
+            else 0
         )
+        return Assessment(True, allocated=allocated, free_after=max(free - allocated, 0), dra_score=score)
+
+
+#: resourceapi.FirstAvailableDeviceRequestMaxSize.
+FIRST_AVAILABLE_MAX = 8
+
+
+def prioritized_list_score(pod_claims: PodClaims, allocations: Mapping[str, dict[str, Any]]) -> int:
+    """The DynamicResources plugin's Score (``computeScore``, 1.35+): prefer earlier subrequests.
+
+    Per claim of the pod (allocated ones by their status, new ones by this node's allocation),
+    per firstAvailable request, 8 minus the index of the subrequest that was allocated.
+    """
+    score = 0
+    for claim in pod_claims.ordered:
+        if claim.allocation is not None:
+            chosen = {d.request for d in claim.allocation.devices}
+        else:
+            allocation = allocations.get(claim.name)
+            chosen = {r["request"] for r in allocation["devices"]["results"]} if allocation else set()
+        for request in claim.spec.requests:
+            if request.exactly is not None:
+                continue
+            for i, sub in enumerate(request.first_available):
+                if f"{request.name}/{sub.name}" in chosen:
+                    score += FIRST_AVAILABLE_MAX - i
+    return score

@@ -22,9 +22,10 @@ from extender.cel import CelEnvironment
 from extender.cluster.api import ClusterAPI, ClusterAPIError
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
-from extender.model.dra import ResourceClaim
+from extender.model.dra import ResourceClaim, rfc3339
 from extender.model.labels import Labels
 from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
+from extender.scheduling.binding import binding_problem
 from extender.scheduling.claim_writes import (
     ClaimWriteError,
     WriteOutcomeUnknown,
@@ -33,7 +34,8 @@ from extender.scheduling.claim_writes import (
     release_claim,
     reserve_claim,
 )
-from extender.scheduling.decision import Assessment, NodeDecision, PodClaims, Snapshot
+from extender.scheduling.decision import DEFAULT_BINDING_TIMEOUT, Assessment, NodeDecision, Snapshot
+from extender.scheduling.prefilter import PodClaims
 
 log = logging.getLogger("dra_extender.engine")
 
@@ -78,6 +80,9 @@ class EngineConfig:
     #: How long a node whose allocation timed out keeps that answer for the same claims (seconds).
     timeout_memo_seconds: float = 30.0
     decision_log_size: int = 200
+    #: DynamicResourcesArgs.bindingTimeout: how long an allocated claim may wait for its
+    #: devices' binding conditions before filter treats it as unavailable (seconds).
+    binding_timeout: float = DEFAULT_BINDING_TIMEOUT
 
 
 @dataclass(slots=True)
@@ -157,18 +162,24 @@ class Engine:
                 in_flight=self.assumed.held(claims),
                 claims=claims,
                 clock=self.clock,
+                wall_clock=self.wall_clock,
+                binding_timeout=self.config.binding_timeout,
                 inventory=inventory,
                 previous=previous if inventory is not None else None,
             )
             self._snapshot_key = key
         return self._snapshot
 
-    def _claims_in_flight_elsewhere(self, pod: Pod, claims: PodClaims) -> str | None:
-        for claim in claims.to_allocate:
+    def _claims_of(self, snapshot: Snapshot, pod: Pod) -> PodClaims:
+        """PreFilter: the pod's claims, with another pod's bind still allocating one a reason to wait."""
+        if not pod.claims:
+            return PodClaims()
+
+        def pending(claim: ResourceClaim) -> bool:
             record = self.assumed.allocating(claim.key)
-            if record is not None and record.pod_uid != pod.uid:
-                return f"resourceclaim {claim.namespace}/{claim.name} is in the process of being allocated"
-        return None
+            return record is not None and record.pod_uid != pod.uid
+
+        return snapshot.claims_of(pod, pending)
 
     def nodes_as_sent(self, labels_by_name: Mapping[str, Mapping[str, str]]) -> dict[str, Node]:
         """Nodes as a full NodeList from kube-scheduler shows them (name and labels).
@@ -194,17 +205,11 @@ class Engine:
         started = self.clock()
         result = FilterResult()
         snapshot = self.snapshot()
-        claims = snapshot.claims_of(pod) if pod.claims else PodClaims()
+        claims = self._claims_of(snapshot, pod)
         if claims.empty:
             result.passed = list(node_names)
             self._log("filter", pod, started, passed=len(result.passed), note="no resource claims")
             self.observer.filtered(len(result.passed), 0, False)
-            return result
-        busy = self._claims_in_flight_elsewhere(pod, claims)
-        if busy is not None:
-            result.unresolvable = dict.fromkeys(node_names, busy)
-            self._log("filter", pod, started, unresolvable=len(node_names), note=busy)
-            self.observer.filtered(0, len(node_names), False)
             return result
         assess = self._assessor(snapshot, claims)
         deadline = started + self.config.filter_budget
@@ -250,7 +255,7 @@ class Engine:
     ) -> list[tuple[str, int]]:
         started = self.clock()
         snapshot = self.snapshot()
-        claims = snapshot.claims_of(pod) if pod.claims else PodClaims()
+        claims = self._claims_of(snapshot, pod)
         if claims.empty or not claims.to_allocate or claims.reason or claims.error:
             return [(n, MIN_SCORE) for n in node_names]
         assess = self._assessor(snapshot, claims)
@@ -335,10 +340,7 @@ class Engine:
         if unsettled is not None:
             return unsettled, None, None
         snapshot = self.snapshot()
-        claims = snapshot.claims_of(pod) if pod.claims else PodClaims()
-        busy = self._claims_in_flight_elsewhere(pod, claims)
-        if busy is not None:
-            return busy, None, None
+        claims = self._claims_of(snapshot, pod)
         if node is not None:
             decision = snapshot.decide(claims, node, timeout=self.config.node_timeout)
         else:  # a bound pod whose node is gone: only reservations of allocated claims can be repaired
@@ -388,9 +390,11 @@ class Engine:
         as one, so no other bind can get one of them while this one is writing the others.
         """
         todo = []
+        seen: set[Key] = set()
         for claim in claims.ordered:
-            if claim.reserved_for_uid(pod.uid):
-                continue
+            if claim.reserved_for_uid(pod.uid) or claim.key in seen:
+                continue  # a claim the pod lists twice is written once, with its first allocation
+            seen.add(claim.key)
             allocation = decision.allocations.get(claim.name) if claim.allocation is None else None
             record = self.assumed.assume(claim, pod.uid, pod.key, node, allocation, self.clock())
             todo.append((claim, allocation, record))
@@ -422,6 +426,7 @@ class Engine:
                 sending=lambda rv: self.assumed.sending(record, rv),
                 on_conflict=self.observer.conflict,
                 pending_since=record.sent_on if again else None,
+                allocated_at=rfc3339(self.wall_clock()) if self.config.features.device_binding else None,
             )
         except WriteOutcomeUnknown as exc:
             self.assumed.unknown(record)  # its devices stay taken until the cache shows the outcome
@@ -485,17 +490,24 @@ class Engine:
     # --- stale allocations (upstream PostFilter) ---------------------------------------------------
 
     def _deallocate_unavailable(self, pod: Pod, claims: PodClaims, nodes: Iterable[Node]) -> None:
-        """No node fits: free one allocated claim that is unavailable somewhere and used by nobody
-        else, so the pod can be allocated afresh (upstream PostFilter; it picks one at random,
-        we take the first in the pod's order).
+        """No node fits: free one allocated claim that is unavailable somewhere (its nodeSelector,
+        or its binding conditions failed or timed out) and used by nobody else, so the pod can be
+        allocated afresh (upstream PostFilter; it picks one at random, we take the first in the
+        pod's order).
         """
         if pod.node_name or pod.uid in self.in_flight or not self.may_bind():
             return
         nodes = list(nodes)
+        now = self.wall_clock()
         for claim in claims.allocated:
             assert claim.allocation is not None
             selector = claim.allocation.node_selector
-            if selector is None or all(selector.matches(n.name, n.labels) for n in nodes):
+            elsewhere = selector is not None and not all(selector.matches(n.name, n.labels) for n in nodes)
+            # Binding failed or timed out (DRADeviceBindingConditions): unavailable on every node.
+            stuck = self.config.features.device_binding and (
+                binding_problem(claim, now, self.config.binding_timeout) is not None
+            )
+            if not (elsewhere or stuck):
                 continue
             users = [e.get("uid") for e in claim.reserved_for]
             if users not in ([], [pod.uid]) or self.assumed.of(claim.key):
@@ -569,7 +581,7 @@ class Engine:
     def explain(self, pod: Pod, node_names: Iterable[str] | None = None) -> dict[str, NodeDecision]:
         """Full decisions (with devices) per node: the debug endpoint's answer."""
         snapshot = self.snapshot()
-        claims = snapshot.claims_of(pod) if pod.claims else PodClaims()
+        claims = self._claims_of(snapshot, pod)
         names = sorted(node_names) if node_names is not None else sorted(self.state.nodes)
         deadline = self.clock() + self.config.filter_budget
         out = {}
@@ -629,31 +641,32 @@ class Engine:
 
 
 def score_nodes(assessed: Mapping[str, Assessment], policy: str) -> dict[str, int]:
-    """0..10 per node: prioritized-list preference first, then the packing policy.
+    """0..10 per node: the DynamicResources plugin's score first, then the packing policy.
 
-    binpack prefers the node left with the fewest free matching devices (keeping whole nodes
-    free for large claims); spread prefers the most. Nodes that do not fit get 0.
+    When the plugin's Score (prioritized lists: earlier subrequests score higher) differs among
+    the fitting nodes, the answer is its NormalizeScore (``DefaultNormalizeScore``: score * max
+    / highest) on the extender's 0..10 scale. Otherwise binpack prefers the node left with the
+    fewest free matching devices (keeping whole nodes free for large claims) and spread the
+    most. Nodes that do not fit get 0.
     """
     fitting = {n: a for n, a in assessed.items() if a.fits}
     if not fitting:
         return dict.fromkeys(assessed, MIN_SCORE)
-    frees = [a.free_after for a in fitting.values()]
-    low, high = min(frees), max(frees)
-    worst = max(a.preference_worst for a in fitting.values())
-    scores = {}
-    for name, a in fitting.items():
-        if high == low:
-            packing = MAX_SCORE / 2
-        elif policy == "spread":
-            packing = MAX_SCORE * (a.free_after - low) / (high - low)
-        else:
-            packing = MAX_SCORE * (high - a.free_after) / (high - low)
-        if worst:
-            preference = MAX_SCORE * (worst - a.preference) / worst
-            value = 0.7 * preference + 0.3 * packing
-        else:
-            value = packing
-        scores[name] = max(MIN_SCORE, min(MAX_SCORE, round(value)))
+    highest = max(a.dra_score for a in fitting.values())
+    scores: dict[str, int] = {}
+    if highest > 0 and len({a.dra_score for a in fitting.values()}) > 1:
+        scores = {name: MAX_SCORE * a.dra_score // highest for name, a in fitting.items()}
+    else:
+        frees = [a.free_after for a in fitting.values()]
+        low, high = min(frees), max(frees)
+        for name, a in fitting.items():
+            if high == low:
+                packing = MAX_SCORE / 2
+            elif policy == "spread":
+                packing = MAX_SCORE * (a.free_after - low) / (high - low)
+            else:
+                packing = MAX_SCORE * (high - a.free_after) / (high - low)
+            scores[name] = max(MIN_SCORE, min(MAX_SCORE, round(packing)))
     for name in assessed:
         scores.setdefault(name, MIN_SCORE)
     return scores

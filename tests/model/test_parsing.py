@@ -59,9 +59,10 @@ def test_defaults() -> None:
     assert request.exactly.capacity_requests is None
 
 
-def test_a_request_with_neither_field_has_an_empty_class() -> None:
+def test_a_request_with_neither_field_has_no_exactly_part() -> None:
+    # kube-scheduler's PreFilter tells this apart ("unknown request type"), so the model does too.
     request = parse_resource_claim(claim(requests=[{"name": "r"}])).spec.requests[0]
-    assert request.exactly is not None and request.exactly.device_class_name == ""
+    assert request.exactly is None and request.first_available == ()
 
 
 BAD_SLICES = [

@@ -33,7 +33,8 @@ def test_claim_by_name_is_allocated() -> None:
 
 def test_missing_claim_is_a_reason() -> None:
     d = decide([*BASE, pod(claims=["nope"])])
-    assert not d.fits and d.reason == 'resourceclaim "nope" not found'
+    # foreachPodResourceClaim: the lister's NotFound error text, Unschedulable.
+    assert not d.fits and d.reason == 'resourceclaim.resource.k8s.io "nope" not found'
 
 
 def test_template_claim_is_found_through_the_pod_status_and_must_be_owned() -> None:
@@ -45,7 +46,7 @@ def test_template_claim_is_found_through_the_pod_status_and_must_be_owned() -> N
     )
     assert decide([*BASE, owned, pod(templates={"gpu": "pod-gpu-abc"})]).fits
     stranger = claim("pod-gpu-abc")
-    assert "was not created for pod default/pod" in (
+    assert "was not created for Pod default/pod (Pod is not owner)" in (
         decide([*BASE, stranger, pod(templates={"gpu": "pod-gpu-abc"})]).reason or ""
     )
     assert "ResourceClaim not created yet" in (
@@ -63,7 +64,7 @@ def test_allocated_claims_only_need_a_matching_node_selector() -> None:
     }
     objects = [*BASE, claim("shared", allocation=allocation), pod(claims=["shared"])]
     assert decide(objects) == NodeDecision("node-1", True)
-    assert "not available on node node-2" in (decide(objects, node_name="node-2").reason or "")
+    assert "resourceclaim not available on the node" in (decide(objects, node_name="node-2").reason or "")
 
 
 def test_broken_and_deleted_claims() -> None:
@@ -77,8 +78,13 @@ def test_broken_and_deleted_claims() -> None:
 def test_allocator_errors_are_errors_and_misfits_are_reasons() -> None:
     from tests.builders import exact
 
-    assert "could not retrieve device class" in (
-        decide([*BASE, claim("c", requests=[exact(cls="x")]), pod(claims=["c"])]).error or ""
+    # A missing class is PreFilter's Unschedulable (validateDeviceClass), not an error.
+    assert "request req-0: device class x does not exist" in (
+        decide([*BASE, claim("c", requests=[exact(cls="x")]), pod(claims=["c"])]).reason or ""
+    )
+    bad = device_class("bad", expression="device.attributes['x'].y == 1")
+    assert "CEL runtime error" in (
+        decide([*BASE, bad, claim("c", requests=[exact(cls="bad")]), pod(claims=["c"])]).error or ""
     )
     assert "needs 3 devices" in (
         decide([*BASE, claim("c", requests=[exact(count=3)]), pod(claims=["c"])]).reason or ""
