@@ -1,0 +1,618 @@
+"""Plugin-level fidelity: what kube-scheduler 1.37's DynamicResources plugin answers, case by case.
+
+Every case names the upstream code path that decides it (pkg/scheduler/framework/plugins/
+dynamicresources and k8s.io/dynamic-resource-allocation structured/internal/incubating) and runs
+twice: through ``dra-extender simulate`` (the CLI, offline) and through ``Engine.filter`` (what
+the HTTP verb calls). Both must give the same answer: fits (with which devices), unschedulable
+(``reason``) or an error for the pod (``error``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from extender.allocator import Features
+from extender.cel import CelEnvironment
+from extender.cli import main
+from extender.cluster.memory_api import MemoryAPI
+from extender.cluster.memstore import MemoryStore
+from extender.cluster.state import ClusterState
+from extender.scheduling.engine import Engine, EngineConfig, score_nodes
+from tests.builders import (
+    allocated,
+    attrs,
+    claim,
+    device,
+    device_class,
+    exact,
+    first_available,
+    node,
+    pod,
+    resource_slice,
+)
+
+A = device_class()
+PAST = "2020-01-01T00:00:00Z"
+FUTURE = "2099-01-01T00:00:00Z"
+
+
+@dataclass
+class Case:
+    name: str
+    #: The upstream function whose behaviour this case pins down.
+    upstream: str
+    objects: list[dict[str, Any]]
+    claims: list[str] = field(default_factory=lambda: ["claim-0"])
+    gates: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    #: "fits", "reason" or "error", and a substring of the reason / error.
+    outcome: str = "fits"
+    contains: str = ""
+    #: For "fits": (claim, [(request, device), ...]) that must be allocated.
+    devices: tuple[str, list[tuple[str, str]]] | None = None
+
+
+def bound(name: str, allocation: dict[str, Any], **status: Any) -> dict[str, Any]:
+    """An allocated claim (its devices in use), optionally with more status fields."""
+    c = claim(name, allocation=allocation)
+    c["status"].update(status)
+    return c
+
+
+def binding_allocation(timestamp: str | None = None) -> dict[str, Any]:
+    allocation = allocated(("driver-a", "pool-1", "d0"))
+    result = allocation["devices"]["results"][0]
+    result["bindingConditions"] = ["Attached"]
+    result["bindingFailureConditions"] = ["AttachFailed"]
+    if timestamp:
+        allocation["allocationTimestamp"] = timestamp
+    return allocation
+
+
+def device_status(**conditions: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "driver": "driver-a",
+            "pool": "pool-1",
+            "device": "d0",
+            "conditions": [
+                {
+                    "type": t,
+                    "status": s,
+                    "reason": "Test",
+                    "message": f"{t} is {s}",
+                    "lastTransitionTime": PAST,
+                }
+                for t, s in conditions.items()
+            ],
+        }
+    ]
+
+
+def gt_selector(value: str) -> dict[str, Any]:
+    return {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "rank", "operator": "Gt", "values": [value]}]}]
+    }
+
+
+ERRORING = 'device.attributes["driver-a"].extra == "x"'  # a runtime error where "extra" is missing
+COUNTERS = [{"name": "cs", "counters": {"mem": {"value": "1"}}}]
+CONSUMES = [{"counterSet": "cs", "counters": {"mem": {"value": "1"}}}]
+
+
+CASES = [
+    # --- 1. PreFilter: unschedulable, not errors --------------------------------------------------
+    Case(
+        "missing-class",
+        "PreFilter -> validateDeviceClass: NotFound is statusUnschedulable",
+        [resource_slice("s", [device("d0")]), claim(requests=[exact(cls="nope")])],
+        outcome="reason",
+        contains="request req-0: device class nope does not exist",
+    ),
+    Case(
+        "missing-class-in-unused-alternative",
+        "PreFilter validates every firstAvailable subrequest's class before allocating",
+        [
+            A,
+            resource_slice("s", [device("d0")]),
+            claim(requests=[first_available("req-0", exact("a"), exact("b", cls="nope"))]),
+        ],
+        outcome="reason",
+        contains="request req-0/b: device class nope does not exist",
+    ),
+    Case(
+        "prioritized-list-off",
+        "PreFilter: firstAvailable with DRAPrioritizedList off is statusUnschedulable",
+        [A, resource_slice("s", [device("d0")]), claim(requests=[first_available("req-0", exact("a"))])],
+        gates="DRAPrioritizedList=false",
+        outcome="reason",
+        contains="resource claim default/claim-0, request req-0: has subrequests, but the DRAPrioritizedList "
+        "feature is disabled",
+    ),
+    Case(
+        "empty-class-name",
+        "PreFilter -> validateDeviceClass: an empty class name is statusError",
+        [A, resource_slice("s", [device("d0")]), claim(requests=[exact(cls="")])],
+        outcome="error",
+        contains="request req-0: unsupported request type",
+    ),
+    Case(
+        "neither-exactly-nor-first-available",
+        "PreFilter: a request with neither field is statusUnschedulable 'unknown request type'",
+        [A, resource_slice("s", [device("d0")]), claim(requests=[{"name": "req-0"}])],
+        outcome="reason",
+        contains="resource claim default/claim-0, request req-0: unknown request type",
+    ),
+    Case(
+        "invalid-pool-is-this-node-only",
+        "Filter: Allocate's ErrFailedAllocationOnNode is statusUnschedulable",
+        [A, resource_slice("s", [device("d0"), device("d0")]), claim()],
+        outcome="reason",
+        contains="invalid resource pools were encountered",
+    ),
+    # --- 2. no dedup of claims -------------------------------------------------------------------
+    Case(
+        "same-claim-twice-needs-twice-the-devices",
+        "podResourceClaims keeps every pod.spec.resourceClaims entry; Allocate gets the claim twice",
+        [A, resource_slice("s", [device("d0")]), claim()],
+        claims=["claim-0", "claim-0"],
+        outcome="reason",
+        contains="cannot allocate all claims",
+    ),
+    Case(
+        "same-claim-twice-fits-with-two-devices",
+        "podResourceClaims / Allocate: the first allocation of the claim is the one written",
+        [A, resource_slice("s", [device("d0"), device("d1")]), claim()],
+        claims=["claim-0", "claim-0"],
+        devices=("claim-0", [("req-0", "d0")]),
+    ),
+    # --- 3. binding conditions of allocated claims -----------------------------------------------
+    Case(
+        "binding-failure-condition",
+        "Filter -> isClaimReadyForBinding: a True bindingFailureCondition makes the claim unavailable",
+        [
+            A,
+            resource_slice("s", [device("d0")]),
+            bound("claim-0", binding_allocation(FUTURE), devices=device_status(AttachFailed="True")),
+        ],
+        outcome="reason",
+        contains="claim claim-0 binding failed: reason=Test",
+    ),
+    Case(
+        "binding-timeout",
+        "Filter -> isClaimTimeout: allocationTimestamp + bindingTimeout before now",
+        [A, resource_slice("s", [device("d0")]), bound("claim-0", binding_allocation(PAST))],
+        outcome="reason",
+        contains="claim claim-0 binding timeout",
+    ),
+    Case(
+        "binding-pending-within-timeout",
+        "Filter -> isClaimReadyForBinding false without error, not timed out: available",
+        [A, resource_slice("s", [device("d0")]), bound("claim-0", binding_allocation(FUTURE))],
+    ),
+    Case(
+        "binding-ready",
+        "Filter -> isClaimReadyForBinding: all bindingConditions True",
+        [
+            A,
+            resource_slice("s", [device("d0")]),
+            bound("claim-0", binding_allocation(PAST), devices=device_status(Attached="True")),
+        ],
+    ),
+    Case(
+        "binding-checks-off-without-the-gates",
+        "Filter: binding checks only with DRADeviceBindingConditions and DRAResourceClaimDeviceStatus",
+        [A, resource_slice("s", [device("d0")]), bound("claim-0", binding_allocation(PAST))],
+        gates="DRADeviceBindingConditions=false",
+    ),
+    # --- 4. the allocator runs even when an allocated claim is unavailable ------------------------
+    Case(
+        "allocator-error-wins-over-unavailable",
+        "Filter: unavailable claims are collected, Allocate's error returns first",
+        [
+            A,
+            device_class("bad", expression=ERRORING),
+            resource_slice("s", [device("d0"), device("d1")]),
+            bound("held", {**allocated(("driver-a", "pool-1", "d0")), **{"nodeSelector": gt_selector("5")}}),
+            claim(requests=[exact(cls="bad")]),
+        ],
+        claims=["held", "claim-0"],
+        labels={"rank": "1"},
+        outcome="error",
+        contains="CEL runtime error",
+    ),
+    Case(
+        "cannot-allocate-wins-over-unavailable",
+        "Filter: 'cannot allocate all claims' returns before 'resourceclaim not available on the node'",
+        [
+            A,
+            resource_slice("s", [device("d0")]),
+            bound("held", {**allocated(("driver-a", "pool-1", "d0")), **{"nodeSelector": gt_selector("5")}}),
+            claim(requests=[exact(count=2)]),
+        ],
+        claims=["held", "claim-0"],
+        labels={"rank": "1"},
+        outcome="reason",
+        contains="cannot allocate all claims",
+    ),
+    Case(
+        "unavailable-after-a-successful-allocation",
+        "Filter: unavailableClaims -> 'resourceclaim not available on the node'",
+        [
+            A,
+            resource_slice("s", [device("d0"), device("d1")]),
+            bound("held", {**allocated(("driver-a", "pool-1", "d0")), **{"nodeSelector": gt_selector("5")}}),
+            claim(),
+        ],
+        claims=["held", "claim-0"],
+        labels={"rank": "1"},
+        outcome="reason",
+        contains="resourceclaim not available on the node",
+    ),
+    # --- 5. node selectors that do not parse -------------------------------------------------------
+    Case(
+        "allocation-node-selector-gt-not-integer",
+        "PreFilter -> nodeaffinity.NewNodeSelector error is statusError",
+        [
+            A,
+            resource_slice("s", [device("d0")]),
+            bound("claim-0", {**allocated(), "nodeSelector": gt_selector("1.5")}),
+        ],
+        outcome="error",
+        contains="nodeSelectorTerms[0].matchExpressions[0].values[0]: Invalid value: \"1.5\": for 'Gt', 'Lt' "
+        "operators, the value must be an integer",
+    ),
+    Case(
+        "slice-node-selector-gt-not-integer",
+        "GatherPools -> NodeMatches: 'failed to perform node selection for slice'",
+        [A, resource_slice("s", [device("d0")], nodeSelector=gt_selector("x")), claim()],
+        outcome="error",
+        contains="gather pool information: failed to perform node selection for slice s: failed to parse node "
+        "selector",
+    ),
+    Case(
+        "device-node-selector-bad-operator",
+        "GatherPools -> NodeMatches per device (perDeviceNodeSelection)",
+        [
+            A,
+            resource_slice(
+                "s",
+                [
+                    device(
+                        "d0",
+                        nodeSelector={
+                            "nodeSelectorTerms": [{"matchExpressions": [{"key": "rank", "operator": "Near"}]}]
+                        },
+                    )
+                ],
+                perDeviceNodeSelection=True,
+            ),
+            claim(),
+        ],
+        outcome="error",
+        contains='operator: Unsupported value: "Near"',
+    ),
+    # --- 6. no pruning that hides a CEL error ------------------------------------------------------
+    Case(
+        "cel-error-on-a-device-a-constraint-excludes",
+        "allocateOne: isSelectable runs on every device not in use, before allocateDevice's constraints",
+        [
+            A,
+            resource_slice(
+                "s",
+                [
+                    device("d0", attributes=attrs(model="x", extra="x")),
+                    device("d1", attributes=attrs(model="y")),
+                ],
+            ),
+            claim(
+                requests=[exact("a"), exact("b", selectors=[ERRORING])],
+                constraints=[{"requests": ["a", "b"], "matchAttribute": "driver-a/model"}],
+            ),
+        ],
+        outcome="error",
+        contains="selector #0 on device driver-a/pool-1/d1: CEL runtime error",
+    ),
+    # --- 7. the 32-results limit inside firstAvailable ---------------------------------------------
+    Case(
+        "result-limit-propagates-only-when-every-alternative-exceeds",
+        "allocateOne: allAllocationExceeded; another failure lets the previous request try its next device",
+        [
+            A,
+            device_class("small", expression='device.attributes["driver-a"].size == "small"'),
+            resource_slice(
+                "s",
+                [
+                    device("d0", attributes=attrs(model="x", size="big")),
+                    *[device(f"x{i}", attributes=attrs(model="x", size="big")) for i in range(32)],
+                    device("d1", attributes=attrs(model="y", size="big")),
+                    device("e0", attributes=attrs(model="y", size="small")),
+                ],
+            ),
+            claim(
+                requests=[
+                    exact("r0"),
+                    # "big" exceeds the 32-result limit next to r0; "small" fails for r0 = model x.
+                    first_available("r1", exact("big", count=32), exact("small", cls="small")),
+                ],
+                constraints=[{"requests": ["r0", "r1"], "matchAttribute": "driver-a/model"}],
+            ),
+        ],
+        devices=("claim-0", [("r0", "d1"), ("r1/small", "e0")]),
+    ),
+    Case(
+        "all-mode-capacity-failure-leaves-constraint-state-behind",
+        "allocateDevice (incubating, 1.37): in All mode a failed capacity check returns after the "
+        "constraints accepted the device, without removing it again (a known upstream bug, reproduced: "
+        "the leaked matchAttribute value then refuses d0 for the cheaper alternative)",
+        [
+            A,
+            device_class("shared", expression='device.attributes["driver-a"].model == "m1"'),
+            resource_slice(
+                "s",
+                [
+                    device(
+                        "s0",
+                        allowMultipleAllocations=True,
+                        attributes=attrs(model="m1"),
+                        capacity={"memory": "10Gi"},
+                    ),
+                    device("d0", attributes=attrs(model="m2")),
+                ],
+            ),
+            claim(
+                requests=[
+                    exact("r0", cls="shared", capacity={"requests": {"memory": "6Gi"}}),
+                    first_available(
+                        "r1", exact("all", mode="All", capacity={"requests": {"memory": "6Gi"}}), exact("one")
+                    ),
+                ],
+                constraints=[{"requests": ["r1"], "matchAttribute": "driver-a/model"}],
+            ),
+        ],
+        outcome="reason",
+        contains="cannot allocate all claims",
+    ),
+    # --- 8. pools searched last: only bindingConditions on this node's slices -----------------------
+    Case(
+        "binds-to-node-alone-does-not-reorder",
+        "GatherPools -> poolHasBindingConditions reads bindingConditions only",
+        [
+            A,
+            resource_slice("s-a", [device("a0", bindsToNode=True)], pool="pool-a"),
+            resource_slice("s-b", [device("b0")], pool="pool-b"),
+            claim(),
+        ],
+        devices=("claim-0", [("req-0", "a0")]),
+    ),
+    Case(
+        "binding-conditions-go-last",
+        "GatherPools: pools with bindingConditions come after all others",
+        [
+            A,
+            resource_slice("s-a", [device("a0", bindingConditions=["Attached"])], pool="pool-a"),
+            resource_slice("s-b", [device("b0")], pool="pool-b"),
+            claim(),
+        ],
+        devices=("claim-0", [("req-0", "b0")]),
+    ),
+    Case(
+        "binds-to-node-usable-with-the-gate-off",
+        "isSelectable hides only devices with bindingConditions when DeviceBindingAndStatus is off",
+        [A, resource_slice("s", [device("d0", bindsToNode=True)]), claim()],
+        gates="DRADeviceBindingConditions=false",
+        devices=("claim-0", [("req-0", "d0")]),
+    ),
+    # --- 9. admin access ---------------------------------------------------------------------------
+    Case(
+        "admin-access-to-an-exclusively-held-multi-allocatable-device",
+        "allocateOne / allocateDevice: adminAccess skips deviceInUse",
+        [
+            A,
+            resource_slice("s", [device("d0", allowMultipleAllocations=True)]),
+            bound("held", allocated(("driver-a", "pool-1", "d0"))),
+            claim(requests=[exact(adminAccess=True)]),
+        ],
+        devices=("claim-0", [("req-0", "d0")]),
+    ),
+    # --- 10. shares without consumedCapacity -----------------------------------------------------------
+    Case(
+        "share-without-consumed-capacity-charges-counters-again",
+        "allocateDevice: skipCounterCheck needs AggregatedCapacity, which such a share does not add to",
+        [
+            A,
+            resource_slice(
+                "s",
+                [device("d0", allowMultipleAllocations=True, consumesCounters=CONSUMES)],
+                sharedCounters=COUNTERS,
+            ),
+            bound("held", allocated(("driver-a", "pool-1", "d0"), share="s1")),
+            claim(),
+        ],
+        outcome="reason",
+        contains="cannot allocate all claims",
+    ),
+    Case(
+        "share-is-not-in-use-once-the-device-stops-sharing",
+        "deviceInUse reads AllocatedDevices only (shares are AllocatedSharedDeviceIDs)",
+        [
+            A,
+            resource_slice("s", [device("d0")]),
+            bound("held", allocated(("driver-a", "pool-1", "d0"), share="s1")),
+            claim(),
+        ],
+        devices=("claim-0", [("req-0", "d0")]),
+    ),
+    # --- 11. partitionable devices off -------------------------------------------------------------------
+    Case(
+        "partitionable-off-counter-devices-still-run-selectors",
+        "isSelectable has no counter check; allocateDevice refuses counter-consuming devices",
+        [
+            device_class("bad", expression=ERRORING),
+            resource_slice(
+                "s", [device("d0", consumesCounters=CONSUMES), device("d1", attributes=attrs(extra="x"))]
+            ),
+            claim(requests=[exact(cls="bad")]),
+        ],
+        gates="DRAPartitionableDevices=false",
+        outcome="error",
+        contains="on device driver-a/pool-1/d0: CEL runtime error",
+    ),
+    Case(
+        "partitionable-off-all-mode-is-unschedulable",
+        "validateDeviceRequest lists the counter device for All; allocateDevice(must) refuses it",
+        [
+            A,
+            resource_slice("s", [device("d0", consumesCounters=CONSUMES), device("d1")]),
+            claim(requests=[exact(mode="All")]),
+        ],
+        gates="DRAPartitionableDevices=false",
+        outcome="reason",
+        contains="cannot allocate all claims",
+    ),
+    Case(
+        "partitionable-off-exact-skips-the-counter-device",
+        "allocateDevice: counter-consuming device refused, the search moves on",
+        [A, resource_slice("s", [device("d0", consumesCounters=CONSUMES), device("d1")]), claim()],
+        gates="DRAPartitionableDevices=false",
+        devices=("claim-0", [("req-0", "d1")]),
+    ),
+]
+
+
+# --- running a case ------------------------------------------------------------------------------
+
+
+def objects_of(case: Case) -> list[dict[str, Any]]:
+    return [*case.objects, node("node-1", **case.labels), pod("pod", case.claims)]
+
+
+def via_simulate(case: Case, tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all(objects_of(case)))
+    out = io.StringIO()
+    argv = ["simulate", str(path), "--pod", "default/pod", "--node", "node-1", "-o", "json"]
+    if case.gates:
+        argv += ["--feature-gates", case.gates]
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert main(argv, out) == 0, out.getvalue()
+    answer: dict[str, Any] = json.loads(out.getvalue())["pods"][0]["nodes"]["node-1"]
+    return answer
+
+
+def via_filter(case: Case) -> dict[str, Any]:
+    state = ClusterState.from_objects(objects_of(case))
+    assert not state.problems, state.problems
+    features = Features.parse(case.gates, allow_locked=True)
+    engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment(), EngineConfig(features=features))
+    p = state.pods[("default", "pod")]
+    result = engine.filter(p, ["node-1"])
+    decision = engine.explain(p, ["node-1"])["node-1"]
+    answer = {
+        "fits": result.passed == ["node-1"],
+        "reason": result.unresolvable.get("node-1") or result.failed.get("node-1"),
+        "error": result.error or None,
+        "allocations": decision.allocations,
+    }
+    return answer
+
+
+def check(case: Case, answer: dict[str, Any]) -> None:
+    if case.outcome == "fits":
+        assert answer["fits"], answer
+        if case.devices is not None:
+            claim_name, wanted = case.devices
+            results = answer["allocations"][claim_name]["devices"]["results"]
+            assert [(r["request"], r["device"]) for r in results] == wanted, results
+    elif case.outcome == "reason":
+        assert not answer["fits"] and not answer["error"], answer
+        assert case.contains in (answer["reason"] or ""), answer
+    else:
+        assert not answer["fits"], answer
+        assert case.contains in (answer["error"] or ""), answer
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_simulate_answers_as_the_plugin(case: Case, tmp_path: Path) -> None:
+    check(case, via_simulate(case, tmp_path))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_filter_answers_as_the_plugin(case: Case) -> None:
+    check(case, via_filter(case))
+
+
+# --- 12. consumedCapacity keeps the request's format (through simulate) --------------------------------
+
+
+def test_consumed_capacity_echoes_the_request_format_in_simulate(tmp_path: Path) -> None:
+    # calculateConsumedCapacity returns the request's own resource.Quantity: String() keeps "12e3".
+    shared = device("d0", allowMultipleAllocations=True, capacity={"memory": "1Mi"})
+    case = Case(
+        "format",
+        "calculateConsumedCapacity",
+        [
+            A,
+            resource_slice("s", [shared]),
+            claim(requests=[exact(capacity={"requests": {"memory": "12e3"}})]),
+        ],
+    )
+    answer = via_simulate(case, tmp_path)
+    assert answer["allocations"]["claim-0"]["devices"]["results"][0]["consumedCapacity"] == {"memory": "12e3"}
+
+
+# --- 13. Score: prioritized lists first ---------------------------------------------------------------
+
+
+def test_prioritize_mirrors_the_plugin_score_for_prioritized_lists() -> None:
+    """Score -> computeScore (8 - index of the allocated subrequest), NormalizeScore ->
+    DefaultNormalizeScore, mapped to the extender's 0..10; then binpack/spread among equals."""
+    big = device_class("big", expression='device.attributes["driver-a"].size == "big"')
+    small = device_class("small", expression='device.attributes["driver-a"].size == "small"')
+    objects = [
+        big,
+        small,
+        node("node-1"),
+        node("node-2"),
+        resource_slice("s1", [device("a", attributes=attrs(size="small"))], node="node-1", pool="p1"),
+        resource_slice("s2", [device("b", attributes=attrs(size="big"))], node="node-2", pool="p2"),
+        claim(requests=[first_available("req-0", exact("big", cls="big"), exact("small", cls="small"))]),
+        pod("pod", ["claim-0"]),
+    ]
+    state = ClusterState.from_objects(objects)
+    engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment())
+    scores = dict(engine.prioritize(state.pods[("default", "pod")], ["node-1", "node-2"]))
+    # node-2 gets the first choice (8 points), node-1 the second (7): 10 * 7 // 8 = 8.
+    assert scores == {"node-2": 10, "node-1": 8}
+    off = Engine(
+        state,
+        MemoryAPI(MemoryStore()),
+        CelEnvironment(),
+        EngineConfig(features=Features.parse("DRAPrioritizedList=false", allow_locked=True)),
+    )
+    # Without the gate the claim cannot be scheduled at all (PreFilter): every node scores 0.
+    assert set(dict(off.prioritize(state.pods[("default", "pod")], ["node-1", "node-2"])).values()) == {0}
+
+
+def test_score_nodes_falls_back_to_the_packing_policy_when_the_plugin_score_ties() -> None:
+    from extender.scheduling.decision import Assessment
+
+    tie = {
+        "n1": Assessment(True, free_after=0, dra_score=8),
+        "n2": Assessment(True, free_after=3, dra_score=8),
+    }
+    assert score_nodes(tie, "binpack") == {"n1": 10, "n2": 0}
+    assert score_nodes(tie, "spread") == {"n1": 0, "n2": 10}
+    ranked = {
+        "n1": Assessment(True, free_after=0, dra_score=6),
+        "n2": Assessment(True, free_after=3, dra_score=8),
+    }
+    assert score_nodes(ranked, "binpack") == {"n1": 7, "n2": 10}
