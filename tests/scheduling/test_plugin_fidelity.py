@@ -381,6 +381,31 @@ CASES = [
         outcome="reason",
         contains="cannot allocate all claims",
     ),
+    Case(
+        "counters-charged-for-a-tainted-device-stay-charged",
+        "allocateDevice (incubating, 1.37): checkAvailableCounters charges the device before the taint "
+        "check, and a refused device's counters are not released (upstream bug, reproduced: t1's charge "
+        "leaves no counter for c2, so the cheaper alternative fails too)",
+        [
+            A,
+            resource_slice(
+                "s",
+                [
+                    device("c0", consumesCounters=CONSUMES),
+                    device(
+                        "t1",
+                        consumesCounters=CONSUMES,
+                        taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}],
+                    ),
+                    device("c2", consumesCounters=CONSUMES),
+                ],
+                sharedCounters=[{"name": "cs", "counters": {"mem": {"value": "2"}}}],
+            ),
+            claim(requests=[exact("r0"), first_available("r1", exact("two", count=2), exact("one"))]),
+        ],
+        outcome="reason",
+        contains="cannot allocate all claims",
+    ),
     # --- 8. pools searched last: only bindingConditions on this node's slices -----------------------
     Case(
         "binds-to-node-alone-does-not-reorder",
