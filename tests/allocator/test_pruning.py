@@ -68,7 +68,7 @@ def scenario(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 def answer(outcome: Outcome) -> tuple[Any, ...]:
     return (
-        outcome.allocations and [outcome.devices(i) for i in range(len(outcome.allocations))],
+        [outcome.devices(i) for i in range(len(outcome.allocations))] if outcome.allocations else None,
         outcome.unsatisfiable is not None,
         outcome.error,
     )
