@@ -334,10 +334,26 @@ class _Attempt:
                 for device in s.devices:
                     if not self._selectable(data, device, s):
                         continue
-                    if self.features.consumable_capacity and self._capacity_fits(data, device) is None:
+                    if self.features.consumable_capacity and not self._capacity_ok(data, device):
                         continue
                     out.append((device, s, pool))
         return out
+
+    def _capacity_ok(self, data: _Request, device: Device) -> bool:
+        """:meth:`_capacity_fits` as a yes/no, without the arithmetic in the common case.
+
+        A device nothing has consumed from, asked for no particular amount, with no request
+        policy, is consumed whole: that always fits.
+        """
+        did = device.id
+        if (
+            data.request.capacity_requests is None
+            and did not in self.a.allocated.capacity
+            and did not in self.allocating_capacity
+            and not any(c.request_policy is not None for c in device.capacity.values())
+        ):
+            return True
+        return self._capacity_fits(data, device) is not None
 
     def _capacity_fits(self, data: _Request, device: Device) -> dict[str, Quantity] | None:
         """Upstream ``CmpRequestOverCapacity``, run for every device while DRAConsumableCapacity is on.
@@ -454,7 +470,7 @@ class _Attempt:
             device = candidate.device
             if not self._available(data, device) or not self._selectable(data, device, candidate.slice):
                 continue
-            if check_capacity and self._capacity_fits(data, device) is None:
+            if check_capacity and not self._capacity_ok(data, device):
                 self._reject(data, ri, "out of capacity", device)
                 continue
             undo = self._allocate_device(data, ri, device, candidate.slice, candidate.pool, must=False)
@@ -591,7 +607,11 @@ class _Attempt:
             self.allocating.setdefault(did, set()).add(data.claim_index)
         consumption: dict[str, Quantity] | None = None
         if self.features.consumable_capacity:
-            fits = self._capacity_fits(data, device)
+            fits = (
+                self._capacity_fits(data, device)
+                if multi
+                else ({} if self._capacity_ok(data, device) else None)
+            )
             if fits is None:
                 # Only reachable in All mode (the search loop checked capacity already). Upstream
                 # returns here without undoing the constraints, the allocating mark or counters.
