@@ -82,11 +82,6 @@ class Quantity:
     def compare(self, other: Quantity) -> int:
         return (self.value > other.value) - (self.value < other.value)
 
-    @property
-    def binary(self) -> bool:
-        """Written with a binary suffix (Ki, Mi, ...): formatted back with one."""
-        return len(self.text) >= 2 and self.text.endswith("i") and self.text[-2] in "KMGTPE"
-
     def canonical(self) -> str:
         """The string apimachinery writes for this quantity (``Quantity.String()``).
 

@@ -158,8 +158,12 @@ class Inventory:
         return pools
 
     def gather_error(self, node_name: str, labels: Mapping[str, str]) -> str | None:
-        """Why upstream's GatherPools fails for this node (a node selector that does not parse)."""
-        self.pools_for(node_name, labels)
+        """Why upstream's GatherPools fails for this node (a node selector that does not parse).
+
+        Read after :meth:`pools_for` for the node; free when no node has such an error.
+        """
+        if not self._gather_errors:
+            return None
         return self._gather_errors.get((node_name, label_key(labels)))
 
     def node_signature(self, node_name: str, labels: Mapping[str, str], projection: Projection) -> int | None:

@@ -197,9 +197,8 @@ class _Attempt:
         self.results: list[list[DeviceResult]] = [[] for _ in claims]
         #: device -> claim indices allocating it in this attempt (non-shared picks).
         self.allocating: dict[DeviceID, set[int]] = {}
-        #: shared devices: capacity consumed in this attempt / number of shares taken.
+        #: shared devices: capacity consumed in this attempt.
         self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
-        self.allocating_shares: dict[DeviceID, int] = {}
         #: Counters: pool name -> available (after allocated claims) and consumed in this attempt.
         self.available_counters: dict[str, dict[tuple[str, str], Fraction]] = {}
         self.consumed_counters: dict[str, dict[tuple[str, str], Fraction]] = {}
@@ -572,9 +571,9 @@ class _Attempt:
         did = device.id
         multi = self._shared(device)
         admin = bool(data.request.admin_access)
-        if not multi and admin and data.claim_index in self.allocating.get(did, ()):
-            return None
-        if not admin and (did in self.a.allocated.dedicated or self.allocating.get(did)):
+        # Upstream repeats the loop's in-use checks here (skipping the same-claim one for
+        # multi-allocatable devices, which are never marked allocating: the same answer).
+        if not self._available(data, device):
             return None
         if not self.features.partitionable_devices and device.consumes_counters:
             self._reject(data, ri, "consuming counters while DRAPartitionableDevices is off", device)
@@ -607,18 +606,17 @@ class _Attempt:
             self.allocating.setdefault(did, set()).add(data.claim_index)
         consumption: dict[str, Quantity] | None = None
         if self.features.consumable_capacity:
-            fits = (
-                self._capacity_fits(data, device)
-                if multi
-                else ({} if self._capacity_ok(data, device) else None)
-            )
-            if fits is None:
+            if multi:
+                consumption = self._capacity_fits(data, device)
+                fits = consumption is not None
+            else:
+                fits = self._capacity_ok(data, device)
+            if not fits:
                 # Only reachable in All mode (the search loop checked capacity already). Upstream
                 # returns here without undoing the constraints, the allocating mark or counters.
                 self._reject(data, ri, "out of capacity", device)
                 return None
-            if multi:
-                consumption = fits
+            if consumption is not None:
                 totals = self.allocating_capacity.setdefault(did, {})
                 for name, amount in consumption.items():
                     totals[name] = totals.get(name, Fraction(0)) + amount.value
