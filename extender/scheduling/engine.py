@@ -25,7 +25,6 @@ from extender.model.core import Node, Pod
 from extender.model.dra import ResourceClaim, rfc3339
 from extender.model.labels import Labels
 from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
-from extender.scheduling.binding import binding_problem
 from extender.scheduling.claim_writes import (
     ClaimWriteError,
     WriteOutcomeUnknown,
@@ -233,7 +232,8 @@ class Engine:
         if result.error:
             result.passed, result.failed, result.unresolvable = [], {}, {}
         elif not result.passed and claims.allocated:
-            self._deallocate_unavailable(pod, claims, (lookup[n] for n in node_names if n in lookup))
+            candidates = [lookup[n] for n in node_names if n in lookup]
+            self._deallocate_unavailable(snapshot, pod, claims, candidates)
         self.observer.filtered(
             len(result.passed), len(result.failed) + len(result.unresolvable), bool(result.error)
         )
@@ -489,7 +489,9 @@ class Engine:
 
     # --- stale allocations (upstream PostFilter) ---------------------------------------------------
 
-    def _deallocate_unavailable(self, pod: Pod, claims: PodClaims, nodes: Iterable[Node]) -> None:
+    def _deallocate_unavailable(
+        self, snapshot: Snapshot, pod: Pod, claims: PodClaims, nodes: Sequence[Node]
+    ) -> None:
         """No node fits: free one allocated claim that is unavailable somewhere (its nodeSelector,
         or its binding conditions failed or timed out) and used by nobody else, so the pod can be
         allocated afresh (upstream PostFilter; it picks one at random, we take the first in the
@@ -497,17 +499,11 @@ class Engine:
         """
         if pod.node_name or pod.uid in self.in_flight or not self.may_bind():
             return
-        nodes = list(nodes)
         now = self.wall_clock()
         for claim in claims.allocated:
-            assert claim.allocation is not None
-            selector = claim.allocation.node_selector
-            elsewhere = selector is not None and not all(selector.matches(n.name, n.labels) for n in nodes)
-            # Binding failed or timed out (DRADeviceBindingConditions): unavailable on every node.
-            stuck = self.config.features.device_binding and (
-                binding_problem(claim, now, self.config.binding_timeout) is not None
-            )
-            if not (elsewhere or stuck):
+            # Filter's own test (nodeSelector, binding failure or timeout), as upstream's
+            # unavailableClaims: unavailable on at least one candidate node.
+            if all(snapshot.claim_unavailable(claim, n, now) is None for n in nodes):
                 continue
             users = [e.get("uid") for e in claim.reserved_for]
             if users not in ([], [pod.uid]) or self.assumed.of(claim.key):

@@ -390,6 +390,39 @@ def test_no_node_fits_an_allocated_claim_nobody_uses_so_it_is_deallocated(tmp_pa
         assert filter_then_settle(engine, ["node-1"]) == ["node-1"]
 
 
+def stuck_binding(timestamp: str) -> list[dict[str, Any]]:
+    """A claim on node-1's device waiting for binding conditions since ``timestamp``."""
+    allocation = on_node(allocated(("driver-a", "pool-1", "d0")), "node-1")
+    result = allocation["devices"]["results"][0]
+    result["bindingConditions"] = ["Attached"]
+    allocation["allocationTimestamp"] = timestamp
+    c = claim("c", allocation=allocation)
+    c["status"]["devices"] = [
+        {"driver": "driver-a", "pool": "pool-1", "device": "d0", "conditions": []},
+    ]
+    return [
+        device_class(),
+        resource_slice("s1", [device("d0")], node="node-1", pool="pool-1"),
+        node("node-1"),
+        c,
+        pod("p", ["c"]),
+    ]
+
+
+def test_a_claim_whose_binding_timed_out_is_deallocated_in_the_store(tmp_path: Any) -> None:
+    # Upstream Filter -> isClaimTimeout marks it unavailable; PostFilter clears allocation,
+    # reservedFor and status.devices so the pod gets devices afresh.
+    engine, store, _api = engine_for(stuck_binding("2020-01-01T00:00:00Z"), tmp_path)
+    assert filter_then_settle(engine, ["node-1"]) == []
+    after = status(store, "c")
+    assert not after.get("allocation") and not after.get("reservedFor") and not after.get("devices")
+    assert filter_then_settle(engine, ["node-1"]) == ["node-1"]
+    # Still within the binding timeout: available, and left as it is.
+    engine, store, _api = engine_for(stuck_binding("2099-01-01T00:00:00Z"), tmp_path)
+    assert filter_then_settle(engine, ["node-1"]) == ["node-1"]
+    assert status(store, "c")["allocation"]
+
+
 def test_claims_used_by_another_pod_or_a_bound_pod_are_never_deallocated(tmp_path: Any) -> None:
     for objects in (two_nodes(["other"]), two_nodes(["p", "other"])):
         engine, store, _api = engine_for(objects, tmp_path)
