@@ -103,6 +103,11 @@ def gt_selector(value: str) -> dict[str, Any]:
     }
 
 
+def held_elsewhere() -> dict[str, Any]:
+    """Claim "held" on d0, allocated for nodes with rank > 5 (node-1 gets rank 1: unavailable)."""
+    return bound("held", {**allocated(("driver-a", "pool-1", "d0")), "nodeSelector": gt_selector("5")})
+
+
 ERRORING = 'device.attributes["driver-a"].extra == "x"'  # a runtime error where "extra" is missing
 COUNTERS = [{"name": "cs", "counters": {"mem": {"value": "1"}}}]
 CONSUMES = [{"counterSet": "cs", "counters": {"mem": {"value": "1"}}}]
@@ -221,7 +226,7 @@ CASES = [
             A,
             device_class("bad", expression=ERRORING),
             resource_slice("s", [device("d0"), device("d1")]),
-            bound("held", {**allocated(("driver-a", "pool-1", "d0")), **{"nodeSelector": gt_selector("5")}}),
+            held_elsewhere(),
             claim(requests=[exact(cls="bad")]),
         ],
         claims=["held", "claim-0"],
@@ -235,7 +240,7 @@ CASES = [
         [
             A,
             resource_slice("s", [device("d0")]),
-            bound("held", {**allocated(("driver-a", "pool-1", "d0")), **{"nodeSelector": gt_selector("5")}}),
+            held_elsewhere(),
             claim(requests=[exact(count=2)]),
         ],
         claims=["held", "claim-0"],
@@ -249,7 +254,7 @@ CASES = [
         [
             A,
             resource_slice("s", [device("d0"), device("d1")]),
-            bound("held", {**allocated(("driver-a", "pool-1", "d0")), **{"nodeSelector": gt_selector("5")}}),
+            held_elsewhere(),
             claim(),
         ],
         claims=["held", "claim-0"],
