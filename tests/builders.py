@@ -68,13 +68,21 @@ def device_class(
     name: str = "class-a",
     expression: str | None = 'device.driver == "driver-a"',
     config: list[Any] | None = None,
+    *,
+    extended_resource: str | None = None,
+    created: str | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     if expression is not None:
         spec["selectors"] = [{"cel": {"expression": expression}}]
     if config:
         spec["config"] = config
-    return {"apiVersion": V1, "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+    if extended_resource:
+        spec["extendedResourceName"] = extended_resource
+    meta: dict[str, Any] = {"name": name}
+    if created:
+        meta["creationTimestamp"] = created
+    return {"apiVersion": V1, "kind": "DeviceClass", "metadata": meta, "spec": spec}
 
 
 def exact(
@@ -152,6 +160,26 @@ def node(name: str = "node-1", **labels: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
 
 
+def container(
+    name: str = "c", requests: dict[str, str | int] | None = None, *, sidecar: bool = False
+) -> dict[str, Any]:
+    """A container with resource ``requests``; ``sidecar``: an init container that keeps running."""
+    out: dict[str, Any] = {"name": name, "image": "x"}
+    if requests:
+        out["resources"] = {"requests": {k: str(v) for k, v in requests.items()}}
+    if sidecar:
+        out["restartPolicy"] = "Always"
+    return out
+
+
+def with_allocatable(obj: dict[str, Any], resources: dict[str, str | int]) -> dict[str, Any]:
+    """The node ``obj`` advertising ``resources`` in ``status.allocatable`` (device plugins)."""
+    obj.setdefault("status", {}).setdefault("allocatable", {}).update(
+        {k: str(v) for k, v in resources.items()}
+    )
+    return obj
+
+
 def pod(
     name: str = "pod",
     claims: list[str] | None = None,
@@ -160,8 +188,15 @@ def pod(
     uid: str | None = None,
     node_name: str | None = None,
     scheduler: str = "dra-extender-scheduler",
+    containers: list[dict[str, Any]] | None = None,
+    init_containers: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}], "schedulerName": scheduler}
+    spec: dict[str, Any] = {
+        "containers": containers or [{"name": "c", "image": "x"}],
+        "schedulerName": scheduler,
+    }
+    if init_containers:
+        spec["initContainers"] = init_containers
     refs = [{"name": c, "resourceClaimName": c} for c in claims or []]
     refs += [{"name": entry, "resourceClaimTemplateName": "template"} for entry in (templates or {})]
     if refs:

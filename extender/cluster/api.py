@@ -17,6 +17,10 @@ class ApiConflict(ClusterAPIError):
     code = 409
 
 
+class ApiAlreadyExists(ApiConflict):
+    """409 with reason AlreadyExists: a create found the name taken."""
+
+
 class ApiNotFound(ClusterAPIError):
     code = 404
 
@@ -24,6 +28,12 @@ class ApiNotFound(ClusterAPIError):
 class ClusterAPI(Protocol):
     async def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
         """The current ResourceClaim (raw)."""
+
+    async def create_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
+        """POST a ResourceClaim (v1 shape); :class:`ApiAlreadyExists` when the name is taken."""
+
+    async def delete_claim(self, namespace: str, name: str, uid: str) -> None:
+        """DELETE the claim with its UID as precondition (404 when it is gone already)."""
 
     async def update_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
         """PUT the claim (finalizers); the resourceVersion is a precondition (409 when stale)."""
@@ -40,6 +50,11 @@ class ClusterAPI(Protocol):
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         """The current Pod (raw): to learn whether an unanswered Binding went through."""
+
+    async def patch_pod_status(
+        self, namespace: str, name: str, uid: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Strategic-merge ``status`` into the pod's status (its UID as precondition); the pod after."""
 
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         """Create the pod's Binding with the UID as precondition."""

@@ -19,7 +19,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
-from extender.cluster.api import ApiConflict, ApiNotFound, ClusterAPIError
+from extender.cluster.api import ApiAlreadyExists, ApiConflict, ApiNotFound, ClusterAPIError
+from extender.model.versions import claim_for_version
 
 RESOURCE_GROUP = "resource.k8s.io"
 PREFERRED_VERSIONS = ("v1", "v1beta2", "v1beta1")
@@ -59,12 +60,17 @@ def running_in_cluster() -> bool:
 def _error(exc: ApiException) -> ClusterAPIError:
     message = f"{exc.status} {exc.reason}"
     body = exc.body
+    reason = ""
     try:
         decoded = orjson.loads(body) if body else None
         if isinstance(decoded, dict) and decoded.get("message"):
             message = f"{exc.status}: {decoded['message']}"
+        if isinstance(decoded, dict):
+            reason = str(decoded.get("reason") or "")
     except orjson.JSONDecodeError:
         pass
+    if exc.status == 409 and reason == "AlreadyExists":
+        return ApiAlreadyExists(message)
     if exc.status == 409:
         return ApiConflict(message)
     if exc.status == 404:
@@ -201,6 +207,16 @@ class KubeAPI:
     async def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
         return await self._object("GET", self.paths.claim(namespace, name))
 
+    async def create_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
+        namespace = claim["metadata"]["namespace"]
+        path = f"/apis/{RESOURCE_GROUP}/{self.paths.dra_version}/namespaces/{namespace}/resourceclaims"
+        body = claim_for_version(claim, self.paths.dra_version)
+        return await self._object("POST", path, body=body, query={"fieldManager": self.field_manager})
+
+    async def delete_claim(self, namespace: str, name: str, uid: str) -> None:
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        await self._call("DELETE", self.paths.claim(namespace, name), body=options)
+
     async def update_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
         meta = claim["metadata"]
         return await self._object(
@@ -236,6 +252,18 @@ class KubeAPI:
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return await self._object("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+
+    async def patch_pod_status(
+        self, namespace: str, name: str, uid: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        # As schedutil.PatchPodStatus (a strategic merge patch); metadata.uid is a precondition.
+        return await self._object(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}/status",
+            body={"metadata": {"uid": uid}, "status": status},
+            content_type="application/strategic-merge-patch+json",
+            query={"fieldManager": self.field_manager},
+        )
 
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         binding = {

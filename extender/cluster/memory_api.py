@@ -6,12 +6,14 @@ import datetime as _dt
 from collections import deque
 from typing import Any
 
-from extender.cluster.api import ApiConflict, ApiNotFound, ClusterAPIError
-from extender.cluster.memstore import Conflict, MemoryStore, NotFound, StoreError
+from extender.cluster.api import ApiAlreadyExists, ApiConflict, ApiNotFound, ClusterAPIError
+from extender.cluster.memstore import AlreadyExists, Conflict, MemoryStore, NotFound, StoreError
 from extender.model.dra import DELETE_PROTECTION_FINALIZER
 
 
 def _translate(exc: StoreError) -> ClusterAPIError:
+    if isinstance(exc, AlreadyExists):
+        return ApiAlreadyExists(str(exc))
     if isinstance(exc, Conflict):
         return ApiConflict(str(exc))
     if isinstance(exc, NotFound):
@@ -30,6 +32,18 @@ class MemoryAPI:
     async def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
         try:
             return self.store.get("ResourceClaim", namespace, name)
+        except StoreError as exc:
+            raise _translate(exc) from None
+
+    async def create_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.store.create(claim)
+        except StoreError as exc:
+            raise _translate(exc) from None
+
+    async def delete_claim(self, namespace: str, name: str, uid: str) -> None:
+        try:
+            self.store.delete("ResourceClaim", namespace, name, uid=uid)
         except StoreError as exc:
             raise _translate(exc) from None
 
@@ -77,6 +91,22 @@ class MemoryAPI:
         except StoreError as exc:
             raise _translate(exc) from None
 
+    async def patch_pod_status(
+        self, namespace: str, name: str, uid: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        def patch(obj: dict[str, Any]) -> None:
+            if obj["metadata"].get("uid") != uid:
+                raise Conflict(
+                    f"Precondition failed: UID in precondition: {uid}, "
+                    f"UID in object meta: {obj['metadata'].get('uid')}"
+                )
+            obj["status"] = _merged(obj.get("status") or {}, status)
+
+        try:
+            return self.store.mutate("Pod", namespace, name, patch)
+        except StoreError as exc:
+            raise _translate(exc) from None
+
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         def bind(obj: dict[str, Any]) -> None:
             if obj["metadata"].get("uid") != uid:
@@ -114,3 +144,16 @@ class MemoryAPI:
                 "time": _dt.datetime.now(_dt.UTC).isoformat(),
             }
         )
+
+
+def _merged(current: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    """Strategic merge of plain structs: maps merge, lists and values replace, None deletes."""
+    out = dict(current)
+    for key, value in change.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -170,9 +170,16 @@ class MemoryStore:
                 updated.setdefault("metadata", {})["uid"] = current["metadata"].get("uid")
                 if "status" in current:
                     updated["status"] = current["status"]
-            self._objects[key] = self._stamp(updated)
-            result = clone(updated)
-        self._emit(Event("MODIFIED", key[0], clone(result)))
+            if updated["metadata"].get("deletionTimestamp") and not updated["metadata"].get("finalizers"):
+                del self._objects[key]  # the last finalizer is gone: the deletion completes
+                self._stamp(updated)
+                result = clone(updated)
+                event = Event("DELETED", key[0], clone(result))
+            else:
+                self._objects[key] = self._stamp(updated)
+                result = clone(updated)
+                event = Event("MODIFIED", key[0], clone(result))
+        self._emit(event)
         return result
 
     def mutate(
@@ -191,12 +198,28 @@ class MemoryStore:
         self._emit(Event("MODIFIED", kind, clone(result)))
         return result
 
-    def delete(self, kind: str, namespace: str, name: str) -> None:
+    def delete(self, kind: str, namespace: str, name: str, *, uid: str | None = None) -> None:
+        """Delete (``uid``: precondition); an object with finalizers is only marked as deleting."""
         with self._lock:
             key = (kind, namespace if kind in NAMESPACED else "", name)
-            obj = self._objects.pop(key, None)
+            obj = self._objects.get(key)
             if obj is None:
                 raise NotFound(f'{kind.lower()} "{name}" not found')
-            self._rv += 1
-            obj["metadata"]["resourceVersion"] = str(self._rv)
-        self._emit(Event("DELETED", kind, obj))
+            if uid is not None and obj["metadata"].get("uid") != uid:
+                raise Conflict(
+                    f"Precondition failed: UID in precondition: {uid}, "
+                    f"UID in object meta: {obj['metadata'].get('uid')}"
+                )
+            if obj["metadata"].get("finalizers"):
+                if obj["metadata"].get("deletionTimestamp"):
+                    return
+                marked = clone(obj)
+                marked["metadata"]["deletionTimestamp"] = "1970-01-01T00:00:00Z"
+                self._objects[key] = self._stamp(marked)
+                event = Event("MODIFIED", kind, clone(marked))
+            else:
+                del self._objects[key]
+                self._rv += 1
+                obj["metadata"]["resourceVersion"] = str(self._rv)
+                event = Event("DELETED", kind, obj)
+        self._emit(event)

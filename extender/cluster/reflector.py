@@ -116,7 +116,7 @@ class Reflector:
             item.setdefault("apiVersion", self.api_version)
         self.resource_version = (result.get("metadata") or {}).get("resourceVersion", "")
         self.relists += 1
-        self.sink("SYNCED", None, items)
+        self.sink("SYNCED", {"metadata": {"resourceVersion": self.resource_version}}, items)
         self._up()
         self.synced.set()
 
@@ -141,6 +141,7 @@ class Reflector:
             if rv:
                 self.resource_version = rv
             if etype == "BOOKMARK":
+                self.sink("BOOKMARK", obj, None)
                 continue
             obj.setdefault("kind", self.kind)
             obj.setdefault("apiVersion", self.api_version)

@@ -67,6 +67,9 @@ class ClusterState:
     version: int = 0
     inventory_version: int = 0
     claims_version: int = 0
+    #: The newest resourceVersion the claims cache has seen (a list, an event or a bookmark):
+    #: a claim created at or before it and not cached is gone.
+    claims_seen_rv: str = ""
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]]) -> ClusterState:
@@ -102,6 +105,16 @@ class ClusterState:
                 self._changed(kind)
             return
         self._store(kind, namespace, name, record)
+        if kind == "ResourceClaim":
+            self.observed(kind, str((obj.get("metadata") or {}).get("resourceVersion") or ""))
+
+    def observed(self, kind: str, resource_version: str) -> None:
+        """The cache of ``kind`` has seen ``resource_version`` (only claims' is tracked)."""
+        if kind != "ResourceClaim" or not resource_version:
+            return
+        current = self.claims_seen_rv
+        if not current or is_newer(resource_version, current):
+            self.claims_seen_rv = resource_version
 
     def remove(self, obj: dict[str, Any]) -> None:
         """Forget one object (a watch DELETED event)."""
@@ -114,6 +127,7 @@ class ClusterState:
         table.pop(key, None)
         if kind == "ResourceClaim":
             self.broken_claims.pop((namespace, name), None)
+            self.observed(kind, str((obj.get("metadata") or {}).get("resourceVersion") or ""))
         self._changed(kind)
 
     def _changed(self, kind: str) -> None:
@@ -123,8 +137,8 @@ class ClusterState:
         elif kind == "ResourceClaim":
             self.claims_version += 1
 
-    def replace_kind(self, kind: str, objects: Iterable[dict[str, Any]]) -> None:
-        """A relist: apply every object and forget those of ``kind`` that are gone."""
+    def replace_kind(self, kind: str, objects: Iterable[dict[str, Any]], resource_version: str = "") -> None:
+        """A relist (at ``resource_version``): apply every object and forget those that are gone."""
         objects = list(objects)
         keep = {object_key(o) for o in objects}
         current = self._table(kind)
@@ -134,6 +148,7 @@ class ClusterState:
                 self.remove({"kind": kind, "metadata": {"namespace": k[0], "name": k[1]}})
         for obj in objects:
             self.apply(obj)
+        self.observed(kind, resource_version)
 
     def _table(self, kind: str) -> dict[Any, Any]:
         tables: dict[str, dict[Any, Any]] = {
@@ -155,3 +170,11 @@ class ClusterState:
         self._table(kind)[(namespace, name) if kind in NAMESPACED else name] = record
         if kind == "ResourceClaim":
             self.broken_claims.pop((namespace, name), None)
+
+
+def is_newer(cached: str, reference: str) -> bool:
+    """``cached`` > ``reference`` (resourceVersions are etcd revisions; otherwise: just differs)."""
+    try:
+        return int(cached) > int(reference)
+    except ValueError:
+        return cached != reference

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from extender.model.errors import ObjectError
 from extender.model.labels import Labels
 from extender.model.reader import Reader
+from extender.quantity import Quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,22 @@ class PodClaimRef:
 
 
 @dataclass(frozen=True, slots=True)
+class Container:
+    """A container's resource requests, as scheduling reads them (``initContainers`` first)."""
+
+    name: str
+    #: ``resources.requests``, defaulted from ``resources.limits`` as the API server does.
+    requests: dict[str, Quantity]
+    init: bool = False
+    #: An init container with ``restartPolicy: Always`` (a sidecar: it runs alongside the others).
+    sidecar: bool = False
+
+    @property
+    def long_lived(self) -> bool:
+        return not self.init or self.sidecar
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     namespace: str
     name: str
@@ -53,6 +70,10 @@ class Pod:
     #: status.resourceClaimStatuses: entry name -> generated claim name (None: no claim needed).
     claim_statuses: dict[str, str | None]
     raw: dict[str, Any]
+    #: ``initContainers`` then ``containers`` (the order extended-resource requests are named in).
+    containers: tuple[Container, ...] = ()
+    #: ``spec.overhead`` (RuntimeClass), part of the pod's requests.
+    overhead: dict[str, Quantity] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -72,6 +93,8 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
     statuses = {
         s.string("name"): s.opt_string("resourceClaimName") for s in status.readers("resourceClaimStatuses")
     }
+    containers = [_container(c, init=True) for c in spec.readers("initContainers")]
+    containers += [_container(c, init=False) for c in spec.readers("containers")]
     return Pod(
         namespace=meta.string("namespace", "default"),
         name=meta.string("name"),
@@ -81,4 +104,19 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         claims=claims,
         claim_statuses=statuses,
         raw=obj,
+        containers=tuple(containers),
+        overhead=spec.quantities("overhead"),
+    )
+
+
+def _container(reader: Reader, *, init: bool) -> Container:
+    resources = reader.sub("resources")
+    requests = resources.quantities("requests")
+    for name, limit in resources.quantities("limits").items():
+        requests.setdefault(name, limit)  # SetDefaults_Container: requests default to limits
+    return Container(
+        name=reader.string("name"),
+        requests=requests,
+        init=init,
+        sidecar=init and reader.string("restartPolicy") == "Always",
     )

@@ -263,6 +263,8 @@ class DeviceClass:
     #: Raw DeviceConfiguration entries (``{"opaque": {...}}``), copied into allocation results.
     config: tuple[dict[str, Any], ...]
     extended_resource_name: str | None = None
+    #: ``metadata.creationTimestamp`` (RFC 3339; ordering of classes naming one extended resource).
+    created: str = ""
 
 
 def _selectors(reader: Reader, key: str = "selectors") -> tuple[Selector, ...]:
@@ -287,6 +289,7 @@ def parse_device_class(obj: dict[str, Any]) -> DeviceClass:
         selectors=_selectors(spec),
         config=tuple(_configuration(c) for c in spec.readers("config")),
         extended_resource_name=spec.opt_string("extendedResourceName"),
+        created=meta.string("creationTimestamp"),
     )
 
 

@@ -59,3 +59,16 @@ def _requests_to_v1(devices: Any) -> None:
         exactly = {field: request.pop(field) for field in _EXACT_FIELDS if field in request}
         if exactly:
             request["exactly"] = exactly
+
+
+def claim_for_version(claim: dict[str, Any], version: str) -> dict[str, Any]:
+    """A v1-shaped ResourceClaim as ``version`` of resource.k8s.io spells it (for creating one)."""
+    out = copy.deepcopy(claim)
+    out["apiVersion"] = f"{RESOURCE_GROUP}/{version}"
+    if version == "v1beta1":
+        devices = (out.get("spec") or {}).get("devices") or {}
+        for request in devices.get("requests") or []:
+            exactly = request.pop("exactly", None)
+            if isinstance(exactly, dict):
+                request.update(exactly)
+    return out

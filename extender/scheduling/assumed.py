@@ -13,7 +13,9 @@ before it is sent, and stays until the claim cache settles it:
   after R, so once the cache shows the claim at any resourceVersion newer than R, the cache
   says whether it landed; until then its devices stay taken.
 
-A claim that is gone from the cache (or replaced: another UID) settles every record for it.
+A claim that is gone from the cache (or replaced: another UID) settles every record for it,
+except a claim this extender creates (the extended-resource claim): until the cache has moved
+past the resourceVersion the create answered with, its absence only means the watch is behind.
 A shared claim can have one record per pod writing it (one allocating, the others reserving).
 Releasing devices (unreserve, deallocate) needs no record: seeing a release late is safe.
 
@@ -27,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from extender.cluster.state import is_newer
 from extender.model.dra import Allocation, ResourceClaim, parse_allocation, parse_resource_claim
 from extender.model.errors import ObjectError
 from extender.model.reader import Reader
@@ -57,24 +60,18 @@ class AssumedWrite:
     #: The claim as the API server answered the last write (WRITTEN).
     written: ResourceClaim | None = None
     started: float = 0.0
+    #: The claim is created by this bind: ``claim_uid`` is '' until the create is answered, then
+    #: ``created_rv`` is the resourceVersion it was created (or found) at.
+    creating: bool = False
+    created_rv: str = ""
 
 
-def _rv(value: str) -> int | None:
-    try:
-        return int(value)
-    except ValueError:
-        return None
-
-
-def is_newer(cached: str, reference: str) -> bool:
-    """``cached`` > ``reference`` (resourceVersions are etcd revisions; otherwise: just differs)."""
-    a, b = _rv(cached), _rv(reference)
-    if a is None or b is None:
-        return cached != reference
-    return a > b
-
-
-def _settled(record: AssumedWrite, cached: ResourceClaim | None) -> bool:
+def _settled(record: AssumedWrite, cached: ResourceClaim | None, seen_rv: str) -> bool:
+    if record.creating and not record.claim_uid:
+        return False  # being created: nothing to compare with yet (an interrupted bind forgets it)
+    if cached is None and record.creating:
+        # Created by us: gone only once the cache has moved past its creation without showing it.
+        return bool(seen_rv) and is_newer(seen_rv, record.created_rv)
     if cached is None or cached.uid != record.claim_uid:
         return True  # the claim is gone (or was replaced): nothing of it can be held
     if record.state is WriteState.PENDING:
@@ -124,6 +121,22 @@ class AssumedClaims:
         self._changed()
         return record
 
+    def assume_creation(
+        self, key: Key, pod_uid: str, pod: Key, node: str, allocation: dict[str, Any], now: float
+    ) -> AssumedWrite:
+        """Record the allocation of a claim this bind is about to create (taken from now on)."""
+        devices = parse_allocation(Reader(allocation, "allocation"))
+        record = AssumedWrite(key, "", pod_uid, pod, node, allocation, devices, started=now, creating=True)
+        self._records.setdefault(key, {})[pod_uid] = record
+        self._changed()
+        return record
+
+    def created(self, record: AssumedWrite, claim: ResourceClaim) -> None:
+        """The create was answered (or the claim found): the record now follows that object."""
+        record.claim_uid = claim.uid
+        record.created_rv = claim.resource_version
+        self._changed()
+
     def sending(self, record: AssumedWrite, resource_version: str) -> None:
         record.state = WriteState.PENDING
         record.sent_on = resource_version
@@ -161,13 +174,16 @@ class AssumedClaims:
                 else:
                     self.forget(record)
 
-    def settle(self, claims: Mapping[Key, ResourceClaim]) -> None:
-        """Drop the records the cache now shows the outcome of."""
+    def settle(self, claims: Mapping[Key, ResourceClaim], seen_rv: str = "") -> None:
+        """Drop the records the cache now shows the outcome of.
+
+        ``seen_rv``: the newest resourceVersion the claims cache has seen (list or event).
+        """
         changed = False
         for key in list(self._records):
             by_pod = self._records[key]
             cached = claims.get(key)
-            for uid in [u for u, r in by_pod.items() if _settled(r, cached)]:
+            for uid in [u for u, r in by_pod.items() if _settled(r, cached, seen_rv)]:
                 del by_pod[uid]
                 changed = True
             if not by_pod:

@@ -29,6 +29,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, ResourceClaim
+from extender.scheduling import extended as er
 from extender.scheduling.binding import binding_problem
 from extender.scheduling.prefilter import PodClaims, resolve_claims
 from extender.scheduling.projection import ClaimProjection, claim_projection
@@ -53,11 +54,19 @@ class NodeDecision:
     allocations: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The allocation budget ran out: the answer may differ next time, so it is never memoized.
     timed_out: bool = False
+    #: The pod's extended-resource claim on this node (its allocation is under ``<extended-resources>``).
+    extended: er.NodeExtendedClaim | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"fits": self.fits, "reason": self.reason, "error": self.error}
         if self.fits:
             out["allocations"] = self.allocations
+            if self.extended is not None:
+                out["extendedResources"] = {
+                    "resources": sorted(self.extended.resources),
+                    "requests": list(self.extended.requests),
+                    "requestMappings": list(self.extended.mappings),
+                }
         return out
 
 
@@ -118,14 +127,31 @@ class Snapshot:
         #: projection key -> node name -> (signature, in-use), for this snapshot.
         self._node_keys: dict[Any, dict[str, tuple[int, int] | None]] = {}
         self._in_use_ids: dict[tuple[Any, ...], int] = {}
+        self._extended_classes: dict[str, str] | None = None
+        self._extended_claims: dict[str, ResourceClaim] | None = None
         if previous is not None and previous.inventory is self.inventory:
             self._carry_over(previous)  # last: it replaces the fresh tables above
 
     def claims_of(self, pod: Pod, pending: Callable[[ResourceClaim], bool] | None = None) -> PodClaims:
         """The pod's claims after kube-scheduler's PreFilter checks (``pending``: allocating elsewhere)."""
         return resolve_claims(
-            pod, self.claims, self.state.broken_claims, self.state.classes, self.features, pending
+            pod,
+            self.claims,
+            self.state.broken_claims,
+            self.state.classes,
+            self.features,
+            pending,
+            self._extended_prefilter if self.features.extended_resource else None,
         )
+
+    def _extended_prefilter(self, pod: Pod) -> er.ExtendedResources | None:
+        if not er.may_request(pod):
+            return None  # the common case costs a scan of the request names
+        if self._extended_classes is None:
+            self._extended_classes = er.extended_resource_classes(self.state.classes)
+        if self._extended_claims is None:
+            self._extended_claims = er.claims_by_owner(self.claims.values())
+        return er.prefilter(pod, self._extended_classes, self._extended_claims)
 
     def decide(
         self, pod_claims: PodClaims, node: Node, *, timeout: float | None = DEFAULT_NODE_TIMEOUT
@@ -139,6 +165,13 @@ class Snapshot:
             return NodeDecision(node.name, False, error=pod_claims.error)
         if pod_claims.reason is not None:
             return NodeDecision(node.name, False, reason=pod_claims.reason)
+        extended = None
+        if pod_claims.extended is not None:
+            reason, extended = pod_claims.extended.for_node(node)
+            if reason is not None:
+                return NodeDecision(node.name, False, reason=reason)
+            if extended is None and not pod_claims.ordered:
+                return NodeDecision(node.name, True)  # device plugins serve the pod here
         now = self.wall_clock()
         unavailable = [
             problem
@@ -146,10 +179,11 @@ class Snapshot:
             if (problem := self.claim_unavailable(claim, node, now)) is not None
         ]
         allocations: dict[str, dict[str, Any]] = {}
-        if pod_claims.to_allocate:
+        to_allocate = _with_extended(pod_claims.to_allocate, extended)
+        if to_allocate:
             try:
                 outcome = self.allocator.allocate(
-                    NodeInfo(node.name, node.labels), pod_claims.to_allocate, timeout=timeout
+                    NodeInfo(node.name, node.labels), to_allocate, timeout=timeout
                 )
             except AllocationTimeout as exc:
                 return NodeDecision(node.name, False, reason=str(exc), timed_out=True)
@@ -160,13 +194,13 @@ class Snapshot:
                 return NodeDecision(node.name, False, error=str(exc))
             if isinstance(outcome, Unsatisfiable):
                 return NodeDecision(node.name, False, reason=outcome.reason)
-            for claim, allocation in zip(pod_claims.to_allocate, outcome, strict=True):
+            for claim, allocation in zip(to_allocate, outcome, strict=True):
                 allocations.setdefault(claim.name, allocation)  # a claim listed twice: first wins
         if unavailable:
             return NodeDecision(
                 node.name, False, reason="resourceclaim not available on the node: " + "; ".join(unavailable)
             )
-        return NodeDecision(node.name, True, allocations=allocations)
+        return NodeDecision(node.name, True, allocations=allocations, extended=extended)
 
     def claim_unavailable(self, claim: ResourceClaim, node: Node, now: float) -> str | None:
         """Why Filter counts an allocated claim as unavailable on ``node`` (None: it is available)."""
@@ -224,7 +258,7 @@ class Snapshot:
         self, pod_claims: PodClaims, *, timeout: float | None = DEFAULT_NODE_TIMEOUT
     ) -> Callable[[Node], Assessment]:
         """A per-pod function node -> :class:`Assessment` (the per-pod work done once)."""
-        if pod_claims.error is not None or pod_claims.reason is not None or not pod_claims.to_allocate:
+        if pod_claims.error is not None or pod_claims.reason is not None or not pod_claims.allocates:
 
             def direct(node: Node) -> Assessment:
                 return self._summarize(pod_claims, node, self.decide(pod_claims, node, timeout=timeout))
@@ -262,15 +296,23 @@ class Snapshot:
                 node_keys[node.name] = key
             return key
 
+        extended = pod_claims.extended
+
         def assess(node: Node) -> Assessment:
             key = None
+            via_dra: frozenset[str] | None = None
+            if extended is not None:
+                reason, plan = extended.for_node(node)
+                if reason is not None:
+                    return Assessment(False, reason)
+                via_dra = plan.resources if plan is not None else None
             if projection is not None:
                 nk = node_key(node)
                 if nk is not None:
                     fits_selectors = (
                         tuple(sel.matches(node.name, node.labels) for sel in selectors) if selectors else ()
                     )
-                    key = (claims_key, nk, fits_selectors, bindings)
+                    key = (claims_key, nk, fits_selectors, bindings, via_dra)
                     cached = memo.get(key)
                     if cached is not None:
                         return cached
@@ -284,20 +326,29 @@ class Snapshot:
 
     def _projection(self, pod_claims: PodClaims, key: tuple[Any, ...]) -> ClaimProjection | None:
         if key not in self._projections:
-            self._projections[key] = claim_projection(pod_claims.to_allocate, self.state.classes, self.cel)
+            # Any node's extended-resource claim asks a subset of what the full one asks.
+            full = pod_claims.extended.all_resources() if pod_claims.extended is not None else None
+            claims = _with_extended(pod_claims.to_allocate, full)
+            self._projections[key] = claim_projection(claims, self.state.classes, self.cel)
         return self._projections[key]
 
     def _summarize(self, pod_claims: PodClaims, node: Node, decision: NodeDecision) -> Assessment:
         if not decision.fits:
             return Assessment(False, decision.reason, decision.error, timed_out=decision.timed_out)
         allocated = sum(len(a["devices"]["results"]) for a in decision.allocations.values())
-        free = self.allocator.free_matching(NodeInfo(node.name, node.labels), pod_claims.to_allocate)
+        claims = _with_extended(pod_claims.to_allocate, decision.extended)
+        free = self.allocator.free_matching(NodeInfo(node.name, node.labels), claims) if claims else 0
         score = (
             prioritized_list_score(pod_claims, decision.allocations)
             if self.features.prioritized_list and pod_claims.to_allocate
             else 0
         )
         return Assessment(True, allocated=allocated, free_after=max(free - allocated, 0), dra_score=score)
+
+
+def _with_extended(claims: list[ResourceClaim], extended: er.NodeExtendedClaim | None) -> list[ResourceClaim]:
+    """The claims one Allocate call gets: the pod's, then its extended-resource claim (upstream order)."""
+    return claims if extended is None else [*claims, extended.claim]
 
 
 #: resourceapi.FirstAvailableDeviceRequestMaxSize.

@@ -19,11 +19,14 @@ from typing import Any, Protocol
 
 from extender.allocator import Features
 from extender.cel import CelEnvironment
-from extender.cluster.api import ClusterAPI, ClusterAPIError
+from extender.cluster.api import ApiNotFound, ClusterAPI, ClusterAPIError
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
-from extender.model.dra import ResourceClaim, rfc3339
+from extender.model.dra import ResourceClaim, parse_resource_claim, rfc3339
+from extender.model.errors import ObjectError
 from extender.model.labels import Labels
+from extender.scheduling import extended as er
+from extender.scheduling import extended_writes
 from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
 from extender.scheduling.claim_writes import (
     ClaimWriteError,
@@ -95,6 +98,14 @@ class FilterResult:
 
 
 @dataclass(slots=True)
+class CreatedClaim:
+    """The extended-resource claim of one bind: its record, and the object once created or found."""
+
+    record: AssumedWrite | None = None
+    raw: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
 class InFlight:
     """A bind being carried out (its concurrent duplicates wait for the same answer)."""
 
@@ -145,7 +156,7 @@ class Engine:
     # --- snapshot ------------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        self.assumed.settle(self.state.claims)
+        self.assumed.settle(self.state.claims, self.state.claims_seen_rv)
         # Pods and Nodes are read live; only claims, the inventory and our writes feed a snapshot.
         key = (self.state.inventory_version, self.state.claims_version, self.assumed.version)
         if self._snapshot is None or self._snapshot_key != key:
@@ -171,7 +182,7 @@ class Engine:
 
     def _claims_of(self, snapshot: Snapshot, pod: Pod) -> PodClaims:
         """PreFilter: the pod's claims, with another pod's bind still allocating one a reason to wait."""
-        if not pod.claims:
+        if not pod.claims and not (self.config.features.extended_resource and er.may_request(pod)):
             return PodClaims()
 
         def pending(claim: ResourceClaim) -> bool:
@@ -231,7 +242,7 @@ class Engine:
                 result.unresolvable[name] = a.reason or "does not fit"
         if result.error:
             result.passed, result.failed, result.unresolvable = [], {}, {}
-        elif not result.passed and claims.allocated:
+        elif not result.passed and (claims.allocated or (claims.extended and claims.extended.existing)):
             candidates = [lookup[n] for n in node_names if n in lookup]
             self._deallocate_unavailable(snapshot, pod, claims, candidates)
         self.observer.filtered(
@@ -256,7 +267,7 @@ class Engine:
         started = self.clock()
         snapshot = self.snapshot()
         claims = self._claims_of(snapshot, pod)
-        if claims.empty or not claims.to_allocate or claims.reason or claims.error:
+        if claims.empty or not claims.allocates or claims.reason or claims.error:
             return [(n, MIN_SCORE) for n in node_names]
         assess = self._assessor(snapshot, claims)
         deadline = started + self.config.filter_budget
@@ -341,6 +352,8 @@ class Engine:
             return unsettled, None, None
         snapshot = self.snapshot()
         claims = self._claims_of(snapshot, pod)
+        if pod.node_name:
+            claims.extended = None  # bound already: its extended-resource claim is what it is
         if node is not None:
             decision = snapshot.decide(claims, node, timeout=self.config.node_timeout)
         else:  # a bound pod whose node is gone: only reservations of allocated claims can be repaired
@@ -350,22 +363,27 @@ class Engine:
             message = decision.error or decision.reason or "does not fit"
             return f"cannot bind to {node_name}: {message}", None, None
         written: list[tuple[ResourceClaim, AssumedWrite]] = []
-        error = await self._write_claims(pod, node_name, claims, decision, written)
+        created = CreatedClaim()
+        error = await self._write_claims(pod, node_name, claims, decision, written, created)
         if error:
-            await self._release(pod, written)
+            await self._release(pod, written, created)
             return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
         if pod.node_name == node_name:
             # Bound already (a Binding whose answer was lost): the reservations are repaired.
             return "", "already bound", decision
-        return (*await self._create_binding(pod, node_name, written), decision)
+        return (*await self._create_binding(pod, node_name, written, created), decision)
 
     async def _settle_own_writes(self, pod: Pod) -> str | None:
         """Send again the pod's earlier claim writes whose outcome is unknown (at most one lands)."""
-        self.assumed.settle(self.state.claims)
+        self.assumed.settle(self.state.claims, self.state.claims_seen_rv)
         for record in self.assumed:
             if record.pod_uid != pod.uid or record.state is not WriteState.UNKNOWN:
                 continue
             claim = self.state.claims.get(record.key)
+            if claim is None and record.creating:
+                claim, problem = await self._read_created(record)
+                if problem is not None:
+                    return problem
             if claim is None:
                 continue  # gone: settled with the next snapshot
             error = await self._write_claim(pod, claim, record.allocation, record, again=True)
@@ -376,6 +394,21 @@ class Engine:
                 )
         return None
 
+    async def _read_created(self, record: AssumedWrite) -> tuple[ResourceClaim | None, str | None]:
+        """A claim this extender created that the cache does not show yet, read from the API server."""
+        namespace, name = record.key
+        try:
+            claim = parse_resource_claim(await self.api.get_claim(namespace, name))
+        except ApiNotFound:
+            self.assumed.forget(record)  # deleted since: its write cannot land any more
+            return None, None
+        except (ClusterAPIError, ObjectError) as exc:
+            return None, f"an earlier write of resourceclaim {namespace}/{name} is not settled: {exc}"
+        if claim.uid != record.claim_uid:
+            self.assumed.forget(record)
+            return None, None
+        return claim, None
+
     async def _write_claims(
         self,
         pod: Pod,
@@ -383,8 +416,10 @@ class Engine:
         claims: PodClaims,
         decision: NodeDecision,
         written: list[tuple[ResourceClaim, AssumedWrite]],
+        created: CreatedClaim,
     ) -> str:
-        """Claims in the pod's order (as upstream's PreBind); '' or why it stopped.
+        """Claims in the pod's order, then its extended-resource claim (as upstream's PreBind);
+        '' or why it stopped.
 
         Every claim is assumed before the first write is sent: the decision's devices are taken
         as one, so no other bind can get one of them while this one is writing the others.
@@ -398,13 +433,55 @@ class Engine:
             allocation = decision.allocations.get(claim.name) if claim.allocation is None else None
             record = self.assumed.assume(claim, pod.uid, pod.key, node, allocation, self.clock())
             todo.append((claim, allocation, record))
+        extended = decision.extended
+        if extended is not None:
+            key = (pod.namespace, er.claim_name(pod))
+            allocation = decision.allocations[er.IN_MEMORY_NAME]
+            created.record = self.assumed.assume_creation(
+                key, pod.uid, pod.key, node, allocation, self.clock()
+            )
         for i, (claim, allocation, record) in enumerate(todo):
             error = await self._write_claim(pod, claim, allocation, record)
             if error:
                 for _claim, _allocation, unsent in todo[i + 1 :]:
                     self.assumed.forget(unsent)
+                if created.record is not None:
+                    self.assumed.forget(created.record)
                 return error
             written.append((claim, record))
+        if extended is not None:
+            return await self._write_extended(pod, extended, decision, created)
+        return ""
+
+    async def _write_extended(
+        self, pod: Pod, extended: er.NodeExtendedClaim, decision: NodeDecision, created: CreatedClaim
+    ) -> str:
+        """Create (or find) the pod's extended-resource claim, allocate and reserve it, then record
+        the container mappings in the pod's status (upstream bindClaim for the special claim)."""
+        record = created.record
+        assert record is not None
+        allocation = decision.allocations[er.IN_MEMORY_NAME]
+        body = er.claim_object(pod, extended.requests, name=record.key[1])
+        try:
+            claim = await extended_writes.create_claim(self.api, body, pod)
+        except ClaimWriteError as exc:
+            self.assumed.forget(record)  # a create takes no device
+            return str(exc)
+        self.assumed.created(record, claim)
+        created.raw = claim.raw
+        problem = extended_writes.reuse_problem(claim, extended.claim, allocation, pod)
+        if problem is not None:
+            self.assumed.forget(record)
+            return problem
+        error = await self._write_claim(pod, claim, allocation if claim.allocation is None else None, record)
+        if error:
+            return error
+        if record.written is not None:
+            created.raw = record.written.raw
+        try:
+            await extended_writes.record_mappings(self.api, pod, claim.name, extended.mappings)
+        except ClusterAPIError as exc:
+            return f"recording the extended-resource claim in pod {pod.namespace}/{pod.name}'s status: {exc}"
         return ""
 
     async def _write_claim(
@@ -437,8 +514,24 @@ class Engine:
         self.assumed.written(record, answer)
         return ""
 
-    async def _release(self, pod: Pod, written: list[tuple[ResourceClaim, AssumedWrite]]) -> None:
-        """Undo this bind's claim writes, newest first; what cannot be undone is left as written."""
+    async def _release(
+        self, pod: Pod, written: list[tuple[ResourceClaim, AssumedWrite]], created: CreatedClaim
+    ) -> None:
+        """Undo this bind's claim writes, newest first; what cannot be undone is left as written.
+
+        The extended-resource claim is deleted (upstream Unreserve): deleting releases its
+        devices whether or not its status write landed.
+        """
+        if created.raw is not None:
+            meta = created.raw.get("metadata") or {}
+            try:
+                await extended_writes.delete_claim(self.api, created.raw)
+            except ClusterAPIError as exc:
+                # Owned by the pod: the next attempt's PostFilter deletes it, or the garbage
+                # collector does when the pod goes away.
+                log.warning(
+                    "deleting resourceclaim %s/%s failed: %s", meta.get("namespace"), meta.get("name"), exc
+                )
         for claim, record in reversed(written):
             if record.written is None:
                 continue
@@ -454,7 +547,7 @@ class Engine:
             self.assumed.written(record, after)
 
     async def _create_binding(
-        self, pod: Pod, node: str, written: list[tuple[ResourceClaim, AssumedWrite]]
+        self, pod: Pod, node: str, written: list[tuple[ResourceClaim, AssumedWrite]], created: CreatedClaim
     ) -> tuple[str, str | None]:
         try:
             await self.api.bind_pod(pod.namespace, pod.name, pod.uid, node)
@@ -470,7 +563,7 @@ class Engine:
                     "for it, a retry completes the bind"
                 )
                 return await self._failed(pod, message), None
-            await self._release(pod, written)
+            await self._release(pod, written, created)
             return await self._failed(pod, f"binding pod to {node} failed: {exc}"), None
 
     async def _bound_to(self, pod: Pod, node: str) -> bool | None:
@@ -499,6 +592,13 @@ class Engine:
         """
         if pod.node_name or pod.uid in self.in_flight or not self.may_bind():
             return
+        stale = claims.extended.existing if claims.extended is not None else None
+        if stale is not None:
+            # Filter rejected every node for it ("cannot schedule extended resource claim"),
+            # before looking at any other claim: upstream PostFilter deletes it.
+            if not any(r.pod_uid != pod.uid for r in self.assumed.of(stale.key)):
+                self._spawn(self._delete_stale(pod, stale))
+            return
         now = self.wall_clock()
         for claim in claims.allocated:
             # Filter's own test (nodeSelector, binding failure or timeout), as upstream's
@@ -519,6 +619,28 @@ class Engine:
             return
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _delete_stale(self, pod: Pod, claim: ResourceClaim) -> None:
+        where = f"resourceclaim {claim.namespace}/{claim.name}"
+        try:
+            current = await self.api.get_pod(pod.namespace, pod.name)
+        except ClusterAPIError:
+            return
+        if (current.get("spec") or {}).get("nodeName") or (current.get("metadata") or {}).get(
+            "uid"
+        ) != pod.uid:
+            return  # the cache is behind: the pod is bound (or gone), its claim stays
+        try:
+            await extended_writes.delete_claim(self.api, claim.raw)
+        except ClusterAPIError as exc:
+            log.info("not deleting %s for pod %s/%s: %s", where, pod.namespace, pod.name, exc)
+            return
+        log.info(
+            "deleted %s: the extended-resource claim of an earlier attempt for pod %s/%s",
+            where,
+            pod.namespace,
+            pod.name,
+        )
 
     async def _deallocate(self, pod: Pod, claim: ResourceClaim) -> None:
         where = f"resourceclaim {claim.namespace}/{claim.name}"

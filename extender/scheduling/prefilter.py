@@ -16,6 +16,7 @@ from extender.allocator import Features
 from extender.cluster.state import Key
 from extender.model.core import Pod
 from extender.model.dra import DeviceClass, ResourceClaim
+from extender.scheduling.extended import ExtendedResources
 
 #: resourceapi.ResourceClaimReservedForMaxSize: a claim cannot be reserved for more consumers.
 RESERVED_FOR_MAX = 256
@@ -32,15 +33,29 @@ class PodClaims:
     ordered: list[ResourceClaim] = field(default_factory=list)
     reason: str | None = None
     error: str | None = None
+    #: Extended resources a DeviceClass backs (the synthesized claim is allocated last).
+    extended: ExtendedResources | None = None
 
     @property
     def empty(self) -> bool:
-        return not self.allocated and not self.to_allocate and self.reason is None and self.error is None
+        return (
+            not self.allocated
+            and not self.to_allocate
+            and self.reason is None
+            and self.error is None
+            and self.extended is None
+        )
+
+    @property
+    def allocates(self) -> bool:
+        """Some node may have to allocate devices for the pod (its own claims or extended resources)."""
+        return bool(self.to_allocate) or self.extended is not None
 
     def key(self) -> tuple[Any, ...]:
         """Identity of the claims as allocation sees them (changes with every claim update)."""
         claims = [*self.to_allocate, *self.allocated]
-        return tuple((c.namespace, c.name, c.uid, c.resource_version) for c in claims)
+        key = tuple((c.namespace, c.name, c.uid, c.resource_version) for c in claims)
+        return key if self.extended is None else (*key, self.extended.key())
 
 
 def resolve_claims(
@@ -50,10 +65,17 @@ def resolve_claims(
     classes: Mapping[str, DeviceClass],
     features: Features,
     pending: Callable[[ResourceClaim], bool] | None = None,
+    extended: Callable[[Pod], ExtendedResources | None] | None = None,
 ) -> PodClaims:
-    """``podResourceClaims`` then PreFilter's per-claim checks; ``pending``: allocation in flight."""
+    """``podResourceClaims``, ``preFilterExtendedResources``, then the per-claim checks.
+
+    ``pending``: another bind is allocating the claim; ``extended``: the extended-resource
+    PreFilter (None: DRAExtendedResource off).
+    """
     out = _find(pod, claims, broken)
     if out.reason is None and out.error is None:
+        if extended is not None:
+            out.extended = extended(pod)
         _check(pod, out, classes, features, pending)
     return out
 

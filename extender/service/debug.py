@@ -83,7 +83,7 @@ def claims(engine: Engine) -> dict[str, Any]:
 
 def in_flight(engine: Engine) -> dict[str, Any]:
     """Binds being carried out, and claim writes the cache does not show yet."""
-    engine.assumed.settle(engine.state.claims)
+    engine.assumed.settle(engine.state.claims, engine.state.claims_seen_rv)
     now = engine.clock()
     return {
         "inFlight": [

@@ -20,6 +20,7 @@ from extender.cluster.kube import RESOURCE_GROUP, KubeAPI, Paths, RawKube, bound
 from extender.cluster.leader import LeaseElector
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import Event, MemoryStore
+from extender.cluster.owner_gc import collect_owned_claims
 from extender.cluster.reflector import Reflector
 from extender.cluster.state import ClusterState
 from extender.scheduling.engine import Engine, EngineConfig
@@ -72,6 +73,7 @@ def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, 
     store = MemoryStore()
     state = ClusterState()
     follow(store, state)
+    collect_owned_claims(store)
     store.load(objects)
     for problem in [*problems, *state.problems]:
         log.warning("state: %s", problem)
@@ -212,8 +214,11 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     def sink_for(kind: str) -> Any:
         # Informer events change the cache on the engine's thread, between decisions.
         def deliver(etype: str, obj: dict[str, Any] | None, items: list[dict[str, Any]] | None) -> None:
+            rv = str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
             if etype == "SYNCED":
-                worker.call_soon(state.replace_kind, kind, items or [])
+                worker.call_soon(state.replace_kind, kind, items or [], rv)
+            elif etype == "BOOKMARK":
+                worker.call_soon(state.observed, kind, rv)
             elif etype == "DELETED" and obj is not None:
                 worker.call_soon(state.remove, obj)
             elif obj is not None:

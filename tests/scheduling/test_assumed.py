@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from extender.cluster.state import is_newer
 from extender.model.dra import ResourceClaim, parse_resource_claim
-from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState, is_newer
+from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
 from tests.builders import allocated, claim
 
 ALLOCATION = allocated(("driver-a", "pool-1", "d0"))

@@ -45,6 +45,20 @@ class FaultyAPI(MemoryAPI):
             await self.status_write_hook(claim)
         return await super().update_claim_status(claim)
 
+    async def create_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
+        self._maybe_fail("create_claim")
+        return await super().create_claim(claim)
+
+    async def delete_claim(self, namespace: str, name: str, uid: str) -> None:
+        self._maybe_fail("delete_claim")
+        await super().delete_claim(namespace, name, uid)
+
+    async def patch_pod_status(
+        self, namespace: str, name: str, uid: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        self._maybe_fail("patch_pod_status")
+        return await super().patch_pod_status(namespace, name, uid, status)
+
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         self._maybe_fail("bind_pod")
         await super().bind_pod(namespace, name, uid, node)

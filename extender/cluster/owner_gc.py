@@ -1,0 +1,69 @@
+"""Owner-reference garbage collection for the embedded default (kube-controller-manager's part).
+
+In a cluster, the garbage collector deletes the ResourceClaims a deleted Pod owns (the
+extended-resource claim the extender creates, and claims generated from templates), and the
+resourceclaim controller first drops the pod's reservation and, with no consumer left,
+deallocates the claim and removes its delete-protection finalizer. The embedded default has no
+controller manager, so this plays both parts over the in-memory store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender.cluster.memstore import Event, MemoryStore, StoreError
+from extender.model.dra import DELETE_PROTECTION_FINALIZER
+
+
+def collect_owned_claims(store: MemoryStore) -> None:
+    """Delete the ResourceClaims a Pod owns when that Pod is deleted or replaced (another UID)."""
+    pods: dict[tuple[str, str], str] = {}
+
+    def on_event(event: Event) -> None:
+        if event.kind != "Pod":
+            return
+        meta = event.object.get("metadata") or {}
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        uid = str(meta.get("uid") or "")
+        if event.type == "DELETED":
+            pods.pop(key, None)
+            _collect(store, uid)
+            return
+        previous = pods.get(key)
+        pods[key] = uid
+        if previous is not None and previous != uid:
+            _collect(store, previous)
+
+    for pod in store.objects("Pod"):
+        meta = pod.get("metadata") or {}
+        pods[(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))] = str(meta.get("uid"))
+    store.subscribe(on_event)
+
+
+def _collect(store: MemoryStore, owner_uid: str) -> None:
+    if not owner_uid:
+        return
+    for claim in store.objects("ResourceClaim"):
+        meta = claim.get("metadata") or {}
+        if not any(ref.get("uid") == owner_uid for ref in meta.get("ownerReferences") or []):
+            continue
+        namespace, name = str(meta.get("namespace") or "default"), str(meta["name"])
+        try:
+            store.mutate("ResourceClaim", namespace, name, lambda obj: _release(obj, owner_uid))
+            store.delete("ResourceClaim", namespace, name, uid=str(meta.get("uid")))
+        except StoreError:
+            continue  # changed or gone meanwhile: nothing left to collect
+
+
+def _release(obj: dict[str, Any], pod_uid: str) -> None:
+    """The resourceclaim controller: drop the pod's reservation; unused, deallocate and unprotect."""
+    status = obj.get("status") or {}
+    kept = [e for e in status.get("reservedFor") or [] if e.get("uid") != pod_uid]
+    if kept:
+        status["reservedFor"] = kept
+        return
+    for field in ("reservedFor", "allocation", "devices"):
+        status.pop(field, None)
+    finalizers = obj["metadata"].get("finalizers") or []
+    if DELETE_PROTECTION_FINALIZER in finalizers:
+        finalizers.remove(DELETE_PROTECTION_FINALIZER)
