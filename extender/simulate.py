@@ -10,7 +10,7 @@ from extender.allocator import Features
 from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.state import ClusterState
 from extender.model.core import Pod
-from extender.scheduling.decision import NodeDecision, Snapshot
+from extender.scheduling.decision import NodeDecision, Snapshot, fit_summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +71,7 @@ def render_text(result: dict[str, Any]) -> str:
         lines.append(f"  {'NODE':<{width}}  FITS  DETAIL")
         for node, d in pod["nodes"].items():
             if d["fits"]:
-                devices = [
-                    f"{claim}: "
-                    + ", ".join(
-                        f"{r['request']}={r['driver']}/{r['pool']}/{r['device']}"
-                        for r in a["devices"]["results"]
-                    )
-                    for claim, a in d.get("allocations", {}).items()
-                ]
-                detail = "; ".join(devices) or "no claims to allocate"
-                lines.append(f"  {node:<{width}}  yes   {detail}")
+                lines.append(f"  {node:<{width}}  yes   {fit_summary(d)}")
             else:
                 detail = f"error: {d['error']}" if d["error"] else d["reason"]
                 lines.append(f"  {node:<{width}}  no    {detail}")

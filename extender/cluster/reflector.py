@@ -20,7 +20,8 @@ from extender.cluster.kube import RawKube
 
 log = logging.getLogger("dra_extender.reflector")
 
-#: (event type, object): ADDED | MODIFIED | DELETED, or SYNCED with the full list (object=None).
+#: (event type, object, items): ADDED | MODIFIED | DELETED with the object; SYNCED with the full
+#: list (the object carries only the list's resourceVersion); BOOKMARK (a resourceVersion).
 Sink = Callable[[str, dict[str, Any] | None, list[dict[str, Any]] | None], None]
 
 

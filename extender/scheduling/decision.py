@@ -70,6 +70,23 @@ class NodeDecision:
         return out
 
 
+def fit_summary(decision: Mapping[str, Any]) -> str:
+    """One line for a fitting node (a :meth:`NodeDecision.to_dict`): the devices per claim."""
+    extended = decision.get("extendedResources")
+    parts = []
+    for claim, allocation in decision.get("allocations", {}).items():
+        devices = ", ".join(
+            f"{r['request']}={r['driver']}/{r['pool']}/{r['device']}"
+            for r in allocation["devices"]["results"]
+        )
+        label = claim
+        if claim == er.IN_MEMORY_NAME and extended:
+            containers = sorted({m["containerName"] for m in extended["requestMappings"]})
+            label = f"{claim} ({', '.join(extended['resources'])} for {', '.join(containers)})"
+        parts.append(f"{label}: {devices}")
+    return "; ".join(parts) or "no claims to allocate"
+
+
 @dataclass(frozen=True, slots=True)
 class Assessment:
     """A node's answer without device names: what filter and prioritize need (memoizable)."""

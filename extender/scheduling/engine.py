@@ -203,7 +203,8 @@ class Engine:
         for name, labels in labels_by_name.items():
             node = cached.get(name)
             if node is None or node.labels != labels:
-                node = Node(name, Labels(labels), {}, {})
+                # Device plugins' extended resources still come from the cached Node.
+                node = Node(name, Labels(labels), node.allocatable if node is not None else {}, {})
             out[name] = node
         return out
 

@@ -9,7 +9,7 @@ import datetime as _dt
 from typing import Any
 
 from extender.model.dra import DeviceID
-from extender.scheduling.decision import NodeDecision
+from extender.scheduling.decision import NodeDecision, fit_summary
 from extender.scheduling.engine import Engine
 
 _SUMMARY_ATTRIBUTES = ("productName", "model", "type")
@@ -174,15 +174,7 @@ def render_text(view: str, data: dict[str, Any]) -> str:
         rows = []
         for node, d in data["nodes"].items():
             if d["fits"]:
-                devices = "; ".join(
-                    f"{claim}: "
-                    + ", ".join(
-                        f"{r['request']}={r['driver']}/{r['pool']}/{r['device']}"
-                        for r in a["devices"]["results"]
-                    )
-                    for claim, a in d.get("allocations", {}).items()
-                )
-                rows.append([node, "yes", devices or "no claims to allocate"])
+                rows.append([node, "yes", fit_summary(d)])
             else:
                 rows.append([node, "no", f"error: {d['error']}" if d["error"] else d["reason"] or ""])
         return f"pod {data['pod']}\n" + _table(["NODE", "FITS", "DETAIL"], rows)

@@ -101,6 +101,23 @@ def test_every_call_is_allowed(fake: FakeApiServer, tmp_path: Path) -> None:
         assert http.post(
             "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
         ).json() == {"Error": ""}
+        # An extended-resource pod: its claim is created, then deleted when the Binding is
+        # refused (upstream Unreserve); the retry creates it again and records it in pod status.
+        fake.faults.inject[("POST", "pods/legacy-gpu/binding")] = [403]
+        assert http.post(
+            "/scheduler/bind", content=binding("legacy-gpu", "uid-pod-legacy-gpu", "gpu-node-2")
+        ).json()["Error"]
+        wait_until(
+            lambda: (
+                not any(
+                    c["claim"].startswith("default/legacy-gpu-")
+                    for c in http.get("/debug/claims").json()["claims"]
+                )
+            )
+        )
+        assert http.post(
+            "/scheduler/bind", content=binding("legacy-gpu", "uid-pod-legacy-gpu", "gpu-node-2")
+        ).json() == {"Error": ""}
     # Discovery needs no RBAC rule (system:discovery covers every authenticated user).
     calls = {api_call(method, target) for method, target, _ in fake.requests if not discovery(target)}
     verbs = {(c[1], c[2]) for c in calls}
@@ -111,6 +128,9 @@ def test_every_call_is_allowed(fake: FakeApiServer, tmp_path: Path) -> None:
         # Not ("resourceclaims/status", "patch"): Unreserve's patch runs only when another pod
         # reserved the claim since our write (the manifests allow it all the same).
         ("pods/binding", "create"),
+        ("resourceclaims", "create"),
+        ("resourceclaims", "delete"),
+        ("pods/status", "patch"),
         ("events", "create"),
         ("leases", "update"),
         ("resourceslices", "watch"),
@@ -133,5 +153,6 @@ def discovery(target: str) -> bool:
 def test_the_checker_can_say_no() -> None:
     assert allowed(("", "pods/binding", "create", "default"))
     assert not allowed(("", "secrets", "get", "default"))
-    assert not allowed(("resource.k8s.io", "resourceclaims", "delete", "default"))
+    assert not allowed(("resource.k8s.io", "resourceclaims", "deletecollection", "default"))
+    assert not allowed(("", "pods", "update", "default"))
     assert not allowed(("coordination.k8s.io", "leases", "update", "other-namespace"))

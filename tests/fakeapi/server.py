@@ -223,11 +223,12 @@ class FakeApiServer:
             return self.store.put(resource, obj, "MODIFIED")
 
     def delete_direct(self, kind: str, name: str, namespace: str = "") -> None:
+        """Delete as another client would (finalizers honoured, dependents garbage-collected)."""
         resource = KIND_TO_RESOURCE[kind]
+        if self.resources[resource][3] and not namespace:
+            namespace = "default"
         with self.store.cond:
-            obj = self.store.objects.pop((resource, namespace, name))
-            self.store.bump(obj)
-            self.store._record(resource, "DELETED", obj)
+            self._delete(resource, namespace, name, {})
 
     def calls(self, method: str | None = None, fragment: str = "") -> list[tuple[str, str, str]]:
         return [r for r in self.requests if (method is None or r[0] == method) and fragment in r[1]]
@@ -326,6 +327,8 @@ class FakeApiServer:
             self._validate_claim_status(current, new)
         if new == current:
             return copy.deepcopy(current)  # a no-op update does not bump the RV
+        if self._finish_deletion(resource, new):
+            return copy.deepcopy(new)
         return self.store.put(resource, new, "MODIFIED")
 
     def _patch(
@@ -376,10 +379,57 @@ class FakeApiServer:
             raise ApiError(409, "Conflict", "Precondition failed: UID mismatch")
         if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
             raise ApiError(409, "Conflict", "Precondition failed: resourceVersion mismatch")
-        del self.store.objects[(resource, namespace, name)]
+        if current["metadata"].get("finalizers"):
+            # Graceful: marked, removed once the last finalizer is (see _finish_deletion).
+            if not current["metadata"].get("deletionTimestamp"):
+                marked = copy.deepcopy(current)
+                marked["metadata"]["deletionTimestamp"] = "2026-11-22T00:00:01Z"
+                self.store.put(resource, marked, "MODIFIED")
+            return {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}}
+        self._remove(resource, namespace, name)
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}}
+
+    def _remove(self, resource: str, namespace: str, name: str) -> None:
+        current = self.store.objects.pop((resource, namespace, name))
         self.store.bump(current)
         self.store._record(resource, "DELETED", current)
-        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": {"name": name}}
+        self._collect_dependents(current["metadata"].get("uid"))
+
+    def _collect_dependents(self, owner_uid: str | None) -> None:
+        """kube-controller-manager: the garbage collector deletes what the object owned; for a
+        claim reserved for a deleted pod the resourceclaim controller first drops that
+        reservation and, with no consumer left, deallocates it and removes its finalizer."""
+        if not owner_uid:
+            return
+        for (resource, namespace, name), obj in list(self.store.objects.items()):
+            refs = obj["metadata"].get("ownerReferences") or []
+            if not any(r.get("uid") == owner_uid for r in refs):
+                continue
+            if resource == "resourceclaims":
+                released = copy.deepcopy(obj)
+                status = released.get("status") or {}
+                kept = [e for e in status.get("reservedFor") or [] if e.get("uid") != owner_uid]
+                if kept:
+                    status["reservedFor"] = kept
+                else:
+                    for key in ("reservedFor", "allocation", "devices"):
+                        status.pop(key, None)
+                    finalizers = released["metadata"].get("finalizers") or []
+                    released["metadata"]["finalizers"] = [
+                        f for f in finalizers if f != "resource.kubernetes.io/delete-protection"
+                    ]
+                if released != obj:
+                    self.store.put(resource, released, "MODIFIED")
+            self._delete(resource, namespace, name, {})
+
+    def _finish_deletion(self, resource: str, obj: dict[str, Any]) -> bool:
+        """An object being deleted whose last finalizer went: it is removed (True)."""
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self.store.objects[(resource, meta.get("namespace", ""), meta["name"])] = obj
+            self._remove(resource, meta.get("namespace", ""), meta["name"])
+            return True
+        return False
 
     def _bind(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         pod = self._current("pods", namespace, name)

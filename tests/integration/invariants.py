@@ -5,7 +5,9 @@ Read from the fake API server's objects (not the extender's view):
     allows multiple allocations (then each share has its own shareID);
 (b) every bound pod's claims are allocated, reserved for it, and on its node;
 (c) no claim is reserved for a pod that is not bound (except those the caller allows);
-(d) no claim is reserved without an allocation.
+(d) no claim is reserved without an allocation;
+(e) a bound pod's extended-resource claim (``status.extendedResourceClaimStatus``) is held to
+    (b) too, and no pod owns more than one extended-resource claim.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ def pod_claim_names(pod: dict[str, Any]) -> list[str]:
         name = ref.get("resourceClaimName") or statuses.get(ref.get("name"))
         if name:
             names.append(name)
+    extended = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    if extended:
+        names.append(extended)
     return names
 
 
@@ -102,6 +107,16 @@ def violations(fake: FakeApiServer, *, allow_unbound: set[str] | None = None) ->
                 problems.append(f"{where} is not reserved for it")
             elif not _selector_admits(status["allocation"].get("nodeSelector"), node):
                 problems.append(f"{where} is allocated to devices of another node")
+    owned: dict[str, list[str]] = defaultdict(list)
+    for (ns, name), c in claims.items():
+        meta = c["metadata"]
+        if (meta.get("annotations") or {}).get("resource.kubernetes.io/extended-resource-claim") == "true":
+            for ref in meta.get("ownerReferences") or []:
+                if ref.get("controller"):
+                    owned[ref.get("uid")].append(f"{ns}/{name}")
+    for uid, names in owned.items():
+        if len(names) > 1:
+            problems.append(f"pod {uid} owns several extended-resource claims: {', '.join(sorted(names))}")
     allowed = allow_unbound or set()
     pod_names = {p["metadata"].get("uid"): n for n, p in pods.items()}
     for (ns, name), c in claims.items():

@@ -145,3 +145,30 @@ def test_health_answers_while_an_expensive_filter_runs(tmp_path: Any) -> None:
         assert result["seconds"] < 2 + 1.5  # the budget (2 s) plus at most about one node's allocation
         assert slowest < 0.5
         assert any("time budget" in why for why in result["answer"]["FailedNodes"].values())
+
+
+def test_an_extended_resource_pod_on_the_embedded_default() -> None:
+    # legacy-gpu (examples/) asks example.com/gpu, which DeviceClass gpu.example.com names.
+    service, store = build_embedded([EXAMPLES], ServeConfig())
+    with thread_server(create_app(service)) as url, httpx.Client(base_url=url, timeout=10) as http:
+        spec = store.get("Pod", "default", "legacy-gpu")
+        filtered = http.post("/scheduler/filter", content=args_names(spec, EXAMPLE_NODES)).json()
+        assert filtered["NodeNames"] == ["gpu-node-1", "gpu-node-2", "gpu-node-3"]
+        assert "cpu-node-1" in filtered["FailedAndUnresolvableNodes"]
+        explained = http.get("/debug/pods/default/legacy-gpu").json()
+        extended = explained["nodes"]["gpu-node-2"]["extendedResources"]
+        assert extended["resources"] == ["example.com/gpu"]
+        assert http.post(
+            "/scheduler/bind", content=binding("legacy-gpu", "uid-pod-legacy-gpu", "gpu-node-2")
+        ).json() == {"Error": ""}
+        pod_status = store.get("Pod", "default", "legacy-gpu")["status"]["extendedResourceClaimStatus"]
+        name = pod_status["resourceClaimName"]
+        assert name.startswith("legacy-gpu-extended-resources-")
+        assert sorted(m["containerName"] for m in pod_status["requestMappings"]) == ["main", "warmup"]
+        claims = {c["claim"]: c for c in http.get("/debug/claims").json()["claims"]}
+        assert claims[f"default/{name}"]["reservedFor"] == ["pods/legacy-gpu"]
+        # The pod goes away: the embedded default collects its claim (the garbage collector's job).
+        store.delete("Pod", "default", "legacy-gpu")
+        assert f"default/{name}" not in {c["claim"] for c in http.get("/debug/claims").json()["claims"]}
+        inventory = http.get("/debug/inventory").json()["nodes"]["gpu-node-2"]["devices"]
+        assert not any(name in str(d.get("allocatedTo")) for d in inventory)

@@ -109,3 +109,50 @@ def test_a_shared_claim_keeps_the_allocating_write_while_another_pod_reserves_it
     newer["status"]["reservedFor"] = [{"resource": "pods", "name": "x", "uid": "uid-x"}]
     assumed.written(x, newer)
     assert assumed.overlay(claims)[("default", "c")].resource_version == "13"
+
+
+def creating_record(assumed: AssumedClaims, *, created_rv: str | None) -> AssumedWrite:
+    record = assumed.assume_creation(("default", "c"), "uid-p", ("default", "p"), "node-1", ALLOCATION, 0.0)
+    if created_rv is not None:
+        assumed.created(record, cached(created_rv))
+        assumed.sending(record, created_rv)
+        written = claim("c", allocation=ALLOCATION, uid="uid-c")
+        written["metadata"]["resourceVersion"] = str(int(created_rv) + 2)
+        assumed.written(record, written)
+    return record
+
+
+# A claim the bind creates: (name, created at, the cache's claim, the cache's newest RV) -> settled?
+CREATION_CASES = [
+    ("not created yet: held, whatever the cache", None, None, "99", False),
+    ("created, not cached, cache behind the creation: held", "10", None, "9", False),
+    ("created, not cached, cache at the creation: held", "10", None, "10", False),
+    ("created, not cached, cache past it: deleted since", "10", None, "11", True),
+    ("created and cached at the written version", "10", cached("12", allocation=ALLOCATION), "12", True),
+    ("created, cached before the write: held", "10", cached("10"), "10", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("created_rv", "cache", "seen", "settled"),
+    [c[1:] for c in CREATION_CASES],
+    ids=[c[0] for c in CREATION_CASES],
+)
+def test_settle_of_created_claims(
+    created_rv: str | None, cache: ResourceClaim | None, seen: str, settled: bool
+) -> None:
+    assumed = AssumedClaims()
+    creating_record(assumed, created_rv=created_rv)
+    assumed.settle({} if cache is None else {("default", "c"): cache}, seen)
+    assert (assumed.of(("default", "c")) == []) == settled
+
+
+def test_a_created_claim_not_cached_yet_is_seen_through_the_overlay_and_holds_its_devices() -> None:
+    assumed = AssumedClaims()
+    creating = creating_record(assumed, created_rv=None)
+    assert [a.devices[0].id.device for a in assumed.held({})] == ["d0"]
+    assumed.interrupted("uid-p")  # nothing was sent: forgotten
+    assert assumed.of(("default", "c")) == [] and creating.state is WriteState.PENDING
+    creating_record(assumed, created_rv="10")
+    overlay = assumed.overlay({})
+    assert overlay[("default", "c")].allocation is not None and assumed.held(overlay) == []
