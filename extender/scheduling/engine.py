@@ -526,6 +526,8 @@ class Engine:
         if created.raw is not None:
             meta = created.raw.get("metadata") or {}
             try:
+                # Its record stays until the watch shows the deletion: another finalizer could
+                # keep the claim (and its allocation) around for a while.
                 await extended_writes.delete_claim(self.api, created.raw)
             except ClusterAPIError as exc:
                 # Owned by the pod: the next attempt's PostFilter deletes it, or the garbage

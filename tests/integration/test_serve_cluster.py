@@ -314,7 +314,18 @@ def test_older_served_versions_are_read_and_written(version: str, tmp_path: Path
             assert http.post(
                 "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
             ).json() == {"Error": ""}
-        paths = {p.split("?")[0] for m, p, _ in server.requests if m == "PUT"}
+            # The extended-resource claim is created in the served version's shape.
+            assert http.post(
+                "/scheduler/bind", content=binding("legacy-gpu", "uid-pod-legacy-gpu", "gpu-node-1")
+            ).json() == {"Error": ""}
+        name = server.get("Pod", "legacy-gpu", "default")["status"]["extendedResourceClaimStatus"][
+            "resourceClaimName"
+        ]
+        created = server.get("ResourceClaim", name, "default")
+        assert created["apiVersion"] == f"resource.k8s.io/{version}"
+        assert ("exactly" in created["spec"]["devices"]["requests"][0]) == (version != "v1beta1")
+        assert len(created["status"]["allocation"]["devices"]["results"]) == 2
+        paths = {p.split("?")[0] for m, p, _ in server.requests if m == "PUT" and "trainer" in p}
         assert paths == {
             f"/apis/resource.k8s.io/{version}/namespaces/default/resourceclaims/trainer-gpus" + s
             for s in ("", "/status")
