@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from bench.allocator_bench import GPU, cluster
+from bench.allocator_bench import EXTENDED, GPU, cluster
 from tests.integration.servers import cli_server, process_server
 from tests.service.fixtures import args_names, args_nodes, binding, scheduler_node, scheduler_pod
 
@@ -82,6 +82,18 @@ def state_file(directory: Path, nodes: int, pods: int) -> Path:
                 },
             }
         )
+        # The same GPU asked the device-plugin way (the GPU class names example.com/gpu).
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"er-pod-{i}", "namespace": "default", "uid": f"uid-er-pod-{i}"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "x", "resources": {"requests": {EXTENDED: "1"}}}],
+                    "schedulerName": "dra-extender-scheduler",
+                },
+            }
+        )
     path = directory / "state.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     return path
@@ -103,6 +115,9 @@ def run(n_nodes: int, n_requests: int) -> dict[str, Any]:
         names = [f"node-{n:04d}" for n in range(n_nodes)]
         pod = scheduler_pod("pod-0", "uid-pod-0", [{"name": "gpu", "resourceClaimName": "claim-0"}])
         names_body = args_names(pod, names)
+        er_pod = scheduler_pod("er-pod-0", "uid-er-pod-0", [])
+        er_pod["spec"]["containers"][0]["resources"] = {"requests": {EXTENDED: "1"}}
+        er_body = args_names(er_pod, names)
         nodes_body = args_nodes(pod, [scheduler_node(n, {"zone": f"z{i % 3}"}) for i, n in enumerate(names)])
         start = time.perf_counter()
         with (
@@ -129,6 +144,19 @@ def run(n_nodes: int, n_requests: int) -> dict[str, Any]:
                 prioritize = measure(
                     lambda: http.post("/scheduler/prioritize", content=names_body), n_requests
                 )
+                filter_extended = measure(lambda: http.post("/scheduler/filter", content=er_body), n_requests)
+                er_counter = iter(range(1, n_requests + 40))
+
+                def bind_extended() -> httpx.Response:
+                    i = next(er_counter)
+                    resp = http.post(
+                        "/scheduler/bind",
+                        content=binding(f"er-pod-{i}", f"uid-er-pod-{i}", names[(i + 7) % len(names)]),
+                    )
+                    assert resp.json() == {"Error": ""}, resp.text
+                    return resp
+
+                bind_er = measure(bind_extended, n_requests, warmup=5)
                 counter = iter(range(1, n_requests + 40))
 
                 def bind_next() -> httpx.Response:
@@ -156,8 +184,10 @@ def run(n_nodes: int, n_requests: int) -> dict[str, Any]:
                 )
     print(row("filter, NodeNames (500 names)", filter_names, floor_names))
     print(row("filter, full NodeList (500 nodes)", filter_nodes, floor_nodes))
+    print(row("filter, example.com/gpu pod, NodeNames", filter_extended, floor_names))
     print(row("prioritize, NodeNames", prioritize, floor_names))
     print(row("bind (embedded store)", bind, floor_bind))
+    print(row("bind, example.com/gpu pod (creates claim)", bind_er, floor_bind))
     print(row("first filter after a bind", churn, floor_names))
     print("  targets: filter p50 <= 2 ms and p99 <= 10 ms (NodeNames); bind p50 <= 2 ms")
     results.update(
@@ -168,6 +198,8 @@ def run(n_nodes: int, n_requests: int) -> dict[str, Any]:
             "filter_names": filter_names,
             "filter_nodelist": filter_nodes,
             "prioritize": prioritize,
+            "filter_extended": filter_extended,
+            "bind_extended": bind_er,
             "bind": bind,
             "bind_then_filter": churn,
         }

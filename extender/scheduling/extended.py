@@ -285,11 +285,15 @@ class ExtendedResources:
     #: The claim created for the pod in an earlier attempt, if any (Filter rejects it).
     existing: ResourceClaim | None = None
     _per_set: dict[frozenset[str], NodeExtendedClaim] = field(default_factory=dict)
+    _names: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._names = sorted(self.requested)
 
     def key(self) -> tuple[Any, ...]:
         """What allocation outcomes depend on (pods of one Deployment share it)."""
         containers = tuple(
-            (c.long_lived, tuple(sorted((n, q.value) for n, q in c.requests.items())))
+            (c.long_lived, tuple(sorted((n, q.canonical()) for n, q in c.requests.items())))
             for c in self.pod.containers
         )
         existing = None if self.existing is None else (self.existing.uid, self.existing.resource_version)
@@ -305,7 +309,7 @@ class ExtendedResources:
             # From an earlier cycle: its requests are fixed, so it is deleted and the pod retried.
             return CANNOT_SCHEDULE_CLAIM, None
         via_dra = []
-        for name in sorted(self.requested):
+        for name in self._names:
             allocatable = allocatable_value(node, name)
             if name in self.classes and not allocatable:
                 via_dra.append(name)
