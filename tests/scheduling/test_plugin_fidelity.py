@@ -30,6 +30,7 @@ from tests.builders import (
     allocated,
     attrs,
     claim,
+    container,
     device,
     device_class,
     exact,
@@ -37,6 +38,7 @@ from tests.builders import (
     node,
     pod,
     resource_slice,
+    with_allocatable,
 )
 
 A = device_class()
@@ -58,6 +60,10 @@ class Case:
     contains: str = ""
     #: For "fits": (claim, [(request, device), ...]) that must be allocated.
     devices: tuple[str, list[tuple[str, str]]] | None = None
+    #: The pod's containers and init containers (extended resources), the node's allocatable.
+    containers: list[dict[str, Any]] | None = None
+    init_containers: list[dict[str, Any]] | None = None
+    allocatable: dict[str, str | int] = field(default_factory=dict)
 
 
 def bound(name: str, allocation: dict[str, Any], **status: Any) -> dict[str, Any]:
@@ -518,11 +524,114 @@ CASES = [
 ]
 
 
+# --- 12. DRA-backed extended resources (extendeddynamicresources.go) -------------------------------------
+
+ER, ER1 = "example.com/gpu", "example.com/fpga"
+GPU_CLASS = device_class(extended_resource=ER)
+STALE = claim("pod-extended-resources-old", requests=[exact("container-0-request-0")])
+STALE["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+STALE["metadata"]["ownerReferences"] = [
+    {"apiVersion": "v1", "kind": "Pod", "name": "pod", "uid": "uid-pod", "controller": True}
+]
+CASES += [
+    Case(
+        "extended-resource-through-dra",
+        "filterExtendedResources: not in allocatable, backed by a class -> createRequestsAndMappings",
+        [GPU_CLASS, resource_slice("s", [device("d0"), device("d1")])],
+        claims=[],
+        containers=[container("main", {ER: 2})],
+        devices=("<extended-resources>", [("container-0-request-0", "d0"), ("container-0-request-0", "d1")]),
+    ),
+    Case(
+        "extended-resource-implicit-class-name",
+        "ExtendedResourceCache: every class backs deviceclass.resource.kubernetes.io/<class>",
+        [A, resource_slice("s", [device("d0")])],
+        claims=[],
+        containers=[container("main", {"deviceclass.resource.kubernetes.io/class-a": 1})],
+        devices=("<extended-resources>", [("container-0-request-0", "d0")]),
+    ),
+    Case(
+        "extended-resource-left-to-the-device-plugin",
+        "filterExtendedResources: allocatable > 0, nothing for DRA, no user claim -> nil",
+        [GPU_CLASS],
+        claims=[],
+        containers=[container("main", {ER: 1})],
+        allocatable={ER: 4},
+    ),
+    Case(
+        "extended-resource-neither-offered-nor-backed",
+        "filterExtendedResources: not in allocatable and no class -> cannot fit resource",
+        [GPU_CLASS, resource_slice("s", [device("d0")])],
+        claims=[],
+        containers=[container("main", {ER: 1, ER1: 1})],
+        outcome="reason",
+        contains="cannot fit resource",
+    ),
+    Case(
+        "extended-resource-allocated-with-the-pods-claims",
+        "Filter: the node's extended-resource claim is allocated last, in the same Allocate call",
+        [GPU_CLASS, resource_slice("s", [device("d0"), device("d1")]), claim()],
+        containers=[container("main", {ER: 1})],
+        devices=("<extended-resources>", [("container-0-request-0", "d1")]),
+    ),
+    Case(
+        "extended-resource-and-claims-must-fit-together",
+        "Allocate: all claims or none",
+        [GPU_CLASS, resource_slice("s", [device("d0")]), claim()],
+        containers=[container("main", {ER: 1})],
+        outcome="reason",
+        contains="cannot allocate all claims",
+    ),
+    Case(
+        "extended-resource-init-container-reuses-later-devices",
+        "createRequestsAndMappings: a plain init container reuses long-lived requests after it",
+        [GPU_CLASS, resource_slice("s", [device("d0"), device("d1")])],
+        claims=[],
+        containers=[container("main", {ER: 2})],
+        init_containers=[container("setup", {ER: 1})],
+        devices=("<extended-resources>", [("container-1-request-0", "d0"), ("container-1-request-0", "d1")]),
+    ),
+    Case(
+        "extended-resource-newest-class-wins",
+        "ExtendedResourceCache: of classes naming one resource the newest creationTimestamp wins",
+        [
+            device_class("old", extended_resource=ER, created="2026-01-01T00:00:00Z"),
+            device_class(
+                "new", 'device.driver == "driver-b"', extended_resource=ER, created="2026-06-01T00:00:00Z"
+            ),
+            resource_slice("s", [device("d0")]),
+            resource_slice("s-b", [device("b0")], driver="driver-b", pool="pool-b"),
+        ],
+        claims=[],
+        containers=[container("main", {ER: 1})],
+        devices=("<extended-resources>", [("container-0-request-0", "b0")]),
+    ),
+    Case(
+        "extended-resource-claim-from-an-earlier-cycle",
+        "filterExtendedResources: the found claim has requests -> cannot schedule extended resource claim",
+        [GPU_CLASS, resource_slice("s", [device("d0")]), STALE],
+        claims=[],
+        containers=[container("main", {ER: 1})],
+        outcome="reason",
+        contains="cannot schedule extended resource claim",
+    ),
+    Case(
+        "extended-resource-gate-off",
+        "preFilterExtendedResources: nothing when DRAExtendedResource is off (emulating 1.33)",
+        [GPU_CLASS, resource_slice("s", [device("d0")])],
+        claims=[],
+        containers=[container("main", {ER: 1})],
+        gates="DRAExtendedResource=false",
+    ),
+]
+
+
 # --- running a case ------------------------------------------------------------------------------
 
 
 def objects_of(case: Case) -> list[dict[str, Any]]:
-    return [*case.objects, node("node-1", **case.labels), pod("pod", case.claims)]
+    spec = pod("pod", case.claims, containers=case.containers, init_containers=case.init_containers)
+    return [*case.objects, with_allocatable(node("node-1", **case.labels), case.allocatable), spec]
 
 
 def via_simulate(case: Case, tmp_path: Path) -> dict[str, Any]:
