@@ -58,6 +58,8 @@ class Observer(Protocol):
 
     def conflict(self) -> None: ...
 
+    def claim_created(self, outcome: str) -> None: ...
+
 
 class _NoObserver:
     def filtered(self, passed: int, failed: int, error: bool) -> None:
@@ -67,6 +69,9 @@ class _NoObserver:
         pass
 
     def conflict(self) -> None:
+        pass
+
+    def claim_created(self, outcome: str) -> None:
         pass
 
 
@@ -464,10 +469,12 @@ class Engine:
         allocation = decision.allocations[er.IN_MEMORY_NAME]
         body = er.claim_object(pod, extended.requests, name=record.key[1])
         try:
-            claim = await extended_writes.create_claim(self.api, body, pod)
+            claim, reused = await extended_writes.create_claim(self.api, body, pod)
         except ClaimWriteError as exc:
+            self.observer.claim_created("failure")
             self.assumed.forget(record)  # a create takes no device
             return str(exc)
+        self.observer.claim_created("reused" if reused else "success")
         self.assumed.created(record, claim)
         created.raw = claim.raw
         problem = extended_writes.reuse_problem(claim, extended.claim, allocation, pod)

@@ -21,14 +21,15 @@ from extender.scheduling.claim_writes import CONFLICT_RETRIES, ClaimWriteError, 
 from extender.scheduling.extended import is_extended_claim_of
 
 
-async def create_claim(api: ClusterAPI, body: dict[str, Any], pod: Pod) -> ResourceClaim:
-    """Create the claim ``body`` names, or find the one an earlier attempt for ``pod`` created."""
+async def create_claim(api: ClusterAPI, body: dict[str, Any], pod: Pod) -> tuple[ResourceClaim, bool]:
+    """Create the claim ``body`` names, or find the one an earlier attempt for ``pod`` created
+    (then the flag is True: a lost answer of this bind's own create counts as found too)."""
     meta = body["metadata"]
     where = f"resourceclaim {meta['namespace']}/{meta['name']}"
     last = "no attempt made"
     for _attempt in range(CONFLICT_RETRIES):
         try:
-            return _parsed(await api.create_claim(body), where)
+            return _parsed(await api.create_claim(body), where), False
         except ApiAlreadyExists as exc:
             last = str(exc)
         except ClusterAPIError as exc:
@@ -44,7 +45,7 @@ async def create_claim(api: ClusterAPI, body: dict[str, Any], pod: Pod) -> Resou
             raise ClaimWriteError(f"creating {where}: {last}; reading it back: {exc}") from None
         if not is_extended_claim_of(found, pod):
             raise ClaimWriteError(f"{where} exists and is not the extended-resource claim of this pod")
-        return found
+        return found, True
     raise ClaimWriteError(f"creating {where}: {last} (after {CONFLICT_RETRIES} attempts)")
 
 

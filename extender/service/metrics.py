@@ -38,6 +38,13 @@ class Metrics:
             "409 Conflicts met while writing claims.",
             registry=self.registry,
         )
+        self.claim_creates = Counter(
+            "dra_extender_resourceclaim_creates_total",
+            "Extended-resource claims created by binds (as scheduler_resourceclaim_creates_total), "
+            "by outcome: success, reused (found from an earlier attempt), failure.",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.bad_requests = Counter(
             "dra_extender_bad_requests_total",
             "Requests rejected as malformed, by verb.",
@@ -67,6 +74,9 @@ class Metrics:
 
     def conflict(self) -> None:
         self.conflicts.inc()
+
+    def claim_created(self, outcome: str) -> None:
+        self.claim_creates.labels(outcome).inc()
 
     def render(self) -> bytes:
         for kind, count in self._cache_sizes().items():

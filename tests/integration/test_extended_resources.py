@@ -191,6 +191,9 @@ def test_a_create_answered_already_exists_reuses_the_claim(fake: FakeApiServer, 
         [orphan] = extended_claims(fake, "uid-p")
         assert "status" not in orphan
         assert bind(http, "p", "node-1") == ""
+        metrics = http.get("/metrics").text
+        assert 'dra_extender_resourceclaim_creates_total{outcome="failure"} 1.0' in metrics
+        assert 'dra_extender_resourceclaim_creates_total{outcome="reused"} 1.0' in metrics
     assert node_of(fake, "p") == "node-1"
     [used] = extended_claims(fake, "uid-p")
     assert used["metadata"]["uid"] == orphan["metadata"]["uid"]

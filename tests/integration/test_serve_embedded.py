@@ -167,6 +167,7 @@ def test_an_extended_resource_pod_on_the_embedded_default() -> None:
         assert sorted(m["containerName"] for m in pod_status["requestMappings"]) == ["main", "warmup"]
         claims = {c["claim"]: c for c in http.get("/debug/claims").json()["claims"]}
         assert claims[f"default/{name}"]["reservedFor"] == ["pods/legacy-gpu"]
+        assert 'dra_extender_resourceclaim_creates_total{outcome="success"} 1.0' in http.get("/metrics").text
         # The pod goes away: the embedded default collects its claim (the garbage collector's job).
         store.delete("Pod", "default", "legacy-gpu")
         assert f"default/{name}" not in {c["claim"] for c in http.get("/debug/claims").json()["claims"]}
