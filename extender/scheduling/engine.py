@@ -45,6 +45,9 @@ MIN_SCORE, MAX_SCORE = 0, 10
 SCORE_POLICIES = ("binpack", "spread")
 #: The scheduler the shipped manifests run (a second scheduler beside the default one).
 DEFAULT_SCHEDULER_NAME = "dra-extender-scheduler"
+#: How long after an unanswered Binding it may still land (kube-apiserver's request timeout is
+#: 60 s): until then a leftover claim of the pod is not deleted, lest the pod be bound without it.
+BINDING_MAY_LAND = 90.0
 #: Bound of the (claims, node) -> timed-out answer table.
 MAX_REMEMBERED_TIMEOUTS = 10_000
 
@@ -108,6 +111,8 @@ class CreatedClaim:
 
     record: AssumedWrite | None = None
     raw: dict[str, Any] | None = None
+    #: The pod's status was (maybe) patched to name the claim: a failed bind takes that back.
+    recorded: bool = False
 
 
 @dataclass(slots=True)
@@ -148,6 +153,8 @@ class Engine:
         self._timeouts: dict[tuple[Any, str], tuple[float, Assessment]] = {}
         #: Background work started by decisions (deallocating stale claims).
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Pods whose Binding was sent with no answer, and when: such a Binding may still land.
+        self._binding_unknown: dict[str, float] = {}
         self.decisions: deque[dict[str, Any]] = deque(maxlen=self.config.decision_log_size)
         #: Where every decision is also reported (one structured log line each).
         self.log_sink: Callable[[dict[str, Any]], None] | None = None
@@ -377,7 +384,24 @@ class Engine:
         if pod.node_name == node_name:
             # Bound already (a Binding whose answer was lost): the reservations are repaired.
             return "", "already bound", decision
+        if claims.extended is not None and decision.extended is None:
+            error = await self._clear_stale_mapping(pod)
+            if error:
+                await self._release(pod, written, created)
+                return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
         return (*await self._create_binding(pod, node_name, written, created), decision)
+
+    async def _clear_stale_mapping(self, pod: Pod) -> str:
+        """Device plugins serve the pod's extended resources here: its status must not name a
+        claim an earlier, failed attempt created (and deleted); kubelet would wait for it."""
+        status = pod.raw.get("status") if isinstance(pod.raw.get("status"), dict) else {}
+        if not (status or {}).get("extendedResourceClaimStatus"):
+            return ""
+        try:
+            await extended_writes.record_mappings(self.api, pod, None)
+        except ClusterAPIError as exc:
+            return f"clearing the pod's extendedResourceClaimStatus of an earlier attempt: {exc}"
+        return ""
 
     async def _settle_own_writes(self, pod: Pod) -> str | None:
         """Send again the pod's earlier claim writes whose outcome is unknown (at most one lands)."""
@@ -481,11 +505,16 @@ class Engine:
         if problem is not None:
             self.assumed.forget(record)
             return problem
-        error = await self._write_claim(pod, claim, allocation if claim.allocation is None else None, record)
+        if claim.allocation is not None:
+            # Allocated already, to exactly these devices (reuse_problem): only reserve it. The
+            # record keeps holding the devices until the cache shows the claim.
+            record.allocation = None
+        error = await self._write_claim(pod, claim, record.allocation, record)
         if error:
             return error
         if record.written is not None:
             created.raw = record.written.raw
+        created.recorded = True
         try:
             await extended_writes.record_mappings(self.api, pod, claim.name, extended.mappings)
         except ClusterAPIError as exc:
@@ -530,6 +559,17 @@ class Engine:
         The extended-resource claim is deleted (upstream Unreserve): deleting releases its
         devices whether or not its status write landed.
         """
+        if created.recorded:
+            try:
+                await extended_writes.record_mappings(self.api, pod, None)
+            except ClusterAPIError as exc:
+                # The next bind of the pod clears it (see _clear_stale_mapping).
+                log.warning(
+                    "clearing pod %s/%s's extendedResourceClaimStatus failed: %s",
+                    pod.namespace,
+                    pod.name,
+                    exc,
+                )
         if created.raw is not None:
             meta = created.raw.get("metadata") or {}
             try:
@@ -568,6 +608,7 @@ class Engine:
                 return "", "the Binding's answer was lost; the pod is bound"
             if outcome_unknown(exc) or bound is None:
                 # The pod may be bound (now or when the Binding lands): never release its claims.
+                self._binding_unknown[pod.uid] = self.clock()
                 message = (
                     f"binding pod to {node}: outcome unknown ({exc}); its claims stay reserved "
                     "for it, a retry completes the bind"
@@ -600,7 +641,7 @@ class Engine:
         allocated afresh (upstream PostFilter; it picks one at random, we take the first in the
         pod's order).
         """
-        if pod.node_name or pod.uid in self.in_flight or not self.may_bind():
+        if pod.node_name or pod.uid in self.in_flight or not self.may_bind() or self._binding_may_land(pod):
             return
         stale = claims.extended.existing if claims.extended is not None else None
         if stale is not None:
@@ -629,6 +670,14 @@ class Engine:
             return
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _binding_may_land(self, pod: Pod) -> bool:
+        """A Binding of the pod went unanswered recently: it could still land (so its claims stay)."""
+        now = self.clock()
+        for uid, sent in list(self._binding_unknown.items()):
+            if now - sent > BINDING_MAY_LAND:
+                del self._binding_unknown[uid]
+        return pod.uid in self._binding_unknown
 
     async def _delete_stale(self, pod: Pod, claim: ResourceClaim) -> None:
         where = f"resourceclaim {claim.namespace}/{claim.name}"

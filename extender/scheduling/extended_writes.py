@@ -88,29 +88,33 @@ def _devices(allocation: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 
 async def delete_claim(api: ClusterAPI, raw: dict[str, Any]) -> None:
-    """deleteClaim: drop the delete-protection finalizer, then delete (gone already is fine)."""
+    """deleteClaim: drop the delete-protection finalizer, then delete (gone already is fine).
+
+    The claim is read first: the caller's copy may predate the finalizer (added by the status
+    write's first step), and deleting a claim that still has it only marks it as deleting.
+    """
     meta = raw["metadata"]
     namespace, name, uid = meta["namespace"], meta["name"], meta.get("uid", "")
-    current = raw
     for _attempt in range(CONFLICT_RETRIES):
-        finalizers = list((current.get("metadata") or {}).get("finalizers") or [])
+        try:
+            current = await api.get_claim(namespace, name)
+        except ApiNotFound:
+            return
+        if (current.get("metadata") or {}).get("uid") != uid:
+            return  # replaced by another claim of that name: ours is gone
+        finalizers = list(current["metadata"].get("finalizers") or [])
         if DELETE_PROTECTION_FINALIZER not in finalizers:
             break
         updated = clone(current)
         finalizers.remove(DELETE_PROTECTION_FINALIZER)
         updated["metadata"]["finalizers"] = finalizers
         try:
-            current = await api.update_claim(updated)
+            await api.update_claim(updated)
             break
         except ApiNotFound:
             return
         except ApiConflict:
-            try:
-                current = await api.get_claim(namespace, name)
-            except ApiNotFound:
-                return
-            if (current.get("metadata") or {}).get("uid") != uid:
-                return  # replaced by another claim of that name: ours is gone
+            continue  # changed meanwhile: read it again
     else:
         raise ClusterAPIError(f"removing the finalizer of resourceclaim {namespace}/{name}: conflicts")
     try:
@@ -120,15 +124,16 @@ async def delete_claim(api: ClusterAPI, raw: dict[str, Any]) -> None:
 
 
 async def record_mappings(
-    api: ClusterAPI, pod: Pod, claim_name: str, mappings: Sequence[dict[str, str]]
+    api: ClusterAPI, pod: Pod, claim_name: str | None, mappings: Sequence[dict[str, str]] = ()
 ) -> None:
-    """Patch ``pod.status.extendedResourceClaimStatus`` (idempotent: retried on unknown outcomes)."""
-    status = {
-        "extendedResourceClaimStatus": {
-            "requestMappings": [dict(m) for m in mappings],
-            "resourceClaimName": claim_name,
-        }
-    }
+    """Patch ``pod.status.extendedResourceClaimStatus`` (idempotent: retried on unknown outcomes).
+
+    ``claim_name`` None removes it (a failed bind deleted the claim it named).
+    """
+    recorded: dict[str, Any] | None = None
+    if claim_name is not None:
+        recorded = {"requestMappings": [dict(m) for m in mappings], "resourceClaimName": claim_name}
+    status = {"extendedResourceClaimStatus": recorded}
     last: ClusterAPIError | None = None
     for _attempt in range(CONFLICT_RETRIES):
         try:

@@ -59,6 +59,10 @@ class FaultyAPI(MemoryAPI):
         self._maybe_fail("patch_pod_status")
         return await super().patch_pod_status(namespace, name, uid, status)
 
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        self._maybe_fail("get_pod")
+        return await super().get_pod(namespace, name)
+
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         self._maybe_fail("bind_pod")
         await super().bind_pod(namespace, name, uid, node)
