@@ -1,0 +1,319 @@
+"""Scheduling-loop benchmark: kube-scheduler's loop over real HTTP against ``dra-extender serve``.
+
+One loop, as kube-scheduler runs it: for each pod, filter over all nodes, prioritize the
+feasible ones, pick the best, and bind asynchronously (at most 16 binds in flight) while the
+loop goes on with the next pod. Modes: ``embedded`` (``serve --state``) and ``cluster``
+(``serve --kubeconfig`` against the project's fake API server, where pods and claims are
+created). Pod shapes: one GPU; one GPU with a CEL selector on memory and driver version;
+GPU + NIC with matchAttribute pcieRoot; four GPUs with matchAttribute numaNode. Sizes: N nodes
+x 8 GPUs + 2 NICs.
+
+Reported per run: pods/s, per-verb p50/p99, the server's CPU per pod and RSS, and a floor
+measured in the same run: the same sequence of calls to an empty endpoint. At the end the
+cluster state is checked: no device held twice, every bound pod's claim reserved for it on its
+node.
+
+Run: ``python -m bench.scheduling_bench`` (``--mode``, ``--nodes``, ``--shapes``, ``--pods``,
+``--json FILE``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from bench.allocator_bench import GPU, POD_CLAIMS, claim_object, cluster
+from bench.service_bench import FLOOR_SERVER
+from tests.fakeapi.server import FakeApiServer
+from tests.integration.invariants import violations
+from tests.integration.servers import server_process
+from tests.integration.test_serve_cluster import kubeconfig
+from tests.service.fixtures import args_names, binding, scheduler_pod
+
+#: Pod shape -> (the claim's devices spec, GPUs per pod, NICs per pod).
+SHAPES: dict[str, tuple[dict[str, Any], int, int]] = {
+    "one-gpu": ({"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU}}]}, 1, 0),
+    "gpu-cel-memory": (POD_CLAIMS["1 GPU + CEL selector"], 1, 0),
+    "gpu-nic-pcieroot": (POD_CLAIMS["GPU + NIC, matchAttribute pcieRoot"], 1, 1),
+    "four-gpus-numa": (POD_CLAIMS["4 GPUs, matchAttribute numaNode"], 4, 0),
+}
+GPUS_PER_NODE, NICS_PER_NODE = 8, 2
+BINDS_IN_FLIGHT = 16
+
+
+def pod_count(shape: str, nodes: int, wanted: int) -> int:
+    _, gpus, nics = SHAPES[shape]
+    capacity = nodes * GPUS_PER_NODE // gpus
+    if nics:
+        capacity = min(capacity, nodes * NICS_PER_NODE // nics)
+    return min(wanted, capacity)
+
+
+def workload(shape: str, pods: int) -> list[dict[str, Any]]:
+    spec = SHAPES[shape][0]
+    out: list[dict[str, Any]] = []
+    for i in range(pods):
+        out.append(claim_object(f"c-{i}", spec))
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"p-{i}", "namespace": "default", "uid": f"uid-p-{i}"},
+                "spec": {
+                    "containers": [{"name": "main", "image": "x"}],
+                    "schedulerName": "dra-extender-scheduler",
+                    "resourceClaims": [{"name": "devices", "resourceClaimName": f"c-{i}"}],
+                },
+            }
+        )
+    return out
+
+
+def percentile(samples: list[float], q: float) -> float:
+    if not samples:
+        return 0.0
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
+
+
+class Loop:
+    """kube-scheduler's loop: filter, prioritize, then an asynchronous bind per pod."""
+
+    def __init__(self, url: str, node_names: list[str], path: str = "/scheduler") -> None:
+        self.url = url
+        self.node_names = node_names
+        self.path = path
+        self.latency: dict[str, list[float]] = defaultdict(list)
+        self.bound = 0
+        self.unschedulable = 0
+        self.bind_errors: list[str] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    def _http(self) -> httpx.Client:
+        client: httpx.Client | None = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = httpx.Client(base_url=self.url, timeout=60)
+        return client
+
+    def _post(self, verb: str, body: bytes) -> Any:
+        start = time.perf_counter()
+        answer = self._http().post(f"{self.path}/{verb}" if self.path else "/empty", content=body)
+        elapsed = time.perf_counter() - start
+        with self._lock:
+            self.latency[verb].append(elapsed)
+        return answer.json()
+
+    def _bind(self, name: str, node: str) -> None:
+        error = self._post("bind", binding(name, f"uid-{name}", node)).get("Error")
+        with self._lock:
+            if error:
+                self.bind_errors.append(f"{name}: {error}")
+            else:
+                self.bound += 1
+
+    def run(self, pods: list[tuple[str, dict[str, Any]]], floor: bool = False) -> float:
+        in_flight = threading.Semaphore(BINDS_IN_FLIGHT)
+        futures: list[Future[None]] = []
+        start = time.perf_counter()
+        with ThreadPoolExecutor(BINDS_IN_FLIGHT) as binder:
+            for name, spod in pods:
+                filtered = self._post("filter", args_names(spod, self.node_names))
+                passing = self.node_names if floor else (filtered.get("NodeNames") or [])
+                if not passing:
+                    self.unschedulable += 1
+                    continue
+                scores = self._post("prioritize", args_names(spod, passing))
+                best = passing[0] if floor else max(scores, key=lambda s: s["Score"])["Host"]
+                in_flight.acquire()
+
+                def bind(name: str = name, best: str = best) -> None:
+                    try:
+                        self._bind(name, best)
+                    finally:
+                        in_flight.release()
+
+                futures.append(binder.submit(bind))
+            for f in futures:
+                f.result()
+        return time.perf_counter() - start
+
+
+def scheduler_pods(count: int) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (
+            f"p-{i}",
+            scheduler_pod(f"p-{i}", f"uid-p-{i}", [{"name": "devices", "resourceClaimName": f"c-{i}"}]),
+        )
+        for i in range(count)
+    ]
+
+
+@contextlib.contextmanager
+def embedded_server(
+    objects: list[dict[str, Any]], directory: Path
+) -> Iterator[tuple[str, int, Callable[[], list[str]]]]:
+    path = directory / "state.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    command = [sys.executable, "-m", "extender.cli", "serve", "--port", "0", "--ops-port", "0"]
+    command += ["--state", str(path)]
+    with server_process(command) as (url, proc):
+
+        def check() -> list[str]:
+            return debug_violations(url)
+
+        yield url, proc.pid, check
+
+
+@contextlib.contextmanager
+def cluster_server(
+    objects: list[dict[str, Any]], directory: Path
+) -> Iterator[tuple[str, int, Callable[[], list[str]]]]:
+    with FakeApiServer() as fake:
+        for obj in objects:
+            fake.create(obj)
+        command = [sys.executable, "-m", "extender.cli", "serve", "--port", "0", "--ops-port", "0"]
+        command += ["--kubeconfig", kubeconfig(fake, directory)]
+        with server_process(command) as (url, proc):
+            deadline = time.monotonic() + 120
+            with httpx.Client(base_url=url, timeout=10) as http:
+                while http.get("/readyz").status_code != 200:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the extender did not become ready")
+                    time.sleep(0.1)
+            yield url, proc.pid, lambda: violations(fake)
+
+
+def debug_violations(url: str) -> list[str]:
+    """The embedded store as /debug/claims shows it: no device twice, claims on their pods' nodes."""
+    with httpx.Client(base_url=url, timeout=60) as http:
+        claims = http.get("/debug/claims").json()["claims"]
+    problems = []
+    holders: dict[str, list[str]] = defaultdict(list)
+    for c in claims:
+        for d in c["devices"]:
+            holders[d.split("=", 1)[1]].append(c["claim"])
+    problems += [f"device {d} is held by {', '.join(h)}" for d, h in holders.items() if len(h) > 1]
+    for c in claims:
+        if c["allocated"] and not c["reservedFor"]:
+            continue  # allocated earlier, not by this run
+        nodes = {d.split("=", 1)[1].split("/")[1] for d in c["devices"]}
+        if c["reservedFor"] and len(nodes) != 1:
+            problems.append(f"claim {c['claim']} spans nodes {sorted(nodes)}")
+    return problems
+
+
+def measure(mode: str, shape: str, nodes: int, wanted_pods: int) -> dict[str, Any]:
+    pods = pod_count(shape, nodes, wanted_pods)
+    objects = cluster(nodes, GPUS_PER_NODE, 0.0) + workload(shape, pods)
+    node_names = [f"node-{n:04d}" for n in range(nodes)]
+    spods = scheduler_pods(pods)
+    server = embedded_server if mode == "embedded" else cluster_server
+    with tempfile.TemporaryDirectory() as tmp:
+        floor_script = Path(tmp) / "floor.py"
+        floor_script.write_text(FLOOR_SERVER)
+        with server_process([sys.executable, str(floor_script)]) as (floor_url, _):
+            floor = Loop(floor_url, node_names, path="")
+            floor_s = floor.run(spods, floor=True)
+        with server(objects, Path(tmp)) as (url, pid, check):
+            proc = psutil.Process(pid)
+            rss_before = proc.memory_info().rss
+            cpu_before = sum(proc.cpu_times()[:2])
+            loop = Loop(url, node_names)
+            elapsed = loop.run(spods)
+            cpu = sum(proc.cpu_times()[:2]) - cpu_before
+            rss_after = proc.memory_info().rss
+            problems = check()
+    # The same run split in quarters (pods in order): is the rate flat over the run?
+    filters = loop.latency["filter"]
+    quarter = max(len(filters) // 4, 1)
+    result = {
+        "mode": mode,
+        "shape": shape,
+        "nodes": nodes,
+        "pods": pods,
+        "bound": loop.bound,
+        "unschedulable": loop.unschedulable,
+        "bind_errors": len(loop.bind_errors),
+        "seconds": elapsed,
+        "pods_per_s": loop.bound / elapsed if elapsed else 0.0,
+        "floor_pods_per_s": pods / floor_s if floor_s else 0.0,
+        "cpu_ms_per_pod": cpu * 1e3 / max(pods, 1),
+        "rss_mb": rss_after / 2**20,
+        "rss_growth_mb": (rss_after - rss_before) / 2**20,
+        "filter_p50_first_quarter_ms": percentile(filters[:quarter], 0.5),
+        "filter_p50_last_quarter_ms": percentile(filters[-quarter:], 0.5),
+        "problems": problems,
+    }
+    for verb in ("filter", "prioritize", "bind"):
+        result[f"{verb}_p50_ms"] = percentile(loop.latency[verb], 0.5)
+        result[f"{verb}_p99_ms"] = percentile(loop.latency[verb], 0.99)
+        result[f"floor_{verb}_p50_ms"] = percentile(floor.latency[verb], 0.5)
+    if loop.bind_errors:
+        result["first_bind_errors"] = loop.bind_errors[:3]
+    return result
+
+
+def report(r: dict[str, Any]) -> str:
+    ratio = r["floor_pods_per_s"] / r["pods_per_s"] if r["pods_per_s"] else float("inf")
+    lines = [
+        f"{r['mode']:8s} {r['nodes']:5d} nodes  {r['shape']:16s} {r['bound']:5d}/{r['pods']} bound "
+        f"in {r['seconds']:6.2f} s: {r['pods_per_s']:7.1f} pods/s (floor {r['floor_pods_per_s']:7.1f}, "
+        f"{ratio:4.1f}x)  cpu {r['cpu_ms_per_pod']:5.2f} ms/pod  rss {r['rss_mb']:6.1f} MB "
+        f"(+{r['rss_growth_mb']:.1f})",
+        "         "
+        + "  ".join(
+            f"{v} p50 {r[f'{v}_p50_ms']:6.2f} p99 {r[f'{v}_p99_ms']:6.2f} "
+            f"(floor {r[f'floor_{v}_p50_ms']:5.2f})"
+            for v in ("filter", "prioritize", "bind")
+        )
+        + f"  filter p50 first/last quarter {r['filter_p50_first_quarter_ms']:.2f}/"
+        f"{r['filter_p50_last_quarter_ms']:.2f} ms",
+    ]
+    if r["problems"] or r["bind_errors"] or r["unschedulable"]:
+        lines.append(
+            f"         unschedulable {r['unschedulable']}, bind errors {r['bind_errors']} "
+            f"{r.get('first_bind_errors', '')}, PROBLEMS {r['problems'][:3]}"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--mode", choices=["embedded", "cluster", "both"], default="both")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[500, 2000])
+    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
+    parser.add_argument("--pods", type=int, default=2000, help="pods per run (capped by capacity)")
+    parser.add_argument("--json", help="write the results to this file")
+    args = parser.parse_args()
+    modes = ["embedded", "cluster"] if args.mode == "both" else [args.mode]
+    results = []
+    for mode in modes:
+        for nodes in args.nodes:
+            for shape in args.shapes:
+                r = measure(mode, shape, nodes, args.pods)
+                print(report(r), flush=True)
+                results.append(r)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    if any(r["problems"] for r in results):
+        raise SystemExit("consistency problems found (see PROBLEMS above)")
+
+
+if __name__ == "__main__":
+    main()
