@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Iterable
 from fractions import Fraction
 
 from extender.allocator.features import Features
 from extender.model.dra import Allocation, DeviceID
 
 
-@dataclass(frozen=True, slots=True)
 class AllocatedState:
     """Upstream's ``AllocatedState`` as the scheduler gathers it (``foreachAllocatedDevice``).
 
@@ -19,33 +17,60 @@ class AllocatedState:
     its amounts add to the device's ``capacity`` total (a share without consumedCapacity
     records no capacity at all). Any other result holds the device exclusively (``dedicated``);
     without the gate, shares do too.
+
+    Kept up to date allocation by allocation (:meth:`add`, :meth:`remove`): a claim change costs
+    its own devices, not a pass over every allocated claim. The mappings count holders, so a
+    device stays in use until the last allocation holding it is removed.
     """
 
-    #: upstream AllocatedDevices: only these are "in use" (deviceInUse).
-    dedicated: frozenset[DeviceID] = frozenset()
-    #: upstream AllocatedSharedDeviceIDs, by device: shared at least once.
-    shared_ids: frozenset[DeviceID] = frozenset()
-    #: upstream AggregatedCapacity: device -> capacity name -> consumed amount (sum over shares).
-    capacity: Mapping[DeviceID, Mapping[str, Fraction]] = field(default_factory=dict)
+    __slots__ = ("_capacity_shares", "capacity", "dedicated", "features", "shared_ids")
+
+    def __init__(self, features: Features | None = None) -> None:
+        self.features = features or Features()
+        #: upstream AllocatedDevices: only these are "in use" (deviceInUse). Device -> holders.
+        self.dedicated: dict[DeviceID, int] = {}
+        #: upstream AllocatedSharedDeviceIDs, by device: shared at least once. Device -> shares.
+        self.shared_ids: dict[DeviceID, int] = {}
+        #: upstream AggregatedCapacity: device -> capacity name -> consumed amount (sum over shares).
+        self.capacity: dict[DeviceID, dict[str, Fraction]] = {}
+        self._capacity_shares: dict[DeviceID, int] = {}
 
     @classmethod
     def from_allocations(cls, allocations: Iterable[Allocation], features: Features) -> AllocatedState:
-        dedicated: set[DeviceID] = set()
-        shared_ids: set[DeviceID] = set()
-        capacity: dict[DeviceID, dict[str, Fraction]] = {}
+        state = cls(features)
         for allocation in allocations:
-            dedicated.update(allocation.exclusive)
-            for result in allocation.shares:
-                if not features.consumable_capacity:
-                    dedicated.add(result.id)  # without the gate a share holds the device like any result
-                    continue
-                shared_ids.add(result.id)
-                if not result.consumed_capacity:
-                    continue
-                totals = capacity.setdefault(result.id, {})
-                for name, q in result.consumed_capacity.items():
-                    totals[name] = totals.get(name, Fraction(0)) + q.value
-        return cls(frozenset(dedicated), frozenset(shared_ids), capacity)
+            state.add(allocation)
+        return state
+
+    def add(self, allocation: Allocation) -> set[DeviceID]:
+        """Count ``allocation`` in; returns the devices whose :meth:`key` may have changed."""
+        return self._apply(allocation, 1)
+
+    def remove(self, allocation: Allocation) -> set[DeviceID]:
+        """Count ``allocation`` (added earlier) out again."""
+        return self._apply(allocation, -1)
+
+    def _apply(self, allocation: Allocation, sign: int) -> set[DeviceID]:
+        touched: set[DeviceID] = set()
+        for device in allocation.exclusive:
+            _count(self.dedicated, device, sign)
+            touched.add(device)
+        for result in allocation.shares:
+            touched.add(result.id)
+            if not self.features.consumable_capacity:
+                _count(self.dedicated, result.id, sign)  # without the gate a share holds the device
+                continue
+            _count(self.shared_ids, result.id, sign)
+            if not result.consumed_capacity:
+                continue
+            _count(self._capacity_shares, result.id, sign)
+            if result.id not in self._capacity_shares:
+                self.capacity.pop(result.id, None)
+                continue
+            totals = self.capacity.setdefault(result.id, {})
+            for name, q in result.consumed_capacity.items():
+                totals[name] = totals.get(name, Fraction(0)) + sign * q.value
+        return touched
 
     def holds(self, device: DeviceID) -> bool:
         """Allocated in any way (upstream ``IsDeviceAllocated``: what counter accounting charges)."""
@@ -62,6 +87,16 @@ class AllocatedState:
 
     def changed(self, other: AllocatedState) -> set[DeviceID]:
         """The devices whose :meth:`key` differs between the two states."""
-        out = set(self.dedicated ^ other.dedicated) | set(self.shared_ids ^ other.shared_ids)
+        out = set(self.dedicated.keys() ^ other.dedicated.keys()) | set(
+            self.shared_ids.keys() ^ other.shared_ids.keys()
+        )
         out |= {d for d in self.capacity.keys() | other.capacity.keys() if self.key(d) != other.key(d)}
         return out
+
+
+def _count(table: dict[DeviceID, int], device: DeviceID, sign: int) -> None:
+    n = table.get(device, 0) + sign
+    if n > 0:
+        table[device] = n
+    else:
+        table.pop(device, None)

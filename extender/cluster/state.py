@@ -70,6 +70,8 @@ class ClusterState:
     #: The newest resourceVersion the claims cache has seen (a list, an event or a bookmark):
     #: a claim created at or before it and not cached is gone.
     claims_seen_rv: str = ""
+    #: Claims changed (stored, replaced, removed) since the consumer last drained this.
+    changed_claims: set[Key] = field(default_factory=set)
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]]) -> ClusterState:
@@ -102,6 +104,7 @@ class ClusterState:
             if kind == "ResourceClaim":
                 self.claims.pop((namespace, name), None)
                 self.broken_claims[(namespace, name)] = str(exc)
+                self.changed_claims.add((namespace, name))
                 self._changed(kind)
             return
         self._store(kind, namespace, name, record)
@@ -127,6 +130,7 @@ class ClusterState:
         table.pop(key, None)
         if kind == "ResourceClaim":
             self.broken_claims.pop((namespace, name), None)
+            self.changed_claims.add((namespace, name))
             self.observed(kind, str((obj.get("metadata") or {}).get("resourceVersion") or ""))
         self._changed(kind)
 
@@ -166,6 +170,8 @@ class ClusterState:
         return {kind: len(self._table(kind)) for kind in _PARSERS}
 
     def _store(self, kind: str, namespace: str, name: str, record: Any) -> None:
+        if kind == "ResourceClaim":
+            self.changed_claims.add((namespace, name))
         self._changed(kind)
         self._table(kind)[(namespace, name) if kind in NAMESPACED else name] = record
         if kind == "ResourceClaim":

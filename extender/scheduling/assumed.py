@@ -90,6 +90,8 @@ class AssumedClaims:
     def __init__(self) -> None:
         self._records: dict[Key, dict[str, AssumedWrite]] = {}
         self.version = 0
+        #: Claims whose records changed since the consumer last drained this (see Engine).
+        self.touched: set[Key] = set()
 
     def __len__(self) -> int:
         # Read by /metrics from the HTTP thread: copy the view first (one step under the GIL).
@@ -102,8 +104,9 @@ class AssumedClaims:
         """The records of one claim."""
         return list(self._records.get(key, {}).values())
 
-    def _changed(self) -> None:
+    def _changed(self, key: Key) -> None:
         self.version += 1
+        self.touched.add(key)
 
     def assume(
         self,
@@ -118,7 +121,7 @@ class AssumedClaims:
         devices = parse_allocation(Reader(allocation, "allocation")) if allocation is not None else None
         record = AssumedWrite(claim.key, claim.uid, pod_uid, pod, node, allocation, devices, started=now)
         self._records.setdefault(claim.key, {})[pod_uid] = record
-        self._changed()
+        self._changed(claim.key)
         return record
 
     def assume_creation(
@@ -128,14 +131,14 @@ class AssumedClaims:
         devices = parse_allocation(Reader(allocation, "allocation"))
         record = AssumedWrite(key, "", pod_uid, pod, node, allocation, devices, started=now, creating=True)
         self._records.setdefault(key, {})[pod_uid] = record
-        self._changed()
+        self._changed(key)
         return record
 
     def created(self, record: AssumedWrite, claim: ResourceClaim) -> None:
         """The create was answered (or the claim found): the record now follows that object."""
         record.claim_uid = claim.uid
         record.created_rv = claim.resource_version
-        self._changed()
+        self._changed(record.key)
 
     def sending(self, record: AssumedWrite, resource_version: str) -> None:
         record.state = WriteState.PENDING
@@ -150,11 +153,11 @@ class AssumedClaims:
             return
         record.state = WriteState.WRITTEN
         record.written = claim
-        self._changed()
+        self._changed(record.key)
 
     def unknown(self, record: AssumedWrite) -> None:
         record.state = WriteState.UNKNOWN
-        self._changed()
+        self._changed(record.key)
 
     def forget(self, record: AssumedWrite) -> None:
         """The write provably did not happen (the API server refused it)."""
@@ -163,7 +166,7 @@ class AssumedClaims:
             del by_pod[record.pod_uid]
             if not by_pod:
                 del self._records[record.key]
-            self._changed()
+            self._changed(record.key)
 
     def interrupted(self, pod_uid: str) -> None:
         """The pod's bind ended without resolving its writes (an exception, a cancellation)."""
@@ -179,17 +182,16 @@ class AssumedClaims:
 
         ``seen_rv``: the newest resourceVersion the claims cache has seen (list or event).
         """
-        changed = False
         for key in list(self._records):
             by_pod = self._records[key]
             cached = claims.get(key)
-            for uid in [u for u, r in by_pod.items() if _settled(r, cached, seen_rv)]:
+            settled = [u for u, r in by_pod.items() if _settled(r, cached, seen_rv)]
+            for uid in settled:
                 del by_pod[uid]
-                changed = True
             if not by_pod:
                 del self._records[key]
-        if changed:
-            self._changed()
+            if settled:
+                self._changed(key)
 
     # --- what decisions see --------------------------------------------------------------------
 
@@ -212,15 +214,25 @@ class AssumedClaims:
 
     def held(self, claims: Mapping[Key, ResourceClaim]) -> list[Allocation]:
         """Devices taken by writes whose outcome ``claims`` (the overlay) does not show yet."""
-        out = []
-        for key, by_pod in self._records.items():
-            shown = claims.get(key)
-            if shown is not None and shown.allocation is not None:
-                continue
-            for record in by_pod.values():
-                if record.devices is not None and record.state is not WriteState.WRITTEN:
-                    out.append(record.devices)
+        return list(self.held_by_write(claims).values())
+
+    def held_by_write(self, claims: Mapping[Key, ResourceClaim]) -> dict[tuple[Key, str], Allocation]:
+        """:meth:`held`, by (claim, pod) of the write."""
+        out = {}
+        for key in self._records:
+            for pod_uid, devices in self.held_for(key, claims.get(key)):
+                out[(key, pod_uid)] = devices
         return out
+
+    def held_for(self, key: Key, shown: ResourceClaim | None) -> list[tuple[str, Allocation]]:
+        """(pod, devices) of the writes of one claim that ``shown`` (its overlay) does not show."""
+        if shown is not None and shown.allocation is not None:
+            return []
+        return [
+            (pod_uid, record.devices)
+            for pod_uid, record in self._records.get(key, {}).items()
+            if record.devices is not None and record.state is not WriteState.WRITTEN
+        ]
 
     def allocating(self, key: Key) -> AssumedWrite | None:
         """A record of an allocation of ``key`` whose outcome is not known yet."""

@@ -28,7 +28,7 @@ from extender.allocator import (
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
-from extender.model.dra import Allocation, ResourceClaim
+from extender.model.dra import Allocation, DeviceID, ResourceClaim
 from extender.scheduling import extended as er
 from extender.scheduling.binding import binding_problem
 from extender.scheduling.prefilter import PodClaims, resolve_claims
@@ -120,7 +120,12 @@ class Snapshot:
         new_share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
         inventory: Inventory | None = None,
         previous: Snapshot | None = None,
+        allocated: AllocatedState | None = None,
+        changed: set[DeviceID] | None = None,
     ) -> None:
+        """``allocated``: the devices in use, kept up to date by the caller (then ``claims`` and
+        ``in_flight`` are not counted again); ``changed``: the devices whose use changed since
+        ``previous`` (required with a shared ``allocated``)."""
         self.state = state
         self.features = features
         self.wall_clock = wall_clock
@@ -130,8 +135,10 @@ class Snapshot:
         )
         #: The claims decisions see: the cache, or the cache with our newer writes in place.
         self.claims = claims if claims is not None else state.claims
-        allocations = [c.allocation for c in self.claims.values() if c.allocation is not None]
-        self.allocated = AllocatedState.from_allocations([*allocations, *in_flight], features)
+        if allocated is None:
+            allocations = [c.allocation for c in self.claims.values() if c.allocation is not None]
+            allocated = AllocatedState.from_allocations([*allocations, *in_flight], features)
+        self.allocated = allocated
         self.allocator = Allocator(
             self.inventory, self.allocated, cel, clock=clock, new_share_id=new_share_id
         )
@@ -144,10 +151,15 @@ class Snapshot:
         #: projection key -> node name -> (signature, in-use), for this snapshot.
         self._node_keys: dict[Any, dict[str, tuple[int, int] | None]] = {}
         self._in_use_ids: dict[tuple[Any, ...], int] = {}
+        #: Claim keys (identity, or content for shared fitting answers) interned to small ints.
+        self._claims_ids: dict[tuple[Any, ...], int] = {}
         self._extended_classes: dict[str, str] | None = None
         self._extended_claims: dict[str, ResourceClaim] | None = None
         if previous is not None and previous.inventory is self.inventory:
-            self._carry_over(previous)  # last: it replaces the fresh tables above
+            # last: it replaces the fresh tables above
+            self._carry_over(
+                previous, changed if changed is not None else previous.allocated.changed(allocated)
+            )
 
     def claims_of(self, pod: Pod, pending: Callable[[ResourceClaim], bool] | None = None) -> PodClaims:
         """The pod's claims after kube-scheduler's PreFilter checks (``pending``: allocating elsewhere)."""
@@ -233,21 +245,20 @@ class Snapshot:
 
     # --- memoized assessments (filter and prioritize) -------------------------------------------
 
-    def _carry_over(self, previous: Snapshot) -> None:
+    def _carry_over(self, previous: Snapshot, changed: set[DeviceID]) -> None:
         """Keep what a change of devices in use did not touch: per-node keys and the memo.
 
         Assessments are keyed by interned (signature, in-use) ids, so they stay valid; only the
         nodes whose devices changed hands need new keys.
         """
-        old, new = previous.allocated, self.allocated
-        changed = old.changed(new)
         affected = self.inventory.nodes_of(changed)
         if affected is None:
             return  # a device visible to several nodes changed: start afresh
-        tables = (previous._assessments, previous._projections, previous._in_use_ids)
+        tables = (previous._assessments, previous._projections, previous._in_use_ids, previous._claims_ids)
         if max(len(t) for t in tables) > MAX_CARRIED_ENTRIES:
             return  # keyed by claims that come and go: bounded by starting afresh now and then
         self._in_use_ids = previous._in_use_ids
+        self._claims_ids = previous._claims_ids
         self._in_use = {n: v for n, v in previous._in_use.items() if n not in affected}
         self._assessments = previous._assessments
         self._projections = previous._projections
@@ -283,6 +294,10 @@ class Snapshot:
             return direct
         claims_key = pod_claims.key()
         projection = self._projection(pod_claims, claims_key)
+        # Interned once per assessor: per-node memo keys then hash a few small ints.
+        ids = self._claims_ids
+        own_id = ids.setdefault(claims_key, len(ids))
+        shared_id = ids.setdefault(pod_claims.content_key(), len(ids))
         selectors = [
             c.allocation.node_selector
             for c in pod_claims.allocated
@@ -314,8 +329,18 @@ class Snapshot:
             return key
 
         extended = pod_claims.extended
+        #: The common case (no allocated claims' selectors or bindings, no extended resources):
+        #: a node's answer depends on its key alone; looked up here with one dict access.
+        simple = projection is not None and not selectors and not bindings and extended is None
+        by_node_key: dict[Any, Assessment] = {}
 
         def assess(node: Node) -> Assessment:
+            if simple:
+                name = node.name
+                if cached_nodes.get(name) is node:
+                    found = by_node_key.get(node_keys.get(name))
+                    if found is not None:
+                        return found
             key = None
             via_dra: frozenset[str] | None = None
             if extended is not None:
@@ -329,14 +354,19 @@ class Snapshot:
                     fits_selectors = (
                         tuple(sel.matches(node.name, node.labels) for sel in selectors) if selectors else ()
                     )
-                    key = (claims_key, nk, fits_selectors, bindings, via_dra)
-                    cached = memo.get(key)
+                    rest = (nk, fits_selectors, bindings, via_dra)
+                    cached = memo.get((shared_id, rest)) or memo.get((own_id, rest))
                     if cached is not None:
+                        if simple:
+                            by_node_key[nk] = cached
                         return cached
+                    key = rest
             decision = self.decide(pod_claims, node, timeout=timeout)
             assessment = self._summarize(pod_claims, node, decision)
             if key is not None and not decision.timed_out:
-                memo[key] = assessment
+                memo[(shared_id if assessment.fits else own_id, key)] = assessment
+                if simple:
+                    by_node_key[key[0]] = assessment
             return assessment
 
         return assess

@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from extender.allocator import Features
+from extender.allocator import AllocatedState, Features
 from extender.cel import CelEnvironment
 from extender.cluster.api import ApiNotFound, ClusterAPI, ClusterAPIError
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
-from extender.model.dra import ResourceClaim, parse_resource_claim, rfc3339
+from extender.model.dra import Allocation, DeviceID, ResourceClaim, parse_resource_claim, rfc3339
 from extender.model.errors import ObjectError
 from extender.model.labels import Labels
 from extender.scheduling import extended as er
@@ -163,6 +163,9 @@ class Engine:
         #: Why the cache cannot be trusted for binding right now (a watch is down), or None.
         self.cache_stale: Callable[[], str | None] = lambda: None
         self._snapshot: Snapshot | None = None
+        #: Devices in use, kept up to date by delta (see _count_in_use), and what it counts.
+        self._allocated = AllocatedState(self.config.features)
+        self._counted: dict[Key, tuple[Allocation, ...]] = {}
         self._snapshot_key: tuple[int, int, int] | None = None
 
     # --- snapshot ------------------------------------------------------------------------------
@@ -177,12 +180,14 @@ class Engine:
             if previous is not None and previous.inventory_version == self.state.inventory_version:
                 inventory = previous.inventory
             claims = self.assumed.overlay(self.state.claims)
+            changed = self._count_in_use(claims)
             self._snapshot = Snapshot(
                 self.state,
                 self.config.features,
                 self.cel,
-                in_flight=self.assumed.held(claims),
                 claims=claims,
+                allocated=self._allocated,
+                changed=changed,
                 clock=self.clock,
                 wall_clock=self.wall_clock,
                 binding_timeout=self.config.binding_timeout,
@@ -191,6 +196,32 @@ class Engine:
             )
             self._snapshot_key = key
         return self._snapshot
+
+    def _count_in_use(self, claims: Mapping[Key, ResourceClaim]) -> set[DeviceID]:
+        """Bring the devices in use up to date with the claims that changed since the last
+        snapshot (in the cache, or in our writes not shown yet). Returns the devices whose use
+        may have changed. Unchanged allocations are the same objects: identity finds changes."""
+        keys = self.state.changed_claims | self.assumed.touched
+        self.state.changed_claims = set()
+        self.assumed.touched = set()
+        allocated, counted = self._allocated, self._counted
+        changed: set[DeviceID] = set()
+        for key in keys:
+            shown = claims.get(key)
+            now = [shown.allocation] if shown is not None and shown.allocation is not None else []
+            now += [devices for _pod, devices in self.assumed.held_for(key, shown)]
+            before = counted.get(key, ())
+            if len(before) == len(now) and all(a is b for a, b in zip(before, now, strict=True)):
+                continue
+            for allocation in before:
+                changed |= allocated.remove(allocation)
+            for allocation in now:
+                changed |= allocated.add(allocation)
+            if now:
+                counted[key] = tuple(now)
+            else:
+                counted.pop(key, None)
+        return changed
 
     def _claims_of(self, snapshot: Snapshot, pod: Pod) -> PodClaims:
         """PreFilter: the pod's claims, with another pod's bind still allocating one a reason to wait."""

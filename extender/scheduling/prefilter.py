@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from extender.allocator import Features
 from extender.cluster.state import Key
 from extender.model.core import Pod
@@ -50,6 +52,14 @@ class PodClaims:
     def allocates(self) -> bool:
         """Some node may have to allocate devices for the pod (its own claims or extended resources)."""
         return bool(self.to_allocate) or self.extended is not None
+
+    def content_key(self) -> tuple[Any, ...]:
+        """What a node's answer depends on, without the names of the claims to allocate: pods
+        asking for the same devices (one Deployment's) can share a node's *fitting* answer (an
+        unschedulable one names its claims, so it stays the pod's own)."""
+        specs = tuple(orjson.dumps(c.raw.get("spec"), option=orjson.OPT_SORT_KEYS) for c in self.to_allocate)
+        allocated = tuple((c.namespace, c.name, c.uid, c.resource_version) for c in self.allocated)
+        return ("content", specs, allocated, self.extended.key() if self.extended is not None else None)
 
     def key(self) -> tuple[Any, ...]:
         """Identity of the claims as allocation sees them (changes with every claim update)."""
