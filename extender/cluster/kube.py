@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import functools
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,8 @@ from extender.cluster.api import ApiAlreadyExists, ApiConflict, ApiNotFound, Clu
 from extender.model.versions import claim_for_version
 
 RESOURCE_GROUP = "resource.k8s.io"
+#: Blocking API calls in flight at once (binds write several claims each; 16 binds in flight).
+API_THREADS = 32
 PREFERRED_VERSIONS = ("v1", "v1beta2", "v1beta1")
 
 
@@ -50,6 +54,9 @@ def bounded_retries(configuration: k8s.Configuration) -> k8s.Configuration:
     writer reads the claim back and decides, and one ``--api-timeout`` bounds each call.
     """
     configuration.retries = urllib3.util.Retry(total=3, connect=3, read=0, status=0, other=0, redirect=0)
+    # One kept-alive connection per API thread (the client's default, 5 x CPUs, would make a
+    # burst of binds open and discard connections).
+    configuration.connection_pool_maxsize = API_THREADS
     return configuration
 
 
@@ -187,6 +194,8 @@ class KubeAPI:
         self.raw = raw
         self._paths = paths
         self.field_manager = field_manager
+        # Its own threads: asyncio's default pool (CPUs + 4) would queue a burst of binds' writes.
+        self._threads = ThreadPoolExecutor(API_THREADS, thread_name_prefix="api")
 
     @property
     def paths(self) -> Paths:
@@ -199,7 +208,10 @@ class KubeAPI:
         self._paths = paths
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
-        return await asyncio.to_thread(self.raw.request, method, path, **kw)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._threads, functools.partial(self.raw.request, method, path, **kw)
+        )
 
     async def _object(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         return api_object(await self._call(method, path, **kw), f"{method} {path}")

@@ -259,13 +259,17 @@ class Snapshot:
             return  # keyed by claims that come and go: bounded by starting afresh now and then
         self._in_use_ids = previous._in_use_ids
         self._claims_ids = previous._claims_ids
-        self._in_use = {n: v for n, v in previous._in_use.items() if n not in affected}
+        # Taken over, not copied: a snapshot is replaced by the next one and not used after it,
+        # so the cost is the nodes whose devices changed, not every node.
+        self._in_use = previous._in_use
         self._assessments = previous._assessments
         self._projections = previous._projections
-        self._node_keys = {
-            key: {n: v for n, v in per_node.items() if n not in affected}
-            for key, per_node in previous._node_keys.items()
-        }
+        self._node_keys = previous._node_keys
+        for name in affected:
+            self._in_use.pop(name, None)
+            for per_node in self._node_keys.values():
+                per_node.pop(name, None)
+        previous._in_use, previous._node_keys = {}, {}
 
     def _node_in_use(self, node: Node) -> int:
         """Which of the node's devices are in use, interned to a small int."""

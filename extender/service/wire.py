@@ -129,8 +129,15 @@ def encode_filter_result(
     )
 
 
+class HostPriority(msgspec.Struct, gc=False):
+    """extenderv1.HostPriority (a struct encodes about twice as fast as a dict)."""
+
+    Host: str
+    Score: int
+
+
 def encode_priorities(scores: list[tuple[str, int]]) -> bytes:
-    return _encoder.encode([{"Host": host, "Score": int(score)} for host, score in scores])
+    return _encoder.encode([HostPriority(host, int(score)) for host, score in scores])
 
 
 def encode_binding_result(error: str) -> bytes:
