@@ -34,8 +34,6 @@ from extender.scheduling.binding import binding_problem
 from extender.scheduling.prefilter import PodClaims, resolve_claims
 from extender.scheduling.projection import ClaimProjection, claim_projection
 
-_NO_KEY = object()
-
 #: Default budget for one node's allocation; an unsatisfiable claim can never stall a request.
 DEFAULT_NODE_TIMEOUT = 1.0
 #: DynamicResourcesArgs.bindingTimeout default (config.DynamicResourcesBindingTimeoutDefault).
@@ -147,9 +145,13 @@ class Snapshot:
         self.inventory_version = state.inventory_version
         self._assessments: dict[tuple[Any, ...], Assessment] = {}
         self._projections: dict[tuple[Any, ...], ClaimProjection | None] = {}
-        self._in_use: dict[str, int] = {}
+        self._in_use: dict[str, tuple[Node, int]] = {}
         #: projection key -> node name -> (signature, in-use), for this snapshot.
-        self._node_keys: dict[Any, dict[str, tuple[int, int] | None]] = {}
+        #: Entries hold the Node record they were computed for: a node whose labels changed is a
+        #: new record, and its entries no longer apply (Node changes do not make new snapshots).
+        self._node_keys: dict[Any, dict[str, tuple[Node, tuple[int, int] | None]]] = {}
+        #: Shared fitting answers by node name, per content key: one lookup per node.
+        self._by_name: dict[int, dict[str, tuple[Node, Assessment]]] = {}
         self._in_use_ids: dict[tuple[Any, ...], int] = {}
         #: Claim keys (identity, or content for shared fitting answers) interned to small ints.
         self._claims_ids: dict[tuple[Any, ...], int] = {}
@@ -265,20 +267,25 @@ class Snapshot:
         self._assessments = previous._assessments
         self._projections = previous._projections
         self._node_keys = previous._node_keys
+        self._by_name = previous._by_name
         for name in affected:
             self._in_use.pop(name, None)
             for per_node in self._node_keys.values():
                 per_node.pop(name, None)
-        previous._in_use, previous._node_keys = {}, {}
+            for answers in self._by_name.values():
+                answers.pop(name, None)
+        previous._in_use, previous._node_keys, previous._by_name = {}, {}, {}
 
     def _node_in_use(self, node: Node) -> int:
         """Which of the node's devices are in use, interned to a small int."""
         cached = self._in_use.get(node.name)
-        if cached is None:
-            held = self.allocated
-            content = tuple(held.key(d.id) for d in self.inventory.node_devices(node.name, node.labels))
-            cached = self._in_use[node.name] = self._in_use_ids.setdefault(content, len(self._in_use_ids))
-        return cached
+        if cached is not None and cached[0] is node:
+            return cached[1]
+        held = self.allocated
+        content = tuple(held.key(d.id) for d in self.inventory.node_devices(node.name, node.labels))
+        in_use = self._in_use_ids.setdefault(content, len(self._in_use_ids))
+        self._in_use[node.name] = (node, in_use)
+        return in_use
 
     def assess(
         self, pod_claims: PodClaims, node: Node, *, timeout: float | None = DEFAULT_NODE_TIMEOUT
@@ -315,21 +322,17 @@ class Snapshot:
             else ()
         )
         memo = self._assessments
-        cached_nodes = self.state.nodes
         node_keys = self._node_keys.setdefault(projection.key, {}) if projection is not None else {}
 
         def node_key(node: Node) -> tuple[int, int] | None:
             """(signature, in-use) of a node; per snapshot, by name, for the cached Node records."""
-            is_cached = cached_nodes.get(node.name) is node
-            if is_cached:
-                found = node_keys.get(node.name, _NO_KEY)
-                if found is not _NO_KEY:
-                    return found  # type: ignore[return-value]
+            found = node_keys.get(node.name)
+            if found is not None and found[0] is node:
+                return found[1]
             assert projection is not None
             signature = self.inventory.node_signature(node.name, node.labels, projection)
             key = None if signature is None else (signature, self._node_in_use(node))
-            if is_cached:
-                node_keys[node.name] = key
+            node_keys[node.name] = (node, key)
             return key
 
         extended = pod_claims.extended
@@ -337,14 +340,13 @@ class Snapshot:
         #: a node's answer depends on its key alone; looked up here with one dict access.
         simple = projection is not None and not selectors and not bindings and extended is None
         by_node_key: dict[Any, Assessment] = {}
+        by_name = self._by_name.setdefault(shared_id, {}) if simple else {}
 
         def assess(node: Node) -> Assessment:
             if simple:
-                name = node.name
-                if cached_nodes.get(name) is node:
-                    found = by_node_key.get(node_keys.get(name))
-                    if found is not None:
-                        return found
+                hit = by_name.get(node.name)
+                if hit is not None and hit[0] is node:
+                    return hit[1]
             key = None
             via_dra: frozenset[str] | None = None
             if extended is not None:
@@ -359,10 +361,18 @@ class Snapshot:
                         tuple(sel.matches(node.name, node.labels) for sel in selectors) if selectors else ()
                     )
                     rest = (nk, fits_selectors, bindings, via_dra)
+                    if simple:
+                        cached = by_node_key.get(nk)
+                        if cached is not None:
+                            if cached.fits:
+                                by_name[node.name] = (node, cached)
+                            return cached
                     cached = memo.get((shared_id, rest)) or memo.get((own_id, rest))
                     if cached is not None:
                         if simple:
                             by_node_key[nk] = cached
+                            if cached.fits:
+                                by_name[node.name] = (node, cached)
                         return cached
                     key = rest
             decision = self.decide(pod_claims, node, timeout=timeout)
@@ -371,6 +381,8 @@ class Snapshot:
                 memo[(shared_id if assessment.fits else own_id, key)] = assessment
                 if simple:
                     by_node_key[key[0]] = assessment
+                    if assessment.fits:
+                        by_name[node.name] = (node, assessment)
             return assessment
 
         return assess

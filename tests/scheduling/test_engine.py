@@ -74,3 +74,28 @@ def test_the_filter_budget_is_checked_before_every_node() -> None:
     clock.step, clock.running = 20.0, True  # the view's budget is gone before the first node
     explained = engine.explain(p, [f"node-{i}" for i in range(5)])
     assert all(d.timed_out and "time budget" in (d.reason or "") for d in explained.values())
+
+
+def test_a_node_whose_labels_change_is_judged_again_without_a_claim_change() -> None:
+    # Node changes make no new snapshot: the per-node tables must notice the new Node record
+    # (a network-attached pool selects nodes by label).
+    rack = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]
+    }
+    objects = [
+        device_class(),
+        node("node-1"),
+        resource_slice("s", [device("d0")], nodeSelector=rack),
+        claim("c"),
+        pod("p", ["c"]),
+        claim("c2"),
+        pod("p2", ["c2"]),
+    ]
+    state = ClusterState.from_objects(objects)
+    engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment())
+    assert engine.filter(state.pods[("default", "p")], ["node-1"]).passed == []
+    state.apply(node("node-1", rack="r1"))
+    assert engine.filter(state.pods[("default", "p")], ["node-1"]).passed == ["node-1"]
+    # And a pod asking alike gets the shared answer for the new record, not the old one.
+    state.apply(node("node-1"))
+    assert engine.filter(state.pods[("default", "p2")], ["node-1"]).passed == []
