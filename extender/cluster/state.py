@@ -98,7 +98,10 @@ class ClusterState:
             self.problems.append(f"{kind} without metadata.name, ignored")
             return
         try:
-            record = parser(obj)
+            if kind == "ResourceClaim":
+                record = parse_resource_claim(obj, self.claims.get((namespace, name)))
+            else:
+                record = parser(obj)
         except ObjectError as exc:
             self.problems.append(f"{label}: cannot be read: {exc}")
             if kind == "ResourceClaim":

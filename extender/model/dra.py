@@ -499,10 +499,32 @@ def _device_conditions(status: Reader) -> dict[DeviceID, dict[str, DeviceConditi
     return out
 
 
-def parse_resource_claim(original: dict[str, Any]) -> ResourceClaim:
+def parse_resource_claim(original: dict[str, Any], previous: ResourceClaim | None = None) -> ResourceClaim:
+    """``previous``: the same claim as read before. Its parsed spec and allocation are reused
+    when unchanged (the spec is immutable; most updates touch other fields), which also keeps
+    the allocation the same object, so accounting by identity sees no change."""
     obj = to_v1(original)
     meta = Reader(obj.get("metadata"), "metadata")
     status = Reader(obj.get("status"), "status")
+    same = previous is not None and previous.uid == meta.string("uid")
+    before = to_v1(previous.raw) if same and previous is not None else {}
+    if same and previous is not None and before.get("spec") == obj.get("spec"):
+        spec = previous.spec
+    else:
+        spec = parse_claim_spec(Reader(obj.get("spec"), "spec"))
+    allocation = None
+    if status.has("allocation"):
+        old_status = before.get("status")
+        if (
+            same
+            and previous is not None
+            and previous.allocation is not None
+            and isinstance(old_status, dict)
+            and old_status.get("allocation") == status.raw("allocation")
+        ):
+            allocation = previous.allocation
+        else:
+            allocation = parse_allocation(status.sub("allocation"))
     controller_uid = None
     for ref in meta.readers("ownerReferences"):
         if ref.boolean("controller"):
@@ -513,8 +535,8 @@ def parse_resource_claim(original: dict[str, Any]) -> ResourceClaim:
         name=meta.string("name"),
         uid=meta.string("uid"),
         resource_version=meta.string("resourceVersion"),
-        spec=parse_claim_spec(Reader(obj.get("spec"), "spec")),
-        allocation=parse_allocation(status.sub("allocation")) if status.has("allocation") else None,
+        spec=spec,
+        allocation=allocation,
         reserved_for=tuple(r.data for r in status.readers("reservedFor")),
         finalizers=meta.strings("finalizers"),
         deleting=meta.has("deletionTimestamp"),

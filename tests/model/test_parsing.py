@@ -123,3 +123,24 @@ def test_gt_lt_operators() -> None:
         and not selector.matches("n", {"gen": "3"})
         and not selector.matches("n", {"gen": "x"})
     )
+
+
+def test_a_reread_claim_reuses_what_did_not_change() -> None:
+    from extender.model.dra import parse_resource_claim
+    from tests.builders import allocated, claim
+
+    first = parse_resource_claim(claim("c", allocation=allocated(("driver-a", "pool-1", "d0")), uid="u1"))
+    reserved = claim("c", allocation=allocated(("driver-a", "pool-1", "d0")), uid="u1")
+    reserved["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "up"}]
+    again = parse_resource_claim(reserved, first)
+    assert again.spec is first.spec and again.allocation is first.allocation
+    assert again.reserved_for == ({"resource": "pods", "name": "p", "uid": "up"},)
+    moved = parse_resource_claim(
+        claim("c", allocation=allocated(("driver-a", "pool-1", "d1")), uid="u1"), first
+    )
+    assert moved.allocation is not first.allocation and moved.allocation is not None
+    assert [d.id.device for d in moved.allocation.devices] == ["d1"]
+    replaced = parse_resource_claim(
+        claim("c", allocation=allocated(("driver-a", "pool-1", "d0")), uid="u2"), first
+    )
+    assert replaced.allocation is not first.allocation  # another object of that name: parsed afresh
