@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import subprocess
 import sys
 import tempfile
 import threading
@@ -37,8 +38,6 @@ import psutil
 
 from bench.allocator_bench import GPU, POD_CLAIMS, claim_object, cluster
 from bench.service_bench import FLOOR_SERVER
-from tests.fakeapi.server import FakeApiServer
-from tests.integration.invariants import violations
 from tests.integration.servers import server_process
 from tests.integration.test_serve_cluster import kubeconfig
 from tests.service.fixtures import args_names, binding, scheduler_pod
@@ -184,11 +183,23 @@ def embedded_server(
 def cluster_server(
     objects: list[dict[str, Any]], directory: Path
 ) -> Iterator[tuple[str, int, Callable[[], list[str]]]]:
-    with FakeApiServer() as fake:
-        for obj in objects:
-            fake.create(obj)
+    """The extender against the fake API server, which runs in a process of its own."""
+    path = directory / "objects.json"
+    path.write_text(json.dumps(objects))
+    fake = subprocess.Popen(
+        [sys.executable, "-m", "bench.fake_api", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert fake.stdin is not None and fake.stdout is not None
+    stdin, stdout = fake.stdin, fake.stdout
+    try:
+        first = stdout.readline().split()
+        if first[:1] != ["URL"]:
+            raise RuntimeError(f"the fake API server did not start: {first}")
         command = [sys.executable, "-m", "extender.cli", "serve", "--port", "0", "--ops-port", "0"]
-        command += ["--kubeconfig", kubeconfig(fake, directory)]
+        command += ["--kubeconfig", kubeconfig(first[1], directory)]
         with server_process(command) as (url, proc):
             deadline = time.monotonic() + 120
             with httpx.Client(base_url=url, timeout=10) as http:
@@ -196,10 +207,24 @@ def cluster_server(
                     if time.monotonic() > deadline:
                         raise RuntimeError("the extender did not become ready")
                     time.sleep(0.1)
-            fake.write_times.clear()  # the run's writes only
-            yield url, proc.pid, lambda: violations(fake)
-            writes = [t for _m, t in fake.write_times]
-            FAKE_WRITES.append(percentile(writes, 0.5))
+
+            def ask(what: str) -> Any:
+                stdin.write(what + "\n")
+                stdin.flush()
+                return json.loads(stdout.readline())
+
+            ask("reset")  # the run's writes only
+
+            def check() -> list[str]:
+                answer = ask("check")
+                FAKE_WRITES.append(answer["write_p50_ms"])
+                problems: list[str] = answer["problems"]
+                return problems
+
+            yield url, proc.pid, check
+    finally:
+        stdin.close()
+        fake.wait(timeout=30)
 
 
 def debug_violations(url: str) -> list[str]:

@@ -19,14 +19,16 @@ from tests.service.fixtures import EXAMPLE_NODES, TRAINER, args_names, binding
 from tests.shared import REPO
 
 
-def kubeconfig(fake: FakeApiServer, directory: Path) -> str:
+def kubeconfig(fake: FakeApiServer | str, directory: Path) -> str:
+    """A kubeconfig for the fake API server (or any server URL) with a test token."""
+    server = fake if isinstance(fake, str) else fake.url
     path = directory / "kubeconfig"
     path.write_text(
         yaml.safe_dump(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+                "clusters": [{"name": "fake", "cluster": {"server": server}}],
                 "users": [{"name": "extender", "user": {"token": "test-token"}}],
                 "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "extender"}}],
                 "current-context": "fake",
