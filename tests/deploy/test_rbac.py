@@ -118,6 +118,8 @@ def test_every_call_is_allowed(fake: FakeApiServer, tmp_path: Path) -> None:
         assert http.post(
             "/scheduler/bind", content=binding("legacy-gpu", "uid-pod-legacy-gpu", "gpu-node-2")
         ).json() == {"Error": ""}
+        # The Lease is renewed (an update) every retry period: the scenario may end before one.
+        wait_until(lambda: any(m == "PUT" and "/leases/" in t for m, t, _ in fake.requests))
     # Discovery needs no RBAC rule (system:discovery covers every authenticated user).
     calls = {api_call(method, target) for method, target, _ in fake.requests if not discovery(target)}
     verbs = {(c[1], c[2]) for c in calls}
