@@ -26,7 +26,7 @@ from extender.cluster.state import ClusterState
 from extender.scheduling.engine import Engine, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.metrics import Metrics
-from extender.service.worker import EngineWorker
+from extender.service.worker import Batches, EngineWorker
 from extender.statefile import load_objects
 
 log = logging.getLogger("dra_extender")
@@ -210,19 +210,20 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         engine.may_bind = elector.is_leader
 
     worker = EngineWorker()
+    # Informer events change the cache on the engine's thread, between decisions, in bursts.
+    changes = Batches(worker)
 
     def sink_for(kind: str) -> Any:
-        # Informer events change the cache on the engine's thread, between decisions.
         def deliver(etype: str, obj: dict[str, Any] | None, items: list[dict[str, Any]] | None) -> None:
             rv = str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
             if etype == "SYNCED":
-                worker.call_soon(state.replace_kind, kind, items or [], rv)
+                changes.put(state.replace_kind, kind, items or [], rv)
             elif etype == "BOOKMARK":
-                worker.call_soon(state.observed, kind, rv)
+                changes.put(state.observed, kind, rv)
             elif etype == "DELETED" and obj is not None:
-                worker.call_soon(state.remove, obj)
+                changes.put(state.remove, obj)
             elif obj is not None:
-                worker.call_soon(state.apply, obj)
+                changes.put(state.apply, obj)
 
         return deliver
 

@@ -8,9 +8,13 @@ this thread too, so decisions see the cache change only between two pieces of en
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
+
+log = logging.getLogger("dra_extender.worker")
 
 T = TypeVar("T")
 
@@ -75,3 +79,36 @@ class EngineWorker:
         thread.join(timeout)
         if not thread.is_alive():
             loop.close()
+
+
+class Batches:
+    """Calls queued from any thread (informer events), run on the worker's thread in arrival
+    order: one wake-up of the worker per burst, not one per event."""
+
+    def __init__(self, worker: EngineWorker) -> None:
+        self.worker = worker
+        self._queue: deque[tuple[Callable[..., object], tuple[Any, ...]]] = deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+
+    def put(self, fn: Callable[..., object], *args: Any) -> None:
+        with self._lock:
+            self._queue.append((fn, args))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self.worker.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._scheduled = False
+                    return
+                batch = list(self._queue)
+                self._queue.clear()
+            for fn, args in batch:
+                try:
+                    fn(*args)
+                except Exception:  # one bad event must not stop the ones after it
+                    log.exception("applying a cache change failed")
