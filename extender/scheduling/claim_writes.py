@@ -114,6 +114,7 @@ async def reserve_claim(
                 ) from None
             raise ClaimWriteError(f"resourceclaim {ns}/{name}: {last_error}; read back: {exc}") from None
         if is_reserved_for(raw, pod.uid):
+            _check_found(raw, allocation)
             return raw  # an earlier write of ours landed
         if maybe_pending is not None and _rv(raw) != maybe_pending:
             maybe_pending = None
@@ -166,6 +167,7 @@ async def _reserve_once(
     if meta.get("deletionTimestamp"):
         raise ClaimWriteError(f"{where} got deleted in the meantime")
     if is_reserved_for(raw, pod.uid):
+        _check_found(raw, allocation)
         return raw  # an earlier attempt for this pod got this far (bind is idempotent)
     status = dict(raw["status"]) if isinstance(raw.get("status"), dict) else {}
     if allocation is not None:
@@ -187,6 +189,27 @@ async def _reserve_once(
     if not is_reserved_for(answer, pod.uid):
         raise _Unanswered(f"{where}: the answer to the status write does not show it", base)
     return answer
+
+
+def _devices(allocation: Any) -> list[tuple[Any, ...]]:
+    results = ((allocation or {}).get("devices") or {}).get("results") or []
+    return sorted((r.get("request"), r.get("driver"), r.get("pool"), r.get("device")) for r in results)
+
+
+def _check_found(raw: dict[str, Any], allocation: dict[str, Any] | None) -> None:
+    """A claim found already reserved for the pod serves this write only if it holds the
+    devices this write was to allocate. An earlier attempt for the pod may have allocated it
+    elsewhere (and bound the pod there): taking that as ours would bind the pod to another
+    node, or release an allocation a bound pod uses."""
+    if allocation is None:
+        return
+    status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
+    assert isinstance(status, dict)
+    if _devices(status.get("allocation")) != _devices(allocation):
+        raise ClaimWriteError(
+            f"{_where(raw)} is already allocated to other devices and reserved for this pod "
+            "(an earlier attempt); this bind leaves it as it is"
+        )
 
 
 def deallocated(raw: dict[str, Any]) -> dict[str, Any]:
