@@ -85,14 +85,6 @@ class AllocatedState:
             tuple(sorted(held.items())) if held is not None else None,
         )
 
-    def changed(self, other: AllocatedState) -> set[DeviceID]:
-        """The devices whose :meth:`key` differs between the two states."""
-        out = set(self.dedicated.keys() ^ other.dedicated.keys()) | set(
-            self.shared_ids.keys() ^ other.shared_ids.keys()
-        )
-        out |= {d for d in self.capacity.keys() | other.capacity.keys() if self.key(d) != other.key(d)}
-        return out
-
 
 def _count(table: dict[DeviceID, int], device: DeviceID, sign: int) -> None:
     n = table.get(device, 0) + sign

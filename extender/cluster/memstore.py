@@ -7,6 +7,7 @@ every change is delivered to subscribers as a watch event. Objects are raw API d
 
 from __future__ import annotations
 
+import datetime as _dt
 import threading
 import uuid
 from collections.abc import Callable, Iterable
@@ -214,7 +215,9 @@ class MemoryStore:
                 if obj["metadata"].get("deletionTimestamp"):
                     return
                 marked = clone(obj)
-                marked["metadata"]["deletionTimestamp"] = "1970-01-01T00:00:00Z"
+                marked["metadata"]["deletionTimestamp"] = _dt.datetime.now(_dt.UTC).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"
+                )
                 self._objects[key] = self._stamp(marked)
                 event = Event("MODIFIED", kind, clone(marked))
             else:

@@ -214,15 +214,7 @@ class AssumedClaims:
 
     def held(self, claims: Mapping[Key, ResourceClaim]) -> list[Allocation]:
         """Devices taken by writes whose outcome ``claims`` (the overlay) does not show yet."""
-        return list(self.held_by_write(claims).values())
-
-    def held_by_write(self, claims: Mapping[Key, ResourceClaim]) -> dict[tuple[Key, str], Allocation]:
-        """:meth:`held`, by (claim, pod) of the write."""
-        out = {}
-        for key in self._records:
-            for pod_uid, devices in self.held_for(key, claims.get(key)):
-                out[(key, pod_uid)] = devices
-        return out
+        return [devices for key in self._records for _pod, devices in self.held_for(key, claims.get(key))]
 
     def held_for(self, key: Key, shown: ResourceClaim | None) -> list[tuple[str, Allocation]]:
         """(pod, devices) of the writes of one claim that ``shown`` (its overlay) does not show."""

@@ -191,7 +191,8 @@ async def _reserve_once(
     return answer
 
 
-def _devices(allocation: Any) -> list[tuple[Any, ...]]:
+def allocated_devices(allocation: Any) -> list[tuple[Any, ...]]:
+    """The (request, driver, pool, device) results of a raw ``status.allocation``, sorted."""
     results = ((allocation or {}).get("devices") or {}).get("results") or []
     return sorted((r.get("request"), r.get("driver"), r.get("pool"), r.get("device")) for r in results)
 
@@ -205,7 +206,7 @@ def _check_found(raw: dict[str, Any], allocation: dict[str, Any] | None) -> None
         return
     status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
     assert isinstance(status, dict)
-    if _devices(status.get("allocation")) != _devices(allocation):
+    if allocated_devices(status.get("allocation")) != allocated_devices(allocation):
         raise ClaimWriteError(
             f"{_where(raw)} is already allocated to other devices and reserved for this pod "
             "(an earlier attempt); this bind leaves it as it is"

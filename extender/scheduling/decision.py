@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,7 @@ from extender.allocator import (
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
-from extender.model.dra import Allocation, DeviceID, ResourceClaim
+from extender.model.dra import DeviceID, ResourceClaim
 from extender.scheduling import extended as er
 from extender.scheduling.binding import binding_problem
 from extender.scheduling.prefilter import PodClaims, resolve_claims
@@ -110,7 +110,6 @@ class Snapshot:
         features: Features,
         cel: CelEnvironment,
         *,
-        in_flight: Iterable[Allocation] = (),
         claims: Mapping[Key, ResourceClaim] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
@@ -121,9 +120,9 @@ class Snapshot:
         allocated: AllocatedState | None = None,
         changed: set[DeviceID] | None = None,
     ) -> None:
-        """``allocated``: the devices in use, kept up to date by the caller (then ``claims`` and
-        ``in_flight`` are not counted again); ``changed``: the devices whose use changed since
-        ``previous`` (required with a shared ``allocated``)."""
+        """``allocated``: the devices in use, kept up to date by the caller (then ``claims`` are
+        not counted again). ``previous`` and ``changed`` (the devices whose use changed since
+        it): the snapshot this one replaces, whose memo tables it takes over."""
         self.state = state
         self.features = features
         self.wall_clock = wall_clock
@@ -135,7 +134,7 @@ class Snapshot:
         self.claims = claims if claims is not None else state.claims
         if allocated is None:
             allocations = [c.allocation for c in self.claims.values() if c.allocation is not None]
-            allocated = AllocatedState.from_allocations([*allocations, *in_flight], features)
+            allocated = AllocatedState.from_allocations(allocations, features)
         self.allocated = allocated
         self.allocator = Allocator(
             self.inventory, self.allocated, cel, clock=clock, new_share_id=new_share_id
@@ -157,11 +156,8 @@ class Snapshot:
         self._claims_ids: dict[tuple[Any, ...], int] = {}
         self._extended_classes: dict[str, str] | None = None
         self._extended_claims: dict[str, ResourceClaim] | None = None
-        if previous is not None and previous.inventory is self.inventory:
-            # last: it replaces the fresh tables above
-            self._carry_over(
-                previous, changed if changed is not None else previous.allocated.changed(allocated)
-            )
+        if previous is not None and changed is not None and previous.inventory is self.inventory:
+            self._carry_over(previous, changed)  # last: it replaces the fresh tables above
 
     def claims_of(self, pod: Pod, pending: Callable[[ResourceClaim], bool] | None = None) -> PodClaims:
         """The pod's claims after kube-scheduler's PreFilter checks (``pending``: allocating elsewhere)."""

@@ -710,16 +710,19 @@ class Engine:
                 del self._binding_unknown[uid]
         return pod.uid in self._binding_unknown
 
-    async def _delete_stale(self, pod: Pod, claim: ResourceClaim) -> None:
-        where = f"resourceclaim {claim.namespace}/{claim.name}"
+    async def _still_unbound(self, pod: Pod) -> bool:
+        """The API server (not the cache, which may be behind) shows this pod, not bound."""
         try:
             current = await self.api.get_pod(pod.namespace, pod.name)
         except ClusterAPIError:
-            return
-        if (current.get("spec") or {}).get("nodeName") or (current.get("metadata") or {}).get(
-            "uid"
-        ) != pod.uid:
-            return  # the cache is behind: the pod is bound (or gone), its claim stays
+            return False
+        meta, spec = current.get("metadata") or {}, current.get("spec") or {}
+        return meta.get("uid") == pod.uid and not spec.get("nodeName")
+
+    async def _delete_stale(self, pod: Pod, claim: ResourceClaim) -> None:
+        where = f"resourceclaim {claim.namespace}/{claim.name}"
+        if not await self._still_unbound(pod):
+            return  # bound (or gone): its claim stays
         try:
             await extended_writes.delete_claim(self.api, claim.raw)
         except ClusterAPIError as exc:
@@ -734,12 +737,8 @@ class Engine:
 
     async def _deallocate(self, pod: Pod, claim: ResourceClaim) -> None:
         where = f"resourceclaim {claim.namespace}/{claim.name}"
-        try:
-            current = await self.api.get_pod(pod.namespace, pod.name)
-        except ClusterAPIError:
-            return
-        if (current.get("spec") or {}).get("nodeName"):
-            return  # the cache is behind: the pod is bound, its claims stay
+        if not await self._still_unbound(pod):
+            return  # the cache is behind: the pod is bound (or gone), its claims stay
         try:
             await self.api.update_claim_status(deallocated(claim.raw))
         except ClusterAPIError as exc:

@@ -352,8 +352,11 @@ def prefilter(
 
 def claims_by_owner(claims: Iterable[ResourceClaim]) -> dict[str, ResourceClaim]:
     """Extended-resource claims by their controller's UID (the first by name when several)."""
+    marked = [
+        c for c in claims if c.annotations.get(EXTENDED_CLAIM_ANNOTATION) == "true" and c.controller_uid
+    ]
     out: dict[str, ResourceClaim] = {}
-    for claim in sorted(claims, key=lambda c: (c.namespace, c.name)):
-        if claim.annotations.get(EXTENDED_CLAIM_ANNOTATION) == "true" and claim.controller_uid:
-            out.setdefault(claim.controller_uid, claim)
+    for claim in sorted(marked, key=lambda c: (c.namespace, c.name)):
+        assert claim.controller_uid is not None
+        out.setdefault(claim.controller_uid, claim)
     return out

@@ -17,7 +17,12 @@ from extender.cluster.memstore import clone
 from extender.model.core import Pod
 from extender.model.dra import DELETE_PROTECTION_FINALIZER, ResourceClaim, parse_resource_claim
 from extender.model.errors import ObjectError
-from extender.scheduling.claim_writes import CONFLICT_RETRIES, ClaimWriteError, outcome_unknown
+from extender.scheduling.claim_writes import (
+    CONFLICT_RETRIES,
+    ClaimWriteError,
+    allocated_devices,
+    outcome_unknown,
+)
 from extender.scheduling.extended import is_extended_claim_of
 
 
@@ -73,18 +78,13 @@ def reuse_problem(
         return f"{where} from an earlier attempt asks for other devices; it is deleted, the pod is retried"
     if claim.allocation is not None:
         status = claim.raw.get("status") or {}
-        if _devices(status.get("allocation") or {}) != _devices(allocation) or any(
+        if allocated_devices(status.get("allocation")) != allocated_devices(allocation) or any(
             e.get("uid") != pod.uid for e in claim.reserved_for
         ):
             return (
                 f"{where} from an earlier attempt is allocated differently; it is deleted, the pod is retried"
             )
     return None
-
-
-def _devices(allocation: dict[str, Any]) -> list[tuple[Any, ...]]:
-    results = (allocation.get("devices") or {}).get("results") or []
-    return sorted((r.get("request"), r.get("driver"), r.get("pool"), r.get("device")) for r in results)
 
 
 async def delete_claim(api: ClusterAPI, raw: dict[str, Any]) -> None:

@@ -134,7 +134,7 @@ def test_memo_tables_are_carried_over_only_while_small(
     state = ClusterState.from_objects(objects)
     first = Snapshot(state, Features(), CEL)
     assert first.assessor(first.claims_of(state.pods[("default", "p")]))(state.nodes["node-1"]).fits
-    second = Snapshot(state, Features(), CEL, inventory=first.inventory, previous=first)
+    second = Snapshot(state, Features(), CEL, inventory=first.inventory, previous=first, changed=set())
     assert (second._assessments is first._assessments) == carried
     assert (second._projections is first._projections) == carried
 

@@ -79,6 +79,22 @@ def engine_for(objects: list[dict[str, Any]], tmp_path: Any) -> tuple[Engine, Me
     return service.engine, store, api
 
 
+def bind_concurrently(
+    engine: Engine, api: FaultyAPI, pods: list[str], node_name: str, *, delay: float
+) -> list[str]:
+    """Bind ``pods`` (uid ``uid-<name>``) all at once, every status write taking ``delay``."""
+
+    async def slow(_claim: dict[str, Any]) -> None:
+        await asyncio.sleep(delay)
+
+    api.status_write_hook = slow
+
+    async def all_binds() -> list[str]:
+        return list(await asyncio.gather(*(engine.bind("default", p, f"uid-{p}", node_name) for p in pods)))
+
+    return asyncio.run(all_binds())
+
+
 def base(n_devices: int = 2) -> list[dict[str, Any]]:
     return [device_class(), resource_slice("s", [device(f"d{i}") for i in range(n_devices)]), node("node-1")]
 
@@ -468,18 +484,7 @@ def test_concurrent_binds_of_multi_claim_pods_never_give_a_device_twice(tmp_path
     for i in range(n_pods):
         objects += [claim(f"a{i}"), claim(f"b{i}"), pod(f"p{i}", [f"a{i}", f"b{i}"])]
     engine, store, api = engine_for(objects, tmp_path)
-
-    async def slow_status(obj: dict[str, Any]) -> None:
-        await asyncio.sleep(0.002)
-
-    api.status_write_hook = slow_status
-
-    async def all_binds() -> list[str]:
-        return await asyncio.gather(
-            *(engine.bind("default", f"p{i}", f"uid-p{i}", "node-1") for i in range(n_pods))
-        )
-
-    errors = asyncio.run(all_binds())
+    errors = bind_concurrently(engine, api, [f"p{i}" for i in range(n_pods)], "node-1", delay=0.002)
     assert errors.count("") == n_devices // 2
     taken = [
         r["device"]
