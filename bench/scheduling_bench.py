@@ -255,9 +255,11 @@ def measure(mode: str, shape: str, nodes: int, wanted_pods: int) -> dict[str, An
     with tempfile.TemporaryDirectory() as tmp:
         floor_script = Path(tmp) / "floor.py"
         floor_script.write_text(FLOOR_SERVER)
-        with server_process([sys.executable, str(floor_script)]) as (floor_url, _):
+        with server_process([sys.executable, str(floor_script)]) as (floor_url, floor_proc):
+            floor_cpu_before = sum(psutil.Process(floor_proc.pid).cpu_times()[:2])
             floor = Loop(floor_url, node_names, path="")
             floor_s = floor.run(spods, floor=True)
+            floor_cpu = sum(psutil.Process(floor_proc.pid).cpu_times()[:2]) - floor_cpu_before
         with server(objects, Path(tmp)) as (url, pid, check):
             proc = psutil.Process(pid)
             rss_before = proc.memory_info().rss
@@ -282,6 +284,7 @@ def measure(mode: str, shape: str, nodes: int, wanted_pods: int) -> dict[str, An
         "pods_per_s": loop.bound / elapsed if elapsed else 0.0,
         "floor_pods_per_s": pods / floor_s if floor_s else 0.0,
         "cpu_ms_per_pod": cpu * 1e3 / max(pods, 1),
+        "floor_cpu_ms_per_pod": floor_cpu * 1e3 / max(pods, 1),
         "rss_mb": rss_after / 2**20,
         "rss_growth_mb": (rss_after - rss_before) / 2**20,
         "filter_p50_first_quarter_ms": percentile(filters[:quarter], 0.5),
@@ -305,7 +308,7 @@ def report(r: dict[str, Any]) -> str:
     lines = [
         f"{r['mode']:8s} {r['nodes']:5d} nodes  {r['shape']:16s} {r['bound']:5d}/{r['pods']} bound "
         f"in {r['seconds']:6.2f} s: {r['pods_per_s']:7.1f} pods/s (floor {r['floor_pods_per_s']:7.1f}, "
-        f"{ratio:4.1f}x)  cpu {r['cpu_ms_per_pod']:5.2f} ms/pod  rss {r['rss_mb']:6.1f} MB "
+        f"{ratio:4.1f}x)  cpu {r['cpu_ms_per_pod']:5.2f} ms/pod (floor {r['floor_cpu_ms_per_pod']:4.2f})  rss {r['rss_mb']:6.1f} MB "
         f"(+{r['rss_growth_mb']:.1f})",
         "         "
         + "  ".join(
