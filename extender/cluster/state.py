@@ -72,6 +72,8 @@ class ClusterState:
     claims_seen_rv: str = ""
     #: Claims changed (stored, replaced, removed) since the consumer last drained this.
     changed_claims: set[Key] = field(default_factory=set)
+    #: Node names stored or removed since the consumer last drained this.
+    changed_nodes: set[str] = field(default_factory=set)
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]]) -> ClusterState:
@@ -135,10 +137,12 @@ class ClusterState:
             self.broken_claims.pop((namespace, name), None)
             self.changed_claims.add((namespace, name))
             self.observed(kind, str((obj.get("metadata") or {}).get("resourceVersion") or ""))
-        self._changed(kind)
+        self._changed(kind, name)
 
-    def _changed(self, kind: str) -> None:
+    def _changed(self, kind: str, name: str = "") -> None:
         self.version += 1
+        if kind == "Node":
+            self.changed_nodes.add(name)
         if kind in ("ResourceSlice", "DeviceClass", "DeviceTaintRule"):
             self.inventory_version += 1
         elif kind == "ResourceClaim":
@@ -175,7 +179,7 @@ class ClusterState:
     def _store(self, kind: str, namespace: str, name: str, record: Any) -> None:
         if kind == "ResourceClaim":
             self.changed_claims.add((namespace, name))
-        self._changed(kind)
+        self._changed(kind, name)
         self._table(kind)[(namespace, name) if kind in NAMESPACED else name] = record
         if kind == "ResourceClaim":
             self.broken_claims.pop((namespace, name), None)

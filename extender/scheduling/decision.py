@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,6 +152,9 @@ class Snapshot:
         #: Shared fitting answers by node name, per content key: one lookup per node.
         self._by_name: dict[int, dict[str, tuple[Node, Assessment]]] = {}
         self._in_use_ids: dict[tuple[Any, ...], int] = {}
+        #: projection key -> node name -> group: look-alike nodes (equal signature and devices
+        #: in use) share a group and so one answer; see :meth:`node_groups`.
+        self._groups: dict[Any, dict[str, Hashable]] = {}
         #: Claim keys (identity, or content for shared fitting answers) interned to small ints.
         self._claims_ids: dict[tuple[Any, ...], int] = {}
         self._extended_classes: dict[str, str] | None = None
@@ -264,13 +267,21 @@ class Snapshot:
         self._projections = previous._projections
         self._node_keys = previous._node_keys
         self._by_name = previous._by_name
-        for name in affected:
-            self._in_use.pop(name, None)
-            for per_node in self._node_keys.values():
-                per_node.pop(name, None)
-            for answers in self._by_name.values():
-                answers.pop(name, None)
-        previous._in_use, previous._node_keys, previous._by_name = {}, {}, {}
+        self._groups = previous._groups
+        self.forget_nodes(affected)
+        previous._in_use, previous._node_keys, previous._by_name, previous._groups = {}, {}, {}, {}
+
+    def forget_nodes(self, names: Iterable[str]) -> None:
+        """Drop the per-node entries of these nodes: their devices in use or Node record changed."""
+        tables: list[dict[str, Any]] = [
+            self._in_use,
+            *self._node_keys.values(),
+            *self._by_name.values(),
+            *self._groups.values(),
+        ]
+        for name in names:
+            for table in tables:
+                table.pop(name, None)
 
     def _node_in_use(self, node: Node) -> int:
         """Which of the node's devices are in use, interned to a small int."""
@@ -334,7 +345,7 @@ class Snapshot:
         extended = pod_claims.extended
         #: The common case (no allocated claims' selectors or bindings, no extended resources):
         #: a node's answer depends on its key alone; looked up here with one dict access.
-        simple = projection is not None and not selectors and not bindings and extended is None
+        simple = projection is not None and self._shareable(pod_claims)
         by_node_key: dict[Any, Assessment] = {}
         by_name = self._by_name.setdefault(shared_id, {}) if simple else {}
 
@@ -382,6 +393,55 @@ class Snapshot:
             return assessment
 
         return assess
+
+    def node_groups(self, pod_claims: PodClaims, names: Sequence[str]) -> list[Hashable] | None:
+        """Per node name, the group whose nodes all get the same answer for these claims.
+
+        Nodes with equal signatures and equal devices in use share an int group (one allocation
+        answers them all, as with :meth:`assessor`'s memo); a node that is judged alone (not in
+        the cache, or its pools depend on other nodes) is its own group, its name. Kept per
+        snapshot and carried over, minus the nodes whose devices changed hands or whose Node
+        record changed (:meth:`forget_nodes`), so a call costs a dict lookup per node.
+
+        The cached Node records (``state.nodes``) are meant. None when an answer depends on more
+        than the node's devices (allocated claims' node selectors, binding conditions, extended
+        resources): then every node is judged on its own.
+        """
+        if not self._shareable(pod_claims):
+            return None
+        projection = self._projection(pod_claims, pod_claims.key())
+        if projection is None:
+            return None
+        table = self._groups.get(projection.key)
+        if table is None:
+            table = self._groups[projection.key] = {}
+        get = table.get
+        groups: list[Hashable] = [get(name) for name in names]
+        if None in groups:
+            nodes = self.state.nodes
+            for i, found in enumerate(groups):
+                if found is not None:
+                    continue
+                name = names[i]
+                group: Hashable = name
+                node = nodes.get(name)
+                if node is not None:
+                    signature = self.inventory.node_signature(name, node.labels, projection)
+                    if signature is not None:
+                        group = (signature << 32) | self._node_in_use(node)
+                table[name] = groups[i] = group
+        return groups
+
+    def _shareable(self, pod_claims: PodClaims) -> bool:
+        """Whether look-alike nodes get one answer: nothing but the node's devices matters."""
+        return (
+            pod_claims.error is None
+            and pod_claims.reason is None
+            and pod_claims.allocates
+            and pod_claims.extended is None
+            and not any(c.allocation and c.allocation.node_selector for c in pod_claims.allocated)
+            and not (self.features.device_binding and pod_claims.allocated)
+        )
 
     def _projection(self, pod_claims: PodClaims, key: tuple[Any, ...]) -> ClaimProjection | None:
         if key not in self._projections:

@@ -7,7 +7,7 @@ import random
 import socket
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,10 +83,26 @@ def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, 
     engine = Engine(state, api, cel, config.engine)
     metrics = Metrics(state.counts, lambda: len(engine.assumed))
     engine.observer = metrics
-    decisions = logging.getLogger("dra_extender.decisions")
-    engine.log_sink = lambda entry: decisions.info("%s", orjson.dumps(entry).decode())
+    engine.log_sink = decision_log()
     engine.snapshot()  # index the inventory now, not on the first request
     return Service(engine=engine, metrics=metrics, ready=lambda: True, mode="embedded"), store
+
+
+def decision_log() -> Callable[[dict[str, Any]], None]:
+    """Where the engine reports decisions: one JSON line each on ``dra_extender.decisions``.
+
+    Binds at INFO; filter and prioritize (one line per node-list call, hundreds a second under
+    load) at DEBUG, like kube-scheduler's own per-attempt lines at higher verbosity. Every
+    decision also stays in /debug/decisions.
+    """
+    decisions = logging.getLogger("dra_extender.decisions")
+
+    def sink(entry: dict[str, Any]) -> None:
+        level = logging.INFO if entry.get("verb") not in ("filter", "prioritize") else logging.DEBUG
+        if decisions.isEnabledFor(level):
+            decisions.log(level, "%s", orjson.dumps(entry).decode())
+
+    return sink
 
 
 class JsonFormatter(logging.Formatter):
@@ -189,8 +205,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     engine = Engine(state, kube_api, cel, config.engine)
     metrics = Metrics(state.counts, lambda: len(engine.assumed))
     engine.observer = metrics
-    decisions = logging.getLogger("dra_extender.decisions")
-    engine.log_sink = lambda entry: decisions.info("%s", orjson.dumps(entry).decode())
+    engine.log_sink = decision_log()
     stop = threading.Event()
     health = ClusterHealth(config.cache_stale_after)
     engine.cache_stale = health.stale

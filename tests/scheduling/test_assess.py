@@ -10,9 +10,12 @@ from hypothesis import strategies as st
 
 from extender.allocator import Features
 from extender.cel import CelEnvironment
+from extender.cluster.memory_api import MemoryAPI
+from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.scheduling import decision
 from extender.scheduling.decision import Snapshot
+from extender.scheduling.engine import Engine
 from tests.builders import allocated, attrs, claim, device, device_class, exact, node, pod, resource_slice
 
 CEL = CelEnvironment()
@@ -67,6 +70,45 @@ def test_assess_equals_decide(objects: list[dict[str, Any]]) -> None:
             )
             if full.fits:
                 assert fast.allocated == sum(len(a["devices"]["results"]) for a in full.allocations.values())
+
+
+@settings(max_examples=40, deadline=None)
+@given(clusters(), st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["a", "b"])), max_size=3))
+def test_engine_filter_and_prioritize_by_node_groups_equal_decide(
+    objects: list[dict[str, Any]], relabels: list[tuple[int, str]]
+) -> None:
+    """Engine.filter and prioritize judge look-alike nodes once (Snapshot.node_groups): the
+    answer per node is still decide's, also after Node label changes (no new snapshot)."""
+    zone_a = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+    }
+    shared = [device("z0", attributes=attrs(model="big", numa=0, serial="z"))]
+    objects = [*objects, resource_slice("zone-a", shared, pool="zone-a", nodeSelector=zone_a)]
+    state = ClusterState.from_objects(objects)
+    engine = Engine(state, MemoryAPI(MemoryStore()), CEL)
+    pods = [p for p in state.pods.values() if not p.node_name]
+    names = [*sorted(state.nodes), "node-missing"]
+    for step in range(len(relabels) + 1):
+        if step:
+            n, zone = relabels[step - 1]
+            state.apply(node(f"node-{n}", zone=zone))
+            names.append(f"node-{n}")  # a node may be listed twice
+        snapshot = engine.snapshot()
+        for p in pods:
+            pod_claims = snapshot.claims_of(p)
+            result = engine.filter(p, names)
+            scores = dict(engine.prioritize(p, names))
+            for name in names:
+                if name not in state.nodes:
+                    assert name in result.unresolvable
+                    continue
+                full = snapshot.decide(pod_claims, state.nodes[name])
+                if full.error is not None:
+                    assert result.error == full.error or result.error
+                    continue
+                assert (name in result.passed) == full.fits, (p.name, name)
+                assert result.unresolvable.get(name) == (None if full.fits else full.reason), (p.name, name)
+                assert full.fits or scores[name] == 0
 
 
 def test_look_alike_nodes_share_one_allocation() -> None:

@@ -24,14 +24,13 @@ class SteppingClock:
         return self.now
 
 
-def engine_with(clock: SteppingClock, nodes: int, config: EngineConfig) -> Engine:
+def engine_with(clock: SteppingClock, nodes: int, config: EngineConfig, alike: bool = True) -> Engine:
+    """Nodes with 16 devices each (``alike``), or node-i with 16 + i (no two look alike)."""
     many = claim("many", requests=[exact(f"r{i}") for i in range(16)])  # >= 16 search steps
     objects = [device_class(), many, pod("p", ["many"])]
     for i in range(nodes):
-        objects += [
-            node(f"node-{i}"),
-            resource_slice(f"s{i}", [device(f"d{j}") for j in range(16)], node=f"node-{i}", pool=f"p{i}"),
-        ]
+        devices = [device(f"d{j}") for j in range(16 if alike else 16 + i)]
+        objects += [node(f"node-{i}"), resource_slice(f"s{i}", devices, node=f"node-{i}", pool=f"p{i}")]
     state = ClusterState.from_objects(objects)
     return Engine(state, MemoryAPI(MemoryStore()), CelEnvironment(), config, clock=clock)
 
@@ -49,22 +48,31 @@ def test_a_node_that_timed_out_keeps_that_answer_for_a_while() -> None:
     assert engine.filter(p, ["node-0"]).passed == ["node-0"]
 
 
-def test_the_filter_budget_is_checked_before_every_node() -> None:
-    clock = SteppingClock(0.0)
-    engine = engine_with(clock, 5, EngineConfig(node_timeout=1e9, filter_budget=10.0))
-    p = engine.state.pods[("default", "p")]
+def slowed(engine: Engine, clock: SteppingClock, seconds: float) -> list[str]:
+    """Every allocation the engine's filter and prioritize run takes ``seconds``; returns the
+    nodes allocated for, in order."""
     original = engine._assessor
+    allocated: list[str] = []
 
     def slow_assessor(snapshot, claims):  # type: ignore[no-untyped-def]
         assess = original(snapshot, claims)
 
         def each(n):  # type: ignore[no-untyped-def]
-            clock.now += 6.0  # every node takes 6 s: the budget (10 s) allows two
+            clock.now += seconds
+            allocated.append(n.name)
             return assess(n)
 
         return each
 
     engine._assessor = slow_assessor  # type: ignore[method-assign]
+    return allocated
+
+
+def test_the_filter_budget_is_checked_before_every_allocation() -> None:
+    clock = SteppingClock(0.0)
+    engine = engine_with(clock, 5, EngineConfig(node_timeout=1e9, filter_budget=10.0), alike=False)
+    p = engine.state.pods[("default", "p")]
+    slowed(engine, clock, 6.0)  # every node takes 6 s: the budget (10 s) allows two
     result = engine.filter(p, [f"node-{i}" for i in range(5)])
     assert result.passed == ["node-0", "node-1"]
     assert sorted(result.failed) == ["node-2", "node-3", "node-4"]
@@ -74,6 +82,20 @@ def test_the_filter_budget_is_checked_before_every_node() -> None:
     clock.step, clock.running = 20.0, True  # the view's budget is gone before the first node
     explained = engine.explain(p, [f"node-{i}" for i in range(5)])
     assert all(d.timed_out and "time budget" in (d.reason or "") for d in explained.values())
+
+
+def test_look_alike_nodes_share_one_allocation_within_the_budget() -> None:
+    clock = SteppingClock(0.0)
+    engine = engine_with(clock, 5, EngineConfig(node_timeout=1e9, filter_budget=10.0))
+    p = engine.state.pods[("default", "p")]
+    allocated = slowed(engine, clock, 6.0)
+    names = [f"node-{i}" for i in range(5)]
+    assert engine.filter(p, names).passed == names
+    assert len(allocated) == 1
+    assert engine.filter(p, [*reversed(names), "node-x"]).unresolvable == {
+        "node-x": "node node-x is not known to the DRA extender"
+    }
+    assert len(allocated) == 2  # one allocation per call and group (answers come from the memo)
 
 
 def test_a_node_whose_labels_change_is_judged_again_without_a_claim_change() -> None:
@@ -99,3 +121,28 @@ def test_a_node_whose_labels_change_is_judged_again_without_a_claim_change() -> 
     # And a pod asking alike gets the shared answer for the new record, not the old one.
     state.apply(node("node-1"))
     assert engine.filter(state.pods[("default", "p2")], ["node-1"]).passed == []
+
+
+def test_a_relabelled_node_leaves_its_group_of_look_alike_nodes() -> None:
+    """Nodes are grouped by what they can allocate from; a label change may move a node out."""
+    rack = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}]
+    }
+    objects = [
+        device_class(),
+        resource_slice("s", [device("d0")], nodeSelector=rack),
+        claim("c"),
+        pod("p", ["c"]),
+    ]
+    objects += [node(f"node-{i}", rack="r1") for i in range(3)]
+    state = ClusterState.from_objects(objects)
+    engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment())
+    names = ["node-0", "node-1", "node-2"]
+    assert engine.filter(state.pods[("default", "p")], names).passed == names
+    state.apply(node("node-1", rack="r2"))
+    assert engine.filter(state.pods[("default", "p")], names).passed == ["node-0", "node-2"]
+    assert dict(engine.prioritize(state.pods[("default", "p")], names))["node-1"] == 0
+    state.remove(node("node-2"))
+    result = engine.filter(state.pods[("default", "p")], names)
+    assert result.passed == ["node-0"]
+    assert result.unresolvable["node-2"] == "node node-2 is not known to the DRA extender"
