@@ -18,8 +18,39 @@ from extender.model.dra import DELETE_PROTECTION_FINALIZER
 def collect_owned_claims(store: MemoryStore) -> None:
     """Delete the ResourceClaims a Pod owns when that Pod is deleted or replaced (another UID)."""
     pods: dict[tuple[str, str], str] = {}
+    #: owner UID -> the claims that name it (namespace, name, claim UID): kept from the claims'
+    #: own events, so a pod's deletion costs its claims, not a scan of every claim.
+    owned: dict[str, dict[tuple[str, str], str]] = {}
+    owners_of: dict[tuple[str, str], set[str]] = {}
+
+    def index_claim(event: Event) -> None:
+        meta = event.object.get("metadata") or {}
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        for uid in owners_of.pop(key, set()):
+            claims = owned.get(uid, {})
+            claims.pop(key, None)
+            if not claims:
+                owned.pop(uid, None)
+        if event.type == "DELETED":
+            return
+        uids = {str(ref.get("uid")) for ref in meta.get("ownerReferences") or [] if ref.get("uid")}
+        if uids:
+            owners_of[key] = uids
+            for uid in uids:
+                owned.setdefault(uid, {})[key] = str(meta.get("uid") or "")
+
+    def collect(owner_uid: str) -> None:
+        for (namespace, name), claim_uid in list(owned.get(owner_uid, {}).items()):
+            try:
+                store.mutate("ResourceClaim", namespace, name, lambda obj: _release(obj, owner_uid))
+                store.delete("ResourceClaim", namespace, name, uid=claim_uid)
+            except StoreError:
+                continue  # changed or gone meanwhile: nothing left to collect
 
     def on_event(event: Event) -> None:
+        if event.kind == "ResourceClaim":
+            index_claim(event)
+            return
         if event.kind != "Pod":
             return
         meta = event.object.get("metadata") or {}
@@ -27,32 +58,19 @@ def collect_owned_claims(store: MemoryStore) -> None:
         uid = str(meta.get("uid") or "")
         if event.type == "DELETED":
             pods.pop(key, None)
-            _collect(store, uid)
+            collect(uid)
             return
         previous = pods.get(key)
         pods[key] = uid
         if previous is not None and previous != uid:
-            _collect(store, previous)
+            collect(previous)
 
     for pod in store.objects("Pod"):
         meta = pod.get("metadata") or {}
         pods[(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))] = str(meta.get("uid"))
-    store.subscribe(on_event)
-
-
-def _collect(store: MemoryStore, owner_uid: str) -> None:
-    if not owner_uid:
-        return
     for claim in store.objects("ResourceClaim"):
-        meta = claim.get("metadata") or {}
-        if not any(ref.get("uid") == owner_uid for ref in meta.get("ownerReferences") or []):
-            continue
-        namespace, name = str(meta.get("namespace") or "default"), str(meta["name"])
-        try:
-            store.mutate("ResourceClaim", namespace, name, lambda obj: _release(obj, owner_uid))
-            store.delete("ResourceClaim", namespace, name, uid=str(meta.get("uid")))
-        except StoreError:
-            continue  # changed or gone meanwhile: nothing left to collect
+        index_claim(Event("ADDED", "ResourceClaim", claim))
+    store.subscribe(on_event)
 
 
 def _release(obj: dict[str, Any], pod_uid: str) -> None:

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from extender.allocator import (
@@ -119,10 +120,12 @@ class Snapshot:
         previous: Snapshot | None = None,
         allocated: AllocatedState | None = None,
         changed: set[DeviceID] | None = None,
+        changed_claims: Iterable[Key] = (),
     ) -> None:
         """``allocated``: the devices in use, kept up to date by the caller (then ``claims`` are
         not counted again). ``previous`` and ``changed`` (the devices whose use changed since
-        it): the snapshot this one replaces, whose memo tables it takes over."""
+        it): the snapshot this one replaces, whose memo tables it takes over, minus what it
+        remembered of ``changed_claims`` (changed or deleted since)."""
         self.state = state
         self.features = features
         self.wall_clock = wall_clock
@@ -142,7 +145,9 @@ class Snapshot:
         self.cel = cel
         #: The state's inventory_version this snapshot's inventory was built from.
         self.inventory_version = state.inventory_version
-        self._assessments: dict[tuple[Any, ...], Assessment] = {}
+        #: Memoized answers per interned claims id (the pod's own claims, or their content),
+        #: then per node key: a claim's change or deletion drops its ids' answers at once.
+        self._assessments: dict[int, dict[tuple[Any, ...], Assessment]] = {}
         self._projections: dict[tuple[Any, ...], ClaimProjection | None] = {}
         self._in_use: dict[str, tuple[Node, int]] = {}
         #: projection key -> node name -> (signature, in-use), for this snapshot.
@@ -156,11 +161,13 @@ class Snapshot:
         #: in use) share a group and so one answer; see :meth:`node_groups`.
         self._groups: dict[Any, dict[str, Hashable]] = {}
         #: Claim keys (identity, or content for shared fitting answers) interned to small ints.
-        self._claims_ids: dict[tuple[Any, ...], int] = {}
+        self._claims_ids = Interner()
+        #: Claim -> the interned claim keys that name it (forgotten with it: :meth:`forget_claims`).
+        self._claim_refs: dict[Key, set[tuple[Any, ...]]] = {}
         self._extended_classes: dict[str, str] | None = None
         self._extended_claims: dict[str, ResourceClaim] | None = None
         if previous is not None and changed is not None and previous.inventory is self.inventory:
-            self._carry_over(previous, changed)  # last: it replaces the fresh tables above
+            self._carry_over(previous, changed, changed_claims)  # last: it replaces the tables above
 
     def claims_of(self, pod: Pod, pending: Callable[[ResourceClaim], bool] | None = None) -> PodClaims:
         """The pod's claims after kube-scheduler's PreFilter checks (``pending``: allocating elsewhere)."""
@@ -246,7 +253,7 @@ class Snapshot:
 
     # --- memoized assessments (filter and prioritize) -------------------------------------------
 
-    def _carry_over(self, previous: Snapshot, changed: set[DeviceID]) -> None:
+    def _carry_over(self, previous: Snapshot, changed: set[DeviceID], changed_claims: Iterable[Key]) -> None:
         """Keep what a change of devices in use did not touch: per-node keys and the memo.
 
         Assessments are keyed by interned (signature, in-use) ids, so they stay valid; only the
@@ -260,6 +267,7 @@ class Snapshot:
             return  # keyed by claims that come and go: bounded by starting afresh now and then
         self._in_use_ids = previous._in_use_ids
         self._claims_ids = previous._claims_ids
+        self._claim_refs = previous._claim_refs
         # Taken over, not copied: a snapshot is replaced by the next one and not used after it,
         # so the cost is the nodes whose devices changed, not every node.
         self._in_use = previous._in_use
@@ -269,7 +277,28 @@ class Snapshot:
         self._by_name = previous._by_name
         self._groups = previous._groups
         self.forget_nodes(affected)
+        self.forget_claims(changed_claims)
         previous._in_use, previous._node_keys, previous._by_name, previous._groups = {}, {}, {}, {}
+
+    def forget_claims(self, keys: Iterable[Key]) -> None:
+        """Drop what was remembered for claims that changed or are gone: the answers, projections
+        and interned ids of every claim key naming them (a changed claim has a new key anyway)."""
+        for key in keys:
+            for claims_key in self._claim_refs.pop(key, ()):
+                self._projections.pop(claims_key, None)
+                claims_id = self._claims_ids.pop(claims_key)
+                if claims_id is not None:
+                    self._assessments.pop(claims_id, None)
+                    self._by_name.pop(claims_id, None)
+
+    def _intern_claims(self, key: tuple[Any, ...], claims: Iterable[ResourceClaim]) -> int:
+        """The claim key's small id; the first time, remembered as naming ``claims``."""
+        found = self._claims_ids.get(key)
+        if found is not None:
+            return found
+        for claim in claims:
+            self._claim_refs.setdefault(claim.key, set()).add(key)
+        return self._claims_ids.add(key)
 
     def forget_nodes(self, names: Iterable[str]) -> None:
         """Drop the per-node entries of these nodes: their devices in use or Node record changed."""
@@ -312,10 +341,10 @@ class Snapshot:
             return direct
         claims_key = pod_claims.key()
         projection = self._projection(pod_claims, claims_key)
-        # Interned once per assessor: per-node memo keys then hash a few small ints.
-        ids = self._claims_ids
-        own_id = ids.setdefault(claims_key, len(ids))
-        shared_id = ids.setdefault(pod_claims.content_key(), len(ids))
+        # Interned once per assessor: per-node memo keys then hash a few small ints. The content
+        # key names the claims already allocated (not those to allocate: it is their specs).
+        own_id = self._intern_claims(claims_key, [*pod_claims.to_allocate, *pod_claims.allocated])
+        shared_id = self._intern_claims(pod_claims.content_key(), pod_claims.allocated)
         selectors = [
             c.allocation.node_selector
             for c in pod_claims.allocated
@@ -374,7 +403,7 @@ class Snapshot:
                             if cached.fits:
                                 by_name[node.name] = (node, cached)
                             return cached
-                    cached = memo.get((shared_id, rest)) or memo.get((own_id, rest))
+                    cached = (memo.get(shared_id) or _NONE).get(rest) or (memo.get(own_id) or _NONE).get(rest)
                     if cached is not None:
                         if simple:
                             by_node_key[nk] = cached
@@ -385,7 +414,7 @@ class Snapshot:
             decision = self.decide(pod_claims, node, timeout=timeout)
             assessment = self._summarize(pod_claims, node, decision)
             if key is not None and not decision.timed_out:
-                memo[(shared_id if assessment.fits else own_id, key)] = assessment
+                memo.setdefault(shared_id if assessment.fits else own_id, {})[key] = assessment
                 if simple:
                     by_node_key[key[0]] = assessment
                     if assessment.fits:
@@ -463,6 +492,35 @@ class Snapshot:
             else 0
         )
         return Assessment(True, allocated=allocated, free_after=max(free - allocated, 0), dra_score=score)
+
+
+_NONE: Mapping[Any, Any] = MappingProxyType({})
+
+
+class Interner:
+    """Keys to small ints; an id is never given out again, even after its key is dropped."""
+
+    __slots__ = ("_ids", "_next")
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[Any, ...], int] = {}
+        self._next = 0
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def get(self, key: tuple[Any, ...]) -> int | None:
+        return self._ids.get(key)
+
+    def add(self, key: tuple[Any, ...]) -> int:
+        found = self._ids.get(key)
+        if found is None:
+            found = self._ids[key] = self._next
+            self._next += 1
+        return found
+
+    def pop(self, key: tuple[Any, ...]) -> int | None:
+        return self._ids.pop(key, None)
 
 
 def _with_extended(claims: list[ResourceClaim], extended: er.NodeExtendedClaim | None) -> list[ResourceClaim]:

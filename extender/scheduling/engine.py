@@ -185,7 +185,7 @@ class Engine:
             if previous is not None and previous.inventory_version == self.state.inventory_version:
                 inventory = previous.inventory
             claims = self.assumed.overlay(self.state.claims)
-            changed = self._count_in_use(claims)
+            changed, changed_claims = self._count_in_use(claims)
             self._snapshot = Snapshot(
                 self.state,
                 self.config.features,
@@ -193,6 +193,7 @@ class Engine:
                 claims=claims,
                 allocated=self._allocated,
                 changed=changed,
+                changed_claims=changed_claims,
                 clock=self.clock,
                 wall_clock=self.wall_clock,
                 binding_timeout=self.config.binding_timeout,
@@ -206,10 +207,11 @@ class Engine:
             self._snapshot.forget_nodes(changed_nodes)
         return self._snapshot
 
-    def _count_in_use(self, claims: Mapping[Key, ResourceClaim]) -> set[DeviceID]:
+    def _count_in_use(self, claims: Mapping[Key, ResourceClaim]) -> tuple[set[DeviceID], set[Key]]:
         """Bring the devices in use up to date with the claims that changed since the last
         snapshot (in the cache, or in our writes not shown yet). Returns the devices whose use
-        may have changed. Unchanged allocations are the same objects: identity finds changes."""
+        may have changed, and those claims. Unchanged allocations are the same objects: identity
+        finds changes."""
         keys = self.state.changed_claims | self.assumed.touched
         self.state.changed_claims = set()
         self.assumed.touched = set()
@@ -230,7 +232,7 @@ class Engine:
                 counted[key] = tuple(now)
             else:
                 counted.pop(key, None)
-        return changed
+        return changed, keys
 
     def _claims_of(self, snapshot: Snapshot, pod: Pod) -> PodClaims:
         """PreFilter: the pod's claims, with another pod's bind still allocating one a reason to wait."""

@@ -121,7 +121,8 @@ def test_look_alike_nodes_share_one_allocation() -> None:
     snapshot = Snapshot(state, Features(), CEL)
     assess = snapshot.assessor(snapshot.claims_of(state.pods[("default", "p")]))
     assert all(assess(n).fits for n in state.nodes.values())
-    assert len(snapshot._assessments) == 1  # serials differ, but no selector reads them
+    answers = [a for per_claims in snapshot._assessments.values() for a in per_claims.values()]
+    assert len(answers) == 1  # serials differ, but no selector reads them
 
 
 def test_shared_devices_of_different_capacity_do_not_look_alike() -> None:
@@ -235,3 +236,52 @@ def test_assessments_stay_right_across_snapshots_as_devices_change_hands(tmp_pat
                     node_name,
                 )
         asyncio.run(engine.bind("default", f"p{i}", f"uid-p{i}", names[i % len(names)]))
+
+
+def test_what_is_remembered_of_deleted_claims_goes_away(tmp_path: Any) -> None:
+    """Pods come and go (create, filter, bind, delete): the memo keeps nothing of the gone ones."""
+    import asyncio
+
+    import yaml
+
+    from extender.service.runtime import ServeConfig, build_embedded
+
+    objects: list[dict[str, Any]] = [device_class()]
+    for n in range(4):
+        objects.append(node(f"node-{n}"))
+        devices = [device(f"d{i}", attributes=attrs(model="big", serial=f"{n}{i}")) for i in range(2)]
+        objects.append(resource_slice(f"s{n}", devices, pool=f"node-{n}", node=f"node-{n}"))
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    service, store = build_embedded([str(path)], ServeConfig())
+    engine = service.engine
+    names = sorted(engine.state.nodes)
+
+    async def cycle(i: int) -> None:
+        store.create(claim(f"c{i}"))
+        created = store.create(pod(f"p{i}", [f"c{i}"]))
+        p = engine.state.pods[("default", f"p{i}")]
+        passed = engine.filter(p, names).passed
+        remembered.append(sum(len(answers) for answers in engine.snapshot()._assessments.values()))
+        if passed:
+            best = max(engine.prioritize(p, passed), key=lambda s: s[1])[0]
+            assert await engine.bind("default", f"p{i}", created["metadata"]["uid"], best) == ""
+        if i >= 6:  # 6 of the 8 devices stay taken: most nodes answer "does not fit" to a pod
+            old = i - 6
+            store.delete("Pod", "default", f"p{old}")
+            c = store.get("ResourceClaim", "default", f"c{old}")
+            c.pop("status", None)
+            store.update(c, status=True)
+            c = store.get("ResourceClaim", "default", f"c{old}")
+            c["metadata"].pop("finalizers", None)
+            store.update(c)
+            store.delete("ResourceClaim", "default", f"c{old}")
+
+    sizes = []
+    remembered: list[int] = []
+    for i in range(60):
+        asyncio.run(cycle(i))
+        snapshot = engine.snapshot()
+        sizes.append((len(snapshot._claims_ids), len(snapshot._claim_refs), len(snapshot._assessments)))
+    assert max(sizes[20:]) <= (20, 10, 20), sizes  # bounded by the live claims, not by all seen
+    assert max(remembered) > 1  # answers were remembered (the bound is not trivial)
