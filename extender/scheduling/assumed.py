@@ -208,9 +208,9 @@ class AssumedClaims:
                     newer[key] = written
         if not newer:
             return claims
-        merged = dict(claims)
-        merged.update(newer)
-        return merged
+        # A view, not a copy: copying every cached claim per snapshot made binds cost more as
+        # claims accumulated (there is always a write in flight under load).
+        return Overlay(newer, claims)
 
     def held(self, claims: Mapping[Key, ResourceClaim]) -> list[Allocation]:
         """Devices taken by writes whose outcome ``claims`` (the overlay) does not show yet."""
@@ -232,3 +232,31 @@ class AssumedClaims:
             if record.devices is not None and record.state is not WriteState.WRITTEN:
                 return record
         return None
+
+
+class Overlay(Mapping[Key, ResourceClaim]):
+    """``base`` with ``newer`` in place (read-only view; lookups cost two dict probes at most)."""
+
+    __slots__ = ("_base", "_newer")
+
+    def __init__(self, newer: Mapping[Key, ResourceClaim], base: Mapping[Key, ResourceClaim]) -> None:
+        self._newer = newer
+        self._base = base
+
+    def __getitem__(self, key: Key) -> ResourceClaim:
+        found = self._newer.get(key)
+        return found if found is not None else self._base[key]
+
+    def get(self, key: Key, default: Any = None) -> Any:
+        found = self._newer.get(key)
+        return found if found is not None else self._base.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._newer or key in self._base
+
+    def __iter__(self) -> Iterator[Key]:
+        yield from self._base
+        yield from (key for key in self._newer if key not in self._base)
+
+    def __len__(self) -> int:
+        return len(self._base) + sum(1 for key in self._newer if key not in self._base)

@@ -8,7 +8,7 @@ import pytest
 
 from extender.cluster.state import is_newer
 from extender.model.dra import ResourceClaim, parse_resource_claim
-from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
+from extender.scheduling.assumed import AssumedClaims, AssumedWrite, Overlay, WriteState
 from tests.builders import allocated, claim
 
 ALLOCATION = allocated(("driver-a", "pool-1", "d0"))
@@ -156,3 +156,22 @@ def test_a_created_claim_not_cached_yet_is_seen_through_the_overlay_and_holds_it
     creating_record(assumed, created_rv="10")
     overlay = assumed.overlay({})
     assert overlay[("default", "c")].allocation is not None and assumed.held(overlay) == []
+
+
+def test_the_overlay_reads_as_the_merged_mapping() -> None:
+    def record(name: str, rv: str) -> ResourceClaim:
+        c = claim(name)
+        c["metadata"]["resourceVersion"] = rv
+        return parse_resource_claim(c)
+
+    base = {("default", "a"): record("a", "1"), ("default", "b"): record("b", "1")}
+    newer = {("default", "b"): record("b", "2"), ("default", "c"): record("c", "2")}
+    view = Overlay(newer, base)
+    merged = {**base, **newer}
+    assert dict(view) == merged
+    assert len(view) == len(merged) == 3
+    assert list(view) == [("default", "a"), ("default", "b"), ("default", "c")]
+    assert view[("default", "b")] is newer[("default", "b")]
+    assert view.get(("default", "a")) is base[("default", "a")]
+    assert view.get(("default", "x")) is None and ("default", "x") not in view
+    assert ("default", "c") in view
