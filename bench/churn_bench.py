@@ -121,7 +121,9 @@ async def run(nodes: int, cycles: int, warmup: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--cycles", type=int, default=10_000)
     parser.add_argument("--warmup", type=int, default=1_000)

@@ -166,7 +166,7 @@ def scheduler_pods(count: int) -> list[tuple[str, dict[str, Any]]]:
 @contextlib.contextmanager
 def embedded_server(
     objects: list[dict[str, Any]], directory: Path
-) -> Iterator[tuple[str, int, Callable[[], list[str]]]]:
+) -> Iterator[tuple[str, int, Callable[[], list[str]], int | None]]:
     path = directory / "state.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     command = [sys.executable, "-m", "extender.cli", "serve", "--port", "0", "--ops-port", "0"]
@@ -176,13 +176,13 @@ def embedded_server(
         def check() -> list[str]:
             return debug_violations(url)
 
-        yield url, proc.pid, check
+        yield url, proc.pid, check, None
 
 
 @contextlib.contextmanager
 def cluster_server(
     objects: list[dict[str, Any]], directory: Path
-) -> Iterator[tuple[str, int, Callable[[], list[str]]]]:
+) -> Iterator[tuple[str, int, Callable[[], list[str]], int | None]]:
     """The extender against the fake API server, which runs in a process of its own."""
     path = directory / "objects.json"
     path.write_text(json.dumps(objects))
@@ -221,7 +221,7 @@ def cluster_server(
                 problems: list[str] = answer["problems"]
                 return problems
 
-            yield url, proc.pid, check
+            yield url, proc.pid, check, fake.pid
     finally:
         stdin.close()
         fake.wait(timeout=30)
@@ -260,13 +260,18 @@ def measure(mode: str, shape: str, nodes: int, wanted_pods: int) -> dict[str, An
             floor = Loop(floor_url, node_names, path="")
             floor_s = floor.run(spods, floor=True)
             floor_cpu = sum(psutil.Process(floor_proc.pid).cpu_times()[:2]) - floor_cpu_before
-        with server(objects, Path(tmp)) as (url, pid, check):
+        with server(objects, Path(tmp)) as (url, pid, check, fake_pid):
             proc = psutil.Process(pid)
+            fake_proc = psutil.Process(fake_pid) if fake_pid is not None else None
             rss_before = proc.memory_info().rss
             cpu_before = sum(proc.cpu_times()[:2])
+            fake_before = sum(fake_proc.cpu_times()[:2]) if fake_proc is not None else 0.0
+            client_before = time.process_time()
             loop = Loop(url, node_names)
             elapsed = loop.run(spods)
             cpu = sum(proc.cpu_times()[:2]) - cpu_before
+            client_cpu = time.process_time() - client_before
+            fake_cpu = sum(fake_proc.cpu_times()[:2]) - fake_before if fake_proc is not None else None
             rss_after = proc.memory_info().rss
             problems = check()
     # The same run split in quarters (pods in order): is the rate flat over the run?
@@ -285,12 +290,15 @@ def measure(mode: str, shape: str, nodes: int, wanted_pods: int) -> dict[str, An
         "floor_pods_per_s": pods / floor_s if floor_s else 0.0,
         "cpu_ms_per_pod": cpu * 1e3 / max(pods, 1),
         "floor_cpu_ms_per_pod": floor_cpu * 1e3 / max(pods, 1),
+        "load_generator_cpu_ms_per_pod": client_cpu * 1e3 / max(pods, 1),
         "rss_mb": rss_after / 2**20,
         "rss_growth_mb": (rss_after - rss_before) / 2**20,
         "filter_p50_first_quarter_ms": percentile(filters[:quarter], 0.5),
         "filter_p50_last_quarter_ms": percentile(filters[-quarter:], 0.5),
         "problems": problems,
     }
+    if fake_cpu is not None:
+        result["fake_api_cpu_ms_per_pod"] = fake_cpu * 1e3 / max(pods, 1)
     if mode == "cluster" and FAKE_WRITES:
         # A bind makes three writes (finalizer, status, Binding): the rest is the extender's.
         result["fake_write_p50_ms"] = FAKE_WRITES.pop()
@@ -320,6 +328,12 @@ def report(r: dict[str, Any]) -> str:
         + f"  filter p50 first/last quarter {r['filter_p50_first_quarter_ms']:.2f}/"
         f"{r['filter_p50_last_quarter_ms']:.2f} ms"
         + (f"  fake API write p50 {r['fake_write_p50_ms']:.2f} ms" if "fake_write_p50_ms" in r else ""),
+        f"         cpu per pod: load generator {r['load_generator_cpu_ms_per_pod']:.2f} ms"
+        + (
+            f", fake API server {r['fake_api_cpu_ms_per_pod']:.2f} ms"
+            if "fake_api_cpu_ms_per_pod" in r
+            else ""
+        ),
     ]
     if r["problems"] or r["bind_errors"] or r["unschedulable"]:
         lines.append(

@@ -320,7 +320,14 @@ def run_serve(args: argparse.Namespace) -> int:
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         return 2
-    configure_logging(args.log_level, args.log_format)
+    writer = configure_logging(args.log_level, args.log_format)
+    try:
+        return _serve(args)
+    finally:
+        writer.stop()  # the lines still queued are written
+
+
+def _serve(args: argparse.Namespace) -> int:
     try:
         config = serve_config(args)
         if args.state:

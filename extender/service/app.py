@@ -46,7 +46,7 @@ class Service:
     mode: str
     #: Why the service is not ready (for /readyz), or None; defaults to a generic reason.
     not_ready: Callable[[], str | None] | None = None
-    #: Where all engine work and cache changes run (started on first use).
+    #: Where all engine work and cache changes run: the verbs' server loop.
     worker: EngineWorker = field(default_factory=EngineWorker)
     #: Run inside the server's event loop at startup / shutdown (e.g. start the informers).
     startup: Callable[[], Awaitable[None]] | None = None
@@ -92,6 +92,7 @@ def create_app(
 ) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        service.worker.attach(asyncio.get_running_loop())  # before informers deliver events
         if service.startup is not None:
             await service.startup()
         try:
@@ -221,7 +222,7 @@ def create_app(
 
 
 def add_probes(app: FastAPI, service: Service) -> None:
-    """/healthz, /readyz and /metrics: answered on the HTTP loop, never waiting for the engine."""
+    """/healthz, /readyz and /metrics (on the ops listener, never waiting for the engine)."""
 
     @app.get("/healthz")
     async def healthz() -> Response:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -120,22 +121,37 @@ def _url(server: uvicorn.Server, listener: Listener) -> str:
 async def serve(
     app: Any, ops_app: Any, verbs: Listener, ops: Listener | None, limits: Limits, prefix: str
 ) -> None:
-    """Run both listeners until the process is told to stop (the verbs' server owns the signals)."""
+    """Run both listeners until the process is told to stop (the verbs' server owns the signals).
+
+    The verbs' server runs on this loop, which is also the engine's; the ops listener (probes
+    and metrics) runs on a thread and loop of its own, so a long allocation never delays a
+    probe.
+    """
     main = uvicorn.Server(_config(app, verbs, limits, lifespan="on"))
-    servers = [main]
+    ops_server: uvicorn.Server | None = None
+    ops_thread: threading.Thread | None = None
     if ops is not None:
-        servers.append(_QuietSignals(_config(ops_app, ops, limits, lifespan="off")))
-    tasks = [asyncio.create_task(s.serve()) for s in servers]
-    while not all(s.started for s in servers) and not any(t.done() for t in tasks):
+        ops_server = _QuietSignals(_config(ops_app, ops, limits, lifespan="off"))
+        ops_thread = threading.Thread(target=asyncio.run, args=(ops_server.serve(),), name="ops", daemon=True)
+        ops_thread.start()
+    task = asyncio.create_task(main.serve())
+    servers = [main] if ops_server is None else [main, ops_server]
+    while not all(s.started for s in servers) and not task.done():
+        if ops_thread is not None and not ops_thread.is_alive():
+            break  # the ops listener could not start (its error is logged)
         await asyncio.sleep(0.01)
     if all(s.started for s in servers):
         log.info(
             "verbs and debug views on %s%s/{filter,prioritize,bind}; probes and metrics on %s",
             _url(main, verbs),
             prefix,
-            _url(servers[-1], ops) if ops is not None else "the same listener",
+            _url(ops_server, ops) if ops_server is not None and ops is not None else "the same listener",
         )
-    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    for server in servers:
-        server.should_exit = True
-    await asyncio.gather(*tasks, return_exceptions=True)
+    else:
+        main.should_exit = True
+    await task
+    if ops_server is not None and ops_thread is not None:
+        ops_server.should_exit = True
+        await asyncio.to_thread(ops_thread.join, 10)
+        if not ops_server.started:
+            raise SystemExit(1)  # as uvicorn exits when the verbs' listener cannot start

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import logging.handlers
+import queue
 import random
 import socket
 import threading
@@ -120,15 +122,25 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry).decode()
 
 
-def configure_logging(level: str, log_format: str) -> None:
+def configure_logging(level: str, log_format: str) -> logging.handlers.QueueListener:
+    """Log lines are formatted where they are logged and written to stderr by a thread of their
+    own: a write to a pipe on the engine's loop waited for the interpreter lock behind the API
+    threads (a fifth of a bind's time on the loop in cluster mode). Stop the returned listener
+    at exit to flush what is queued."""
     handler = logging.StreamHandler()
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    queued = logging.handlers.QueueHandler(lines)
+    queued.setFormatter(handler.formatter)
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [queued]
     root.setLevel(level.upper())
+    writer = logging.handlers.QueueListener(lines, handler)
+    writer.start()
+    return writer
 
 
 #: kind -> collection resource; DeviceTaintRules only when the gate is on and the server serves them.

@@ -26,6 +26,16 @@ def cli_server(*args: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
+def cli_server_and_ops(*args: str) -> Iterator[tuple[str, str]]:
+    """Like :func:`cli_server`, also yielding the ops listener's URL (probes and metrics)."""
+    command = [sys.executable, "-m", "extender.cli", "serve", "--port", "0", "--ops-port", "0", *args]
+    with server_process(command) as (url, proc):
+        ops = getattr(proc, "ops_url", None)
+        assert ops is not None, "the server named no ops listener"
+        yield url, ops
+
+
+@contextlib.contextmanager
 def process_server(command: list[str]) -> Iterator[str]:
     """A server process that logs its "verbs and debug views on URL" line; yields the URL."""
     with server_process(command) as (url, _proc):
@@ -56,6 +66,8 @@ def server_process(command: list[str]) -> Iterator[tuple[str, subprocess.Popen[s
             del lines[:-200]
             match = re.search(r"verbs and debug views on (https?://[^/\s]+)", line) if url is None else None
             if match:
+                ops = re.search(r"probes and metrics on (https?://[^/\s]+)", line)
+                proc.ops_url = ops.group(1) if ops else None  # type: ignore[attr-defined]
                 url = match.group(1)
                 found.set()
         found.set()  # the server exited: stop waiting

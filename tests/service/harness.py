@@ -40,7 +40,7 @@ def run_with_service(
             ) as client:
                 return await body(Running(service, store, client))
         finally:
-            service.worker.stop()  # ASGITransport runs no lifespan: stop the engine's thread here
+            service.worker.stop()  # ASGITransport runs no lifespan: shut the engine down here
 
     return asyncio.run(main())
 

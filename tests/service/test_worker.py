@@ -1,49 +1,88 @@
-"""The engine's thread: work runs there, one piece at a time; nothing is queued after stop."""
+"""The engine's loop: work runs there, one piece at a time; nothing is queued after stop."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 
-from extender.service.worker import EngineWorker
+from extender.service.worker import Batches, EngineWorker
 
 
-def test_work_runs_on_the_worker_thread_in_order() -> None:
+def test_work_runs_inline_on_the_engine_loop_in_order() -> None:
     worker = EngineWorker()
     seen: list[tuple[str, int]] = []
 
+    async def work(i: int) -> int:
+        await asyncio.sleep(0)
+        seen.append((threading.current_thread().name, i))
+        return i
+
+    def note(i: int) -> int:
+        seen.append((threading.current_thread().name, i))
+        return i
+
+    async def main() -> list[int]:
+        worker.attach(asyncio.get_running_loop())
+        out = [await worker.call(note, i) for i in range(2)]
+        return [*out, await worker.run(work(2))]
+
+    assert asyncio.run(main()) == [0, 1, 2]
+    assert seen == [("MainThread", 0), ("MainThread", 1), ("MainThread", 2)]
+
+
+def test_work_from_another_loop_runs_on_the_engine_loop() -> None:
+    worker = EngineWorker()
+    engine_loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=engine_loop.run_forever, name="engine")
+    thread.start()
+    try:
+        worker.attach(engine_loop)
+
+        async def ask() -> str:
+            return await worker.call(lambda: threading.current_thread().name)
+
+        assert asyncio.run(ask()) == "engine"
+    finally:
+        engine_loop.call_soon_threadsafe(engine_loop.stop)
+        thread.join()
+        engine_loop.close()
+
+
+def test_a_closed_loop_is_replaced_by_the_next_one_that_asks() -> None:
+    worker = EngineWorker()
+
+    async def which() -> asyncio.AbstractEventLoop | None:
+        await worker.call(lambda: None)
+        return worker.loop
+
+    first = asyncio.run(which())
+    second = asyncio.run(which())
+    assert first is not None and second is not None and first is not second and first.is_closed()
+
+
+def test_informer_events_before_the_loop_wait_and_after_stop_are_dropped() -> None:
+    worker = EngineWorker()
+    seen: list[str] = []
+    worker.call_soon(seen.append, "early")  # a reflector delivering before the server's loop runs
+
     async def main() -> None:
-        for i in range(3):
-            await worker.call(lambda i=i: seen.append((threading.current_thread().name, i)))
+        worker.attach(asyncio.get_running_loop())
+        await asyncio.sleep(0.01)
+        worker.stop()
+        worker.call_soon(seen.append, "late")  # a reflector thread still delivering at shutdown
+        await asyncio.sleep(0.01)
 
     asyncio.run(main())
-    worker.stop()
-    assert seen == [("engine", 0), ("engine", 1), ("engine", 2)]
+    assert seen == ["early"]
 
 
-def test_informer_events_after_stop_are_dropped() -> None:
-    worker = EngineWorker()
-    worker.call_soon(lambda: None)
-    worker.stop()
-    worker.call_soon(lambda: None)  # a reflector thread still delivering at shutdown
-    assert worker._loop is None and worker._thread is None  # no new thread was started
-
-
-def test_batches_run_in_arrival_order_on_the_worker_and_survive_a_failing_call() -> None:
-    import threading
-    import time
-
-    from extender.service.worker import Batches
-
+def test_batches_run_in_arrival_order_on_the_engine_loop_and_survive_a_failing_call() -> None:
     worker = EngineWorker()
     batches = Batches(worker)
     seen: list[tuple[int, str]] = []
-    done = threading.Event()
 
     def record(i: int) -> None:
         seen.append((i, threading.current_thread().name))
-        if i == 199:
-            done.set()
 
     def fail() -> None:
         raise RuntimeError("a broken event")
@@ -54,12 +93,17 @@ def test_batches_run_in_arrival_order_on_the_worker_and_survive_a_failing_call()
             if i == 50:
                 batches.put(fail)
 
-    first = threading.Thread(target=produce, args=(0,))
-    first.start()
-    first.join()
-    produce(100)
-    assert done.wait(5)
-    time.sleep(0.05)
+    async def main() -> None:
+        worker.attach(asyncio.get_running_loop())
+        first = threading.Thread(target=produce, args=(0,))
+        first.start()
+        await asyncio.to_thread(first.join)
+        await asyncio.to_thread(produce, 100)
+        for _ in range(100):
+            if len(seen) == 200:
+                break
+            await asyncio.sleep(0.01)
+
+    asyncio.run(main())
     assert [i for i, _ in seen] == list(range(200))
-    assert {name for _, name in seen} == {"engine"}
-    worker.stop()
+    assert {name for _, name in seen} == {"MainThread"}
