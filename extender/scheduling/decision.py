@@ -444,22 +444,22 @@ class Snapshot:
         table = self._groups.get(projection.key)
         if table is None:
             table = self._groups[projection.key] = {}
-        get = table.get
-        groups: list[Hashable] = [get(name) for name in names]
-        if None in groups:
-            nodes = self.state.nodes
-            for i, found in enumerate(groups):
-                if found is not None:
-                    continue
-                name = names[i]
-                group: Hashable = name
-                node = nodes.get(name)
-                if node is not None:
-                    signature = self.inventory.node_signature(name, node.labels, projection)
-                    if signature is not None:
-                        group = (signature << 32) | self._node_in_use(node)
-                table[name] = groups[i] = group
-        return groups
+        try:
+            return list(map(table.__getitem__, names))  # the common case: every node is known
+        except KeyError:
+            pass
+        nodes = self.state.nodes
+        for name in names:
+            if name in table:
+                continue
+            group: Hashable = name
+            node = nodes.get(name)
+            if node is not None:
+                signature = self.inventory.node_signature(name, node.labels, projection)
+                if signature is not None:
+                    group = (signature << 32) | self._node_in_use(node)
+            table[name] = group
+        return list(map(table.__getitem__, names))
 
     def _shareable(self, pod_claims: PodClaims) -> bool:
         """Whether look-alike nodes get one answer: nothing but the node's devices matters."""

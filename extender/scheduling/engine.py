@@ -15,6 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any, Protocol, TypeVar
 
 from extender.allocator import AllocatedState, Features
@@ -280,14 +281,25 @@ class Engine:
         groups, answers = self._answers(snapshot, claims, node_names, nodes, started)
         result.error = next((a.error for a in answers.values() if a.error is not None), "")
         if not result.error:
-            fitting = {group for group, a in answers.items() if a.fits}
-            result.passed = [n for n, g in zip(node_names, groups, strict=True) if g in fitting]
+            # Per node a lookup in C (map, compress): per-node Python work was a third of a
+            # 2000-node filter.
+            fits = {group: a.fits for group, a in answers.items()}
+            mask = list(map(fits.__getitem__, groups))
+            result.passed = list(compress(node_names, mask))
             if len(result.passed) < len(node_names):
-                for name, group in zip(node_names, groups, strict=True):
-                    if group not in fitting:
-                        a = answers[group]
-                        failed = result.failed if a is NOT_EVALUATED else result.unresolvable
-                        failed[name] = a.reason or "does not fit"
+                why = {g: a.reason or "does not fit" for g, a in answers.items() if not a.fits}
+                failing = [not fit for fit in mask]
+                result.unresolvable = dict(
+                    zip(
+                        compress(node_names, failing),
+                        map(why.__getitem__, compress(groups, failing)),
+                        strict=True,
+                    )
+                )
+                for group, a in answers.items():
+                    if a is NOT_EVALUATED:  # Unschedulable, not Unresolvable: moved over
+                        for name in compress(node_names, (g == group for g in groups)):
+                            result.failed[name] = result.unresolvable.pop(name)
         lookup = nodes if nodes is not None else self.state.nodes
         if (
             not result.error
@@ -334,7 +346,8 @@ class Engine:
         deadline = started + self.config.filter_budget
         lookup = nodes if nodes is not None else self.state.nodes
         answers: dict[Hashable, Assessment] = {}
-        for group, name in dict(zip(groups, names, strict=True)).items():
+        representatives = dict(zip(groups, names, strict=True))
+        for group, name in representatives.items():
             node = lookup.get(name)
             if node is None:
                 answers[group] = Assessment(False, f"node {name} is not known to the DRA extender")
@@ -344,7 +357,7 @@ class Engine:
                 answers[group] = answer = assess(node)
                 if answer.error is not None:
                     break
-        for group in groups:  # after an error: the remaining groups are not judged
+        for group in representatives:  # after an error: the remaining groups are not judged
             if group not in answers:
                 answers[group] = NOT_EVALUATED
         return groups, answers
@@ -360,10 +373,11 @@ class Engine:
         if claims.empty or not claims.allocates or claims.reason or claims.error:
             return [(n, MIN_SCORE) for n in node_names]
         groups, answers = self._answers(snapshot, claims, node_names, nodes, started)
-        judged = {g: a for g, a in answers.items() if a is not NOT_EVALUATED}  # the rest score 0
-        scores = score_nodes(judged, self.config.score_policy)
+        judged = {g: a for g, a in answers.items() if a is not NOT_EVALUATED}
+        scores = dict.fromkeys(answers, MIN_SCORE)  # past the budget: 0
+        scores.update(score_nodes(judged, self.config.score_policy))
         self._log("prioritize", pod, started, nodes=len(node_names), best=max(scores.values(), default=0))
-        return [(n, scores.get(g, MIN_SCORE)) for n, g in zip(node_names, groups, strict=True)]
+        return list(zip(node_names, map(scores.__getitem__, groups), strict=True))
 
     # --- bind ------------------------------------------------------------------------------------
 

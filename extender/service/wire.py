@@ -7,6 +7,7 @@ full NodeList are kept as raw bytes so that they go back unchanged.
 
 from __future__ import annotations
 
+from itertools import starmap
 from typing import Any
 
 import msgspec
@@ -137,7 +138,7 @@ class HostPriority(msgspec.Struct, gc=False):
 
 
 def encode_priorities(scores: list[tuple[str, int]]) -> bytes:
-    return _encoder.encode([HostPriority(host, int(score)) for host, score in scores])
+    return _encoder.encode(list(starmap(HostPriority, scores)))  # scores are ints
 
 
 def encode_binding_result(error: str) -> bytes:
