@@ -6,8 +6,9 @@ fields present, ``spec.nodeName`` empty; Node status carries the legacy ``"Port"
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import orjson
 
 EXAMPLE_NODES = ["cpu-node-1", "gpu-node-1", "gpu-node-2", "gpu-node-3"]
 
@@ -102,20 +103,16 @@ def scheduler_node(name: str, labels: dict[str, str] | None = None) -> dict[str,
 
 def args_names(pod: dict[str, Any], names: list[str]) -> bytes:
     """nodeCacheCapable: true."""
-    return json.dumps({"Pod": pod, "Nodes": None, "NodeNames": names}, separators=(",", ":")).encode()
+    return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
 
 
 def args_nodes(pod: dict[str, Any], nodes: list[dict[str, Any]]) -> bytes:
     """nodeCacheCapable: false: a NodeList without kind/apiVersion and empty metadata."""
-    return json.dumps(
-        {"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None}, separators=(",", ":")
-    ).encode()
+    return orjson.dumps({"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}, "NodeNames": None})
 
 
 def binding(name: str, uid: str, node: str, namespace: str = "default") -> bytes:
-    return json.dumps(
-        {"PodName": name, "PodNamespace": namespace, "PodUID": uid, "Node": node}, separators=(",", ":")
-    ).encode()
+    return orjson.dumps({"PodName": name, "PodNamespace": namespace, "PodUID": uid, "Node": node})
 
 
 TRAINER = scheduler_pod("trainer", "uid-pod-trainer", [{"name": "gpus", "resourceClaimName": "trainer-gpus"}])
