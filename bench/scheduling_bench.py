@@ -308,7 +308,8 @@ def report(r: dict[str, Any]) -> str:
     lines = [
         f"{r['mode']:8s} {r['nodes']:5d} nodes  {r['shape']:16s} {r['bound']:5d}/{r['pods']} bound "
         f"in {r['seconds']:6.2f} s: {r['pods_per_s']:7.1f} pods/s (floor {r['floor_pods_per_s']:7.1f}, "
-        f"{ratio:4.1f}x)  cpu {r['cpu_ms_per_pod']:5.2f} ms/pod (floor {r['floor_cpu_ms_per_pod']:4.2f})  rss {r['rss_mb']:6.1f} MB "
+        f"{ratio:4.1f}x)  cpu {r['cpu_ms_per_pod']:5.2f} ms/pod (floor {r['floor_cpu_ms_per_pod']:4.2f})  "
+        f"rss {r['rss_mb']:6.1f} MB "
         f"(+{r['rss_growth_mb']:.1f})",
         "         "
         + "  ".join(
