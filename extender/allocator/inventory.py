@@ -173,10 +173,10 @@ class Inventory:
         #: Signatures cached in this inventory's node views (bounded by MAX_CACHED_SIGNATURES).
         self._cached_signatures = 0
         #: Device -> its taints and those the rules add; device -> the last projection of it
-        #: (key, value). Keyed by the record (the same object for an unchanged device), so
+        #: (key, signature entry). Keyed by the record (the same object for an unchanged device), so
         #: inventories updated from one another share them; bounded by starting afresh.
         self._taints: dict[Device, tuple[Taint, ...]] = {}
-        self._projected: dict[Device, tuple[Hashable, Hashable]] = {}
+        self._projected: dict[Device, tuple[Hashable, tuple[Hashable, tuple[Taint, ...], bool]]] = {}
         self._device_total = sum(len(s.devices) for s in self._by_name.values())
         #: Which inventory this one was updated from (its serial), and the nodes that may see
         #: something different in this one (None: any node).
@@ -407,33 +407,13 @@ class Inventory:
         if self.gather_error(node_name, labels) is not None:
             return self._remember_signature(view, key, None)  # allocation fails with this node's error
         if not any(p.incomplete or any(s.shared_counters for s in p.all_slices) for p in pools):
-            projected, projection_key = self._projected, projection.key
-
-            def of(d: Device) -> Hashable:
-                # Kept per device: a node that sees a changed pool computes it again, and most
-                # devices of a changed pool are the same records.
-                found = projected.get(d)
-                if found is not None and found[0] == projection_key:
-                    return found[1]
-                value = projection.of(d)
-                projected[d] = (projection_key, value)
-                return value
-
             try:
                 content = tuple(
                     (
                         p.id[0],
                         p.invalid,
                         p.has_binding_conditions,
-                        tuple(
-                            (
-                                of(d),
-                                self.taints(d),
-                                bool(s.per_device_node_selection) and device_on_node(d, node_name, labels),
-                            )
-                            for s in p.slices
-                            for d in s.devices
-                        ),
+                        tuple(self._device_entries(p, node_name, labels, projection)),
                     )
                     for p in pools
                 )
@@ -442,6 +422,29 @@ class Inventory:
             # Interned: equal contents get one int, cheap to hash in memo keys.
             signature = self._contents.intern(content)
         return self._remember_signature(view, key, signature)
+
+    def _device_entries(
+        self, pool: Pool, node_name: str, labels: Mapping[str, str], projection: Projection
+    ) -> list[tuple[Hashable, tuple[Taint, ...], bool]]:
+        """Per device of the node's part of ``pool``: what the projection sees, its taints, and
+        (per-device node selection) whether it is on this node.
+
+        Kept per device record for the last projection: a node that sees a changed pool gets
+        its signature again, and most devices of a changed pool are the same records.
+        """
+        projected, projection_key = self._projected, projection.key
+        out = []
+        for s in pool.slices:
+            per_device = bool(s.per_device_node_selection)
+            for d in s.devices:
+                found = projected.get(d)
+                if found is None or found[0] != projection_key:
+                    found = projected[d] = (projection_key, (projection.of(d), self.taints(d), False))
+                entry = found[1]
+                if per_device and device_on_node(d, node_name, labels):
+                    entry = (entry[0], entry[1], True)
+                out.append(entry)
+        return out
 
     def _remember_signature(
         self, view: _NodeView, key: tuple[Hashable, Hashable], signature: int | None
