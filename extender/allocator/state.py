@@ -78,12 +78,19 @@ class AllocatedState:
 
     def key(self, device: DeviceID) -> Hashable:
         """Everything allocation can observe about ``device`` being held (for memo keys)."""
+        dedicated = device in self.dedicated
+        if not dedicated and device not in self.shared_ids:
+            return _FREE  # the common case: two lookups, nothing built (capacity is per share)
         held = self.capacity.get(device)
         return (
-            device in self.dedicated,
+            dedicated,
             device in self.shared_ids,
             tuple(sorted(held.items())) if held is not None else None,
         )
+
+
+#: AllocatedState.key of a device no one holds.
+_FREE = (False, False, None)
 
 
 def _count(table: dict[DeviceID, int], device: DeviceID, sign: int) -> None:

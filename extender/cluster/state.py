@@ -74,6 +74,11 @@ class ClusterState:
     changed_claims: set[Key] = field(default_factory=set)
     #: Node names stored or removed since the consumer last drained this.
     changed_nodes: set[str] = field(default_factory=set)
+    #: ResourceSlice name -> the inventory_version of its last change, oldest first; and the
+    #: inventory_version of the last change that was not a slice's (a class, a taint rule) or
+    #: of forgetting old slice changes. See :meth:`slices_changed_since`.
+    slice_changes: dict[str, int] = field(default_factory=dict, repr=False)
+    inventory_rebuilt: int = 0
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]]) -> ClusterState:
@@ -99,9 +104,19 @@ class ClusterState:
         if not name:
             self.problems.append(f"{kind} without metadata.name, ignored")
             return
+        record: Any
         try:
             if kind == "ResourceClaim":
                 record = parse_resource_claim(obj, self.claims.get((namespace, name)))
+            elif kind == "ResourceSlice":
+                previous = self.slices.get(name)
+                record = parse_resource_slice(obj, previous)
+                if previous is not None and previous.same_content(record):
+                    # Read again with nothing allocation reads changed (a relist, a write of
+                    # other fields): the inventory stays as it is.
+                    self.slices[name] = record
+                    self.version += 1
+                    return
             else:
                 record = parser(obj)
         except ObjectError as exc:
@@ -145,8 +160,34 @@ class ClusterState:
             self.changed_nodes.add(name)
         if kind in ("ResourceSlice", "DeviceClass", "DeviceTaintRule"):
             self.inventory_version += 1
+            if kind == "ResourceSlice":
+                self._slice_changed(name)
+            else:
+                self.inventory_rebuilt = self.inventory_version
         elif kind == "ResourceClaim":
             self.claims_version += 1
+
+    def _slice_changed(self, name: str) -> None:
+        changes = self.slice_changes
+        changes.pop(name, None)
+        changes[name] = self.inventory_version  # last: the table stays ordered by version
+        if len(changes) > 2 * len(self.slices) + 1024:
+            # Names of deleted slices pile up: forget them all (older snapshots then rebuild).
+            changes.clear()
+            self.inventory_rebuilt = self.inventory_version
+
+    def slices_changed_since(self, inventory_version: int) -> set[str] | None:
+        """Names of the ResourceSlices stored, replaced or removed since ``inventory_version``;
+        None when more than slices changed since (a DeviceClass, a DeviceTaintRule), or when
+        it is too long ago to tell."""
+        if inventory_version < self.inventory_rebuilt:
+            return None
+        out = set()
+        for name, version in reversed(self.slice_changes.items()):
+            if version <= inventory_version:
+                break
+            out.add(name)
+        return out
 
     def replace_kind(self, kind: str, objects: Iterable[dict[str, Any]], resource_version: str = "") -> None:
         """A relist (at ``resource_version``): apply every object and forget those that are gone."""

@@ -7,9 +7,12 @@ verbatim into allocation results (tolerations, opaque configuration).
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+import orjson
 
 from extender.cel import CelDevice
 from extender.model.errors import ObjectError
@@ -97,6 +100,8 @@ class Device:
     node_selector: NodeSelector | None = None
     all_nodes: bool = False
     _cel: CelDevice | None = field(default=None, repr=False)
+    #: The digest of the raw (v1-shaped) device this was read from; see :func:`content_digest`.
+    fingerprint: bytes | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -147,6 +152,35 @@ class ResourceSlice:
     resource_version: str = ""
     #: DRAOptionalNodeOperations (1.37 alpha): kubelet calls the driver may skip; copied to results.
     skip_node_operations: tuple[str, ...] = ()
+    #: The digest of the raw spec without its devices (see :func:`content_digest`).
+    fingerprint: bytes | None = field(default=None, repr=False)
+
+    def same_content(self, other: ResourceSlice) -> bool:
+        """Whether ``other`` is this slice read again with nothing allocation reads changed: the
+        same name and spec apart from the devices, and the very same device records (which
+        :func:`parse_resource_slice` keeps for devices whose raw content is unchanged)."""
+        return (
+            self.name == other.name
+            and self.fingerprint is not None
+            and self.fingerprint == other.fingerprint
+            and len(self.devices) == len(other.devices)
+            and all(a is b for a, b in zip(self.devices, other.devices, strict=True))
+        )
+
+
+def content_digest(raw: Any) -> bytes | None:
+    """A 128-bit digest of raw API content, as exact as its JSON form.
+
+    orjson keeps key order and tells ``1``, ``1.0`` and ``true`` apart, so equal digests mean
+    equal content, up to a 2**-128 chance of a collision. None when the content has no JSON
+    form (it then never counts as unchanged). Much cheaper than parsing a device (about 1 µs
+    against 30 µs for a GPU with a dozen attributes), and 16 bytes to keep instead of the raw
+    dict (about 3 KB).
+    """
+    try:
+        return hashlib.blake2b(orjson.dumps(raw), digest_size=16).digest()
+    except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+        return None
 
 
 _KIND_OF = dict(_ATTRIBUTE_KINDS)
@@ -189,7 +223,7 @@ def _request_policy(reader: Reader) -> RequestPolicy | None:
     return RequestPolicy(default, valid_values, valid_range)
 
 
-def _device(reader: Reader, driver: str, pool: str) -> Device:
+def _device(reader: Reader, driver: str, pool: str, fingerprint: bytes | None = None) -> Device:
     capacity = {}
     caps = reader.sub("capacity")
     for name in caps.data:
@@ -215,11 +249,50 @@ def _device(reader: Reader, driver: str, pool: str) -> Device:
         node_name=reader.opt_string("nodeName"),
         node_selector=parse_node_selector(reader.sub("nodeSelector")) if reader.has("nodeSelector") else None,
         all_nodes=reader.boolean("allNodes"),
+        fingerprint=fingerprint,
     )
 
 
-def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
-    obj = to_v1(obj)
+def _devices(spec: Reader, driver: str, pool: str, previous: Sequence[Device]) -> tuple[Device, ...]:
+    """The slice's devices, each the ``previous`` record of the same raw content if there is one.
+
+    Matched by position (the usual update changes devices in place), else, once devices moved,
+    by name; a previous record is used at most once.
+    """
+    out: list[Device] = []
+    n = len(previous)
+    #: From the first position that does not match on: previous records by name (the first of
+    #: a name), and those used since (the ones before that position are all used).
+    by_name: dict[str, int] | None = None
+    used: set[int] = set()
+    for i, raw in enumerate(spec.items("devices")):
+        digest = content_digest(raw) if isinstance(raw, dict) else None
+        found = -1
+        if digest is not None and n:
+            if i < n and previous[i].fingerprint == digest and (by_name is None or i not in used):
+                found = i
+            elif by_name is None and i < n and previous[i].name == raw.get("name"):
+                pass  # changed in place: the usual update
+            else:
+                if by_name is None:
+                    by_name = {previous[j].name: j for j in range(n - 1, i - 1, -1)}
+                j = by_name.get(raw.get("name"), -1)
+                if j >= 0 and j not in used and previous[j].fingerprint == digest:
+                    found = j
+        if found < 0:
+            out.append(_device(Reader(raw, f"spec.devices[{i}]"), driver, pool, digest))
+            continue
+        if by_name is not None:
+            used.add(found)
+        out.append(previous[found])
+    return tuple(out)
+
+
+def parse_resource_slice(original: dict[str, Any], previous: ResourceSlice | None = None) -> ResourceSlice:
+    """``previous``: the same slice as read before. Its device records are reused for devices
+    whose raw content is unchanged (same driver and pool only: they are part of the device's
+    id), which also keeps what was computed for them (CEL inputs and selector results)."""
+    obj = to_v1(original)
     meta = Reader(obj.get("metadata"), "metadata")
     spec = Reader(obj.get("spec"), "spec")
     pool = spec.sub("pool")
@@ -227,6 +300,8 @@ def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
     pool_name = pool.string("name")
     if not driver or not pool_name:
         raise ObjectError("spec.driver and spec.pool.name are required")
+    same_pool = previous is not None and previous.driver == driver and previous.pool == pool_name
+    reusable = previous.devices if previous is not None and same_pool else ()
     return ResourceSlice(
         name=meta.string("name"),
         driver=driver,
@@ -237,13 +312,14 @@ def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
         node_selector=parse_node_selector(spec.sub("nodeSelector")) if spec.has("nodeSelector") else None,
         all_nodes=spec.boolean("allNodes"),
         per_device_node_selection=spec.opt_boolean("perDeviceNodeSelection"),
-        devices=tuple(_device(d, driver, pool_name) for d in spec.readers("devices")),
+        devices=_devices(spec, driver, pool_name, reusable),
         shared_counters=tuple(
             CounterSet(c.string("name"), c.quantities("counters", "value"))
             for c in spec.readers("sharedCounters")
         ),
         resource_version=meta.string("resourceVersion"),
         skip_node_operations=spec.strings("skipNodeOperations"),
+        fingerprint=content_digest({k: v for k, v in spec.data.items() if k != "devices"}),
     )
 
 

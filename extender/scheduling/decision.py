@@ -166,7 +166,7 @@ class Snapshot:
         self._claim_refs: dict[Key, set[tuple[Any, ...]]] = {}
         self._extended_classes: dict[str, str] | None = None
         self._extended_claims: dict[str, ResourceClaim] | None = None
-        if previous is not None and changed is not None and previous.inventory is self.inventory:
+        if previous is not None and changed is not None:
             self._carry_over(previous, changed, changed_claims)  # last: it replaces the tables above
 
     def claims_of(self, pod: Pod, pending: Callable[[ResourceClaim], bool] | None = None) -> PodClaims:
@@ -254,14 +254,18 @@ class Snapshot:
     # --- memoized assessments (filter and prioritize) -------------------------------------------
 
     def _carry_over(self, previous: Snapshot, changed: set[DeviceID], changed_claims: Iterable[Key]) -> None:
-        """Keep what a change of devices in use did not touch: per-node keys and the memo.
+        """Keep what a change of devices in use, or of slices, did not touch: per-node keys and
+        the memo.
 
         Assessments are keyed by interned (signature, in-use) ids, so they stay valid; only the
-        nodes whose devices changed hands need new keys.
+        nodes whose devices changed hands, or that can see a pool whose slices changed, need
+        new keys.
         """
         affected = self.inventory.nodes_of(changed)
-        if affected is None:
-            return  # a device visible to several nodes changed: start afresh
+        moved = self.inventory.nodes_changed_since(previous.inventory)
+        if affected is None or moved is None:
+            return  # a device or pool visible to several nodes changed: start afresh
+        affected |= moved
         tables = (previous._assessments, previous._projections, previous._in_use_ids, previous._claims_ids)
         if max(len(t) for t in tables) > MAX_CARRIED_ENTRIES:
             return  # keyed by claims that come and go: bounded by starting afresh now and then

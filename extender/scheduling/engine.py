@@ -185,6 +185,11 @@ class Engine:
             inventory = None
             if previous is not None and previous.inventory_version == self.state.inventory_version:
                 inventory = previous.inventory
+            elif previous is not None:
+                # Only slices changed (None: classes or taint rules too): re-index their pools.
+                names = self.state.slices_changed_since(previous.inventory_version)
+                if names is not None:
+                    inventory = previous.inventory.updated({n: self.state.slices.get(n) for n in names})
             claims = self.assumed.overlay(self.state.claims)
             changed, changed_claims = self._count_in_use(claims)
             self._snapshot = Snapshot(
