@@ -7,6 +7,7 @@ import asyncio
 import gc
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -321,10 +322,18 @@ def run_serve(args: argparse.Namespace) -> int:
             print(f"error: {problem}", file=sys.stderr)
         return 2
     writer = configure_logging(args.log_level, args.log_format)
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again: with this handler
+    # that ends the process through the ``finally`` below (the queued log lines are written),
+    # with the exit status a SIGTERM gives (143).
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         return _serve(args)
     finally:
         writer.stop()  # the lines still queued are written
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _serve(args: argparse.Namespace) -> int:

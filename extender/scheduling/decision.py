@@ -41,6 +41,8 @@ DEFAULT_NODE_TIMEOUT = 1.0
 DEFAULT_BINDING_TIMEOUT = 600.0
 #: Memo tables grow with every pod's claims; a snapshot carries them over only below this size.
 MAX_CARRIED_ENTRIES = 100_000
+#: Claim specs remembered past their claims (pods of one Deployment share their answers).
+MAX_SPEC_KEYS = 1024
 
 
 @dataclass(slots=True)
@@ -164,6 +166,9 @@ class Snapshot:
         self._claims_ids = Interner()
         #: Claim -> the interned claim keys that name it (forgotten with it: :meth:`forget_claims`).
         self._claim_refs: dict[Key, set[tuple[Any, ...]]] = {}
+        #: Interned keys that name no claim (the specs of claims to allocate), oldest first:
+        #: shared by look-alike pods, so kept past their claims, but at most MAX_SPEC_KEYS.
+        self._spec_keys: dict[tuple[Any, ...], None] = {}
         self._extended_classes: dict[str, str] | None = None
         self._extended_claims: dict[str, ResourceClaim] | None = None
         if previous is not None and changed is not None:
@@ -272,6 +277,7 @@ class Snapshot:
         self._in_use_ids = previous._in_use_ids
         self._claims_ids = previous._claims_ids
         self._claim_refs = previous._claim_refs
+        self._spec_keys = previous._spec_keys
         # Taken over, not copied: a snapshot is replaced by the next one and not used after it,
         # so the cost is the nodes whose devices changed, not every node.
         self._in_use = previous._in_use
@@ -289,20 +295,31 @@ class Snapshot:
         and interned ids of every claim key naming them (a changed claim has a new key anyway)."""
         for key in keys:
             for claims_key in self._claim_refs.pop(key, ()):
-                self._projections.pop(claims_key, None)
-                claims_id = self._claims_ids.pop(claims_key)
-                if claims_id is not None:
-                    self._assessments.pop(claims_id, None)
-                    self._by_name.pop(claims_id, None)
+                self._forget_key(claims_key)
 
     def _intern_claims(self, key: tuple[Any, ...], claims: Iterable[ResourceClaim]) -> int:
         """The claim key's small id; the first time, remembered as naming ``claims``."""
         found = self._claims_ids.get(key)
         if found is not None:
             return found
+        named = False
         for claim in claims:
             self._claim_refs.setdefault(claim.key, set()).add(key)
+            named = True
+        if not named:
+            self._spec_keys[key] = None
+            if len(self._spec_keys) > MAX_SPEC_KEYS:  # the oldest pods' specs go first
+                oldest = next(iter(self._spec_keys))
+                del self._spec_keys[oldest]
+                self._forget_key(oldest)
         return self._claims_ids.add(key)
+
+    def _forget_key(self, claims_key: tuple[Any, ...]) -> None:
+        self._projections.pop(claims_key, None)
+        claims_id = self._claims_ids.pop(claims_key)
+        if claims_id is not None:
+            self._assessments.pop(claims_id, None)
+            self._by_name.pop(claims_id, None)
 
     def forget_nodes(self, names: Iterable[str]) -> None:
         """Drop the per-node entries of these nodes: their devices in use or Node record changed."""

@@ -156,7 +156,8 @@ class Engine:
         #: Claim writes the cache does not show yet (their devices stay taken until it does).
         self.assumed = AssumedClaims()
         #: (claims, node) -> an assessment that ran out of time, remembered for a short while.
-        self._timeouts: dict[tuple[Any, str], tuple[float, Assessment]] = {}
+        #: Per claims key: node -> (until, answer); see :meth:`_assessor`.
+        self._timeouts: dict[Any, dict[str, tuple[float, Assessment]]] = {}
         #: Background work started by decisions (deallocating stale claims).
         self._tasks: set[asyncio.Task[None]] = set()
         #: Pods whose Binding was sent with no answer, and when: such a Binding may still land.
@@ -301,9 +302,10 @@ class Engine:
                         strict=True,
                     )
                 )
-                for group, a in answers.items():
-                    if a is NOT_EVALUATED:  # Unschedulable, not Unresolvable: moved over
-                        for name in compress(node_names, (g == group for g in groups)):
+                skipped = {g for g, a in answers.items() if a is NOT_EVALUATED}
+                if skipped:  # Unschedulable, not Unresolvable: moved over (a name may repeat)
+                    for name, group in zip(node_names, groups, strict=True):
+                        if group in skipped and name in result.unresolvable:
                             result.failed[name] = result.unresolvable.pop(name)
         lookup = nodes if nodes is not None else self.state.nodes
         if (
@@ -343,7 +345,7 @@ class Engine:
         budget runs out: the rest are :data:`NOT_EVALUATED`.
         """
         groups: list[Hashable] | None = None
-        if nodes is None and not self._timeouts:  # timed-out nodes are remembered by name
+        if nodes is None and not self._remembered_timeouts(claims):  # these are remembered by name
             groups = snapshot.node_groups(claims, names)
         if groups is None:
             groups = list(names)
@@ -875,24 +877,43 @@ class Engine:
         ttl = self.config.timeout_memo_seconds
 
         def remembered(node: Node) -> Assessment:
-            if timeouts:  # the common case, none remembered, costs one truth test per node
-                found = timeouts.get((claims_key, node.name))
+            mine = timeouts.get(claims_key)  # the common case, none remembered: one lookup per node
+            if mine is not None:
+                found = mine.get(node.name)
                 if found is not None:
                     if found[0] > self.clock():
                         return found[1]
-                    del timeouts[(claims_key, node.name)]
+                    del mine[node.name]
             answer = assess(node)
             if answer.timed_out:
-                if len(timeouts) >= MAX_REMEMBERED_TIMEOUTS:
-                    now = self.clock()
-                    for key in [k for k, (until, _) in timeouts.items() if until <= now]:
-                        del timeouts[key]
-                    if len(timeouts) >= MAX_REMEMBERED_TIMEOUTS:
+                if sum(len(t) for t in timeouts.values()) >= MAX_REMEMBERED_TIMEOUTS:
+                    self._expire_timeouts()
+                    if sum(len(t) for t in timeouts.values()) >= MAX_REMEMBERED_TIMEOUTS:
                         timeouts.clear()
-                timeouts[(claims_key, node.name)] = (self.clock() + ttl, answer)
+                timeouts.setdefault(claims_key, {})[node.name] = (self.clock() + ttl, answer)
             return answer
 
         return remembered
+
+    def _remembered_timeouts(self, claims: PodClaims) -> bool:
+        """Whether a node timed out for these claims a short while ago (expired ones dropped)."""
+        mine = self._timeouts.get(claims.key())
+        if mine is None:
+            return False
+        now = self.clock()
+        for name in [n for n, (until, _) in mine.items() if until <= now]:
+            del mine[name]
+        if not mine:
+            del self._timeouts[claims.key()]
+        return bool(mine)
+
+    def _expire_timeouts(self) -> None:
+        now = self.clock()
+        for key, mine in list(self._timeouts.items()):
+            for name in [n for n, (until, _) in mine.items() if until <= now]:
+                del mine[name]
+            if not mine:
+                del self._timeouts[key]
 
     def _log(self, verb: str, pod: Pod | None, started: float, **details: Any) -> None:
         entry: dict[str, Any] = {

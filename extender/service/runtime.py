@@ -133,8 +133,9 @@ def configure_logging(level: str, log_format: str) -> logging.handlers.QueueList
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-    queued = logging.handlers.QueueHandler(lines)
+    queued = logging.handlers.QueueHandler(lines)  # formats each line once, where it is logged
     queued.setFormatter(handler.formatter)
+    handler.setFormatter(logging.Formatter("%(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [queued]
     root.setLevel(level.upper())

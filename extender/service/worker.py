@@ -46,6 +46,7 @@ class EngineWorker:
             if self._loop is not None and not self._loop.is_closed():
                 return
             self._loop = loop
+            self._stopped = False
             pending, self._pending = self._pending, []
         for fn, args in pending:
             loop.call_soon_threadsafe(fn, *args)
@@ -84,7 +85,7 @@ class EngineWorker:
             if self._stopped:
                 return
             loop = self._loop
-            if loop is None:
+            if loop is None or loop.is_closed():  # kept for the next loop (in-process tests)
                 self._pending.append((fn, args))
                 return
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile (shutdown)

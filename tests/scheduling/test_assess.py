@@ -285,3 +285,23 @@ def test_what_is_remembered_of_deleted_claims_goes_away(tmp_path: Any) -> None:
         sizes.append((len(snapshot._claims_ids), len(snapshot._claim_refs), len(snapshot._assessments)))
     assert max(sizes[20:]) <= (20, 10, 20), sizes  # bounded by the live claims, not by all seen
     assert max(remembered) > 1  # answers were remembered (the bound is not trivial)
+
+
+def test_specs_remembered_past_their_claims_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pods whose claims all differ (no two share answers) keep at most MAX_SPEC_KEYS specs."""
+    monkeypatch.setattr(decision, "MAX_SPEC_KEYS", 2)
+    objects: list[dict[str, Any]] = [device_class(), node("node-1")]
+    objects.append(resource_slice("s", [device("d0", attributes=attrs(serial="s0"))], node="node-1"))
+    for i in range(5):
+        objects.append(
+            claim(f"c{i}", requests=[exact(selectors=[f'device.attributes["driver-a"].serial != "x{i}"'])])
+        )
+        objects.append(pod(f"p{i}", [f"c{i}"]))
+    state = ClusterState.from_objects(objects)
+    snapshot = Snapshot(state, Features(), CEL)
+    for _ in range(2):
+        for i in range(5):
+            claims = snapshot.claims_of(state.pods[("default", f"p{i}")])
+            assert snapshot.assessor(claims)(state.nodes["node-1"]).fits
+    assert len(snapshot._spec_keys) == 2
+    assert len(snapshot._claims_ids) <= 5 + 2  # each pod's own key, and two specs

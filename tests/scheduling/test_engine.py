@@ -84,6 +84,16 @@ def test_the_filter_budget_is_checked_before_every_allocation() -> None:
     assert all(d.timed_out and "time budget" in (d.reason or "") for d in explained.values())
 
 
+def test_a_node_listed_twice_after_the_budget_ran_out_is_failed_once() -> None:
+    clock = SteppingClock(0.0)
+    engine = engine_with(clock, 3, EngineConfig(node_timeout=1e9, filter_budget=10.0), alike=False)
+    p = engine.state.pods[("default", "p")]
+    slowed(engine, clock, 11.0)  # the first node uses up the budget
+    result = engine.filter(p, ["node-0", "node-1", "node-1", "node-2"])
+    assert result.passed == ["node-0"]
+    assert sorted(result.failed) == ["node-1", "node-2"] and not result.unresolvable
+
+
 def test_look_alike_nodes_share_one_allocation_within_the_budget() -> None:
     clock = SteppingClock(0.0)
     engine = engine_with(clock, 5, EngineConfig(node_timeout=1e9, filter_budget=10.0))
@@ -146,3 +156,18 @@ def test_a_relabelled_node_leaves_its_group_of_look_alike_nodes() -> None:
     result = engine.filter(state.pods[("default", "p")], names)
     assert result.passed == ["node-0"]
     assert result.unresolvable["node-2"] == "node node-2 is not known to the DRA extender"
+
+
+def test_a_timeout_remembered_for_one_pod_leaves_other_pods_grouped() -> None:
+    clock = SteppingClock(2.0)
+    engine = engine_with(clock, 5, EngineConfig(node_timeout=1.0, filter_budget=1e9))
+    engine.state.apply(claim("many2", requests=[exact(f"r{i}") for i in range(16)]))
+    engine.state.apply(pod("p2", ["many2"]))
+    names = [f"node-{i}" for i in range(5)]
+    clock.running = True
+    first = engine.filter(engine.state.pods[("default", "p")], names)
+    assert all("timed out" in why for why in first.unresolvable.values())
+    clock.running = False
+    allocated = slowed(engine, clock, 0.0)
+    assert engine.filter(engine.state.pods[("default", "p2")], names).passed == names
+    assert len(allocated) == 1  # look-alike nodes: one allocation, though p's timeouts are remembered
