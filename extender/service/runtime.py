@@ -238,7 +238,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         engine.may_bind = elector.is_leader
 
     worker = EngineWorker()
-    # Informer events change the cache on the engine's thread, between decisions, in bursts.
+    # Informer events change the cache on the engine's loop, between decisions, in bursts.
     changes = Batches(worker)
 
     def sink_for(kind: str) -> Any:
