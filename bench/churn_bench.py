@@ -29,6 +29,7 @@ import psutil
 from bench.allocator_bench import GPU, claim_object, cluster
 from bench.scheduling_bench import GPUS_PER_NODE
 from extender.cluster.memstore import MemoryStore
+from extender.cluster.owner_gc import release_and_delete
 from extender.scheduling.engine import Engine
 from extender.service.runtime import ServeConfig, build_embedded
 
@@ -50,14 +51,9 @@ def pod_object(i: int) -> dict[str, Any]:
 
 def end_pod(store: MemoryStore, i: int) -> None:
     """Delete the pod, then do the resourceclaim controller's part and delete the claim."""
+    uid = store.get("Pod", "default", f"p-{i}")["metadata"]["uid"]
     store.delete("Pod", "default", f"p-{i}")
-    claim = store.get("ResourceClaim", "default", f"c-{i}")
-    claim.pop("status", None)
-    store.update(claim, status=True)
-    claim = store.get("ResourceClaim", "default", f"c-{i}")
-    claim["metadata"].pop("finalizers", None)
-    store.update(claim)
-    store.delete("ResourceClaim", "default", f"c-{i}")
+    release_and_delete(store, "default", f"c-{i}", uid)
 
 
 async def cycle(engine: Engine, store: MemoryStore, i: int, names: list[str], window: int) -> str:

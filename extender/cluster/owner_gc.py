@@ -41,11 +41,7 @@ def collect_owned_claims(store: MemoryStore) -> None:
 
     def collect(owner_uid: str) -> None:
         for (namespace, name), claim_uid in list(owned.get(owner_uid, {}).items()):
-            try:
-                store.mutate("ResourceClaim", namespace, name, lambda obj: _release(obj, owner_uid))
-                store.delete("ResourceClaim", namespace, name, uid=claim_uid)
-            except StoreError:
-                continue  # changed or gone meanwhile: nothing left to collect
+            release_and_delete(store, namespace, name, owner_uid, claim_uid)
 
     def on_event(event: Event) -> None:
         if event.kind == "ResourceClaim":
@@ -71,6 +67,19 @@ def collect_owned_claims(store: MemoryStore) -> None:
     for claim in store.objects("ResourceClaim"):
         index_claim(Event("ADDED", "ResourceClaim", claim))
     store.subscribe(on_event)
+
+
+def release_and_delete(
+    store: MemoryStore, namespace: str, name: str, pod_uid: str, claim_uid: str | None = None
+) -> None:
+    """What the cluster does with a claim whose pod is gone: the resourceclaim controller drops
+    the pod's reservation (unused, the claim is deallocated and unprotected), then the claim is
+    deleted (``claim_uid``: precondition). A claim changed or gone meanwhile is left alone."""
+    try:
+        store.mutate("ResourceClaim", namespace, name, lambda obj: _release(obj, pod_uid))
+        store.delete("ResourceClaim", namespace, name, uid=claim_uid)
+    except StoreError:
+        pass
 
 
 def _release(obj: dict[str, Any], pod_uid: str) -> None:

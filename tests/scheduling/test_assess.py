@@ -244,6 +244,7 @@ def test_what_is_remembered_of_deleted_claims_goes_away(tmp_path: Any) -> None:
 
     import yaml
 
+    from extender.cluster.owner_gc import release_and_delete
     from extender.service.runtime import ServeConfig, build_embedded
 
     objects: list[dict[str, Any]] = [device_class()]
@@ -268,14 +269,9 @@ def test_what_is_remembered_of_deleted_claims_goes_away(tmp_path: Any) -> None:
             assert await engine.bind("default", f"p{i}", created["metadata"]["uid"], best) == ""
         if i >= 6:  # 6 of the 8 devices stay taken: most nodes answer "does not fit" to a pod
             old = i - 6
+            uid = store.get("Pod", "default", f"p{old}")["metadata"]["uid"]
             store.delete("Pod", "default", f"p{old}")
-            c = store.get("ResourceClaim", "default", f"c{old}")
-            c.pop("status", None)
-            store.update(c, status=True)
-            c = store.get("ResourceClaim", "default", f"c{old}")
-            c["metadata"].pop("finalizers", None)
-            store.update(c)
-            store.delete("ResourceClaim", "default", f"c{old}")
+            release_and_delete(store, "default", f"c{old}", uid)
 
     sizes = []
     remembered: list[int] = []
