@@ -166,6 +166,21 @@ def claim_object(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def pod_object(name: str, claim: str, *, uid: str | None = None) -> dict[str, Any]:
+    """A pending pod of the extender's scheduler that uses the claim ``claim`` (as ``devices``)."""
+    metadata = {"name": name, "namespace": "default"} | ({"uid": uid} if uid else {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {
+            "containers": [{"name": "main", "image": "x"}],
+            "schedulerName": "dra-extender-scheduler",
+            "resourceClaims": [{"name": "devices", "resourceClaimName": claim}],
+        },
+    }
+
+
 def snapshot_with(
     objects: list[dict[str, Any]], claims: dict[str, dict[str, Any]]
 ) -> tuple[Snapshot, ClusterState]:

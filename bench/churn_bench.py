@@ -26,7 +26,7 @@ from typing import Any
 
 import psutil
 
-from bench.allocator_bench import GPU, claim_object, cluster
+from bench.allocator_bench import GPU, claim_object, cluster, pod_object
 from bench.scheduling_bench import GPUS_PER_NODE
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.owner_gc import release_and_delete
@@ -34,19 +34,6 @@ from extender.scheduling.engine import Engine
 from extender.service.runtime import ServeConfig, build_embedded
 
 SPEC = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU}}]}
-
-
-def pod_object(i: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": f"p-{i}", "namespace": "default"},
-        "spec": {
-            "containers": [{"name": "main", "image": "x"}],
-            "schedulerName": "dra-extender-scheduler",
-            "resourceClaims": [{"name": "devices", "resourceClaimName": f"c-{i}"}],
-        },
-    }
 
 
 def end_pod(store: MemoryStore, i: int) -> None:
@@ -58,7 +45,7 @@ def end_pod(store: MemoryStore, i: int) -> None:
 
 async def cycle(engine: Engine, store: MemoryStore, i: int, names: list[str], window: int) -> str:
     store.create(claim_object(f"c-{i}", SPEC))
-    created = store.create(pod_object(i))
+    created = store.create(pod_object(f"p-{i}", f"c-{i}"))
     pod = engine.state.pods[("default", f"p-{i}")]
     passed = engine.filter(pod, names).passed
     error = "unschedulable"

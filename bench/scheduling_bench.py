@@ -38,7 +38,7 @@ import httpx
 import orjson
 import psutil
 
-from bench.allocator_bench import GPU, POD_CLAIMS, claim_object, cluster
+from bench.allocator_bench import GPU, POD_CLAIMS, claim_object, cluster, pod_object
 from bench.service_bench import FLOOR_SERVER
 from tests.integration.servers import server_process
 from tests.integration.test_serve_cluster import kubeconfig
@@ -70,18 +70,7 @@ def workload(shape: str, pods: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i in range(pods):
         out.append(claim_object(f"c-{i}", spec))
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": f"p-{i}", "namespace": "default", "uid": f"uid-p-{i}"},
-                "spec": {
-                    "containers": [{"name": "main", "image": "x"}],
-                    "schedulerName": "dra-extender-scheduler",
-                    "resourceClaims": [{"name": "devices", "resourceClaimName": f"c-{i}"}],
-                },
-            }
-        )
+        out.append(pod_object(f"p-{i}", f"c-{i}", uid=f"uid-p-{i}"))
     return out
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from bench.allocator_bench import EXTENDED, GPU, cluster
+from bench.allocator_bench import EXTENDED, GPU, claim_object, cluster, pod_object
 from tests.integration.servers import cli_server, process_server
 from tests.service.fixtures import args_names, args_nodes, binding, scheduler_node, scheduler_pod
 
@@ -57,31 +57,10 @@ def measure(
 
 def state_file(directory: Path, nodes: int, pods: int) -> Path:
     objects = cluster(nodes, 8, 0.5)
+    one_gpu = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU, "count": 1}}]}
     for i in range(pods):
-        objects.append(
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaim",
-                "metadata": {"name": f"claim-{i}", "namespace": "default", "uid": f"uid-claim-{i}"},
-                "spec": {
-                    "devices": {
-                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU, "count": 1}}]
-                    }
-                },
-            }
-        )
-        objects.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": f"pod-{i}", "namespace": "default", "uid": f"uid-pod-{i}"},
-                "spec": {
-                    "containers": [{"name": "c", "image": "x"}],
-                    "schedulerName": "dra-extender-scheduler",
-                    "resourceClaims": [{"name": "gpu", "resourceClaimName": f"claim-{i}"}],
-                },
-            }
-        )
+        objects.append(claim_object(f"claim-{i}", one_gpu))
+        objects.append(pod_object(f"pod-{i}", f"claim-{i}", uid=f"uid-pod-{i}"))
         # The same GPU asked the device-plugin way (the GPU class names example.com/gpu).
         objects.append(
             {
