@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import orjson
+
 
 class ClusterAPIError(Exception):
     """A failed API call; ``code`` is the HTTP status (0 when there was no answer)."""
@@ -23,6 +25,30 @@ class ApiAlreadyExists(ApiConflict):
 
 class ApiNotFound(ClusterAPIError):
     code = 404
+
+
+def api_error(status: int, reason: str, body: bytes | str | None) -> ClusterAPIError:
+    """The error for an API server's answer with this HTTP status (its Status body read for the
+    message and reason)."""
+    message = f"{status} {reason}".strip()
+    kind = ""
+    try:
+        decoded = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        decoded = None
+    if isinstance(decoded, dict):
+        if decoded.get("message"):
+            message = f"{status}: {decoded['message']}"
+        kind = str(decoded.get("reason") or "")
+    if status == 409 and kind == "AlreadyExists":
+        return ApiAlreadyExists(message)
+    if status == 409:
+        return ApiConflict(message)
+    if status == 404:
+        return ApiNotFound(message)
+    error = ClusterAPIError(message)
+    error.code = status or 0
+    return error
 
 
 class ClusterAPI(Protocol):

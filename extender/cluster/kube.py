@@ -1,17 +1,16 @@
-"""Talking to a real API server: the official client for configuration, auth and transport,
-raw JSON for everything else (its models drop DRA fields and cost 5-30x; its ResourceClaim
-watch crashes; its binding reply parsing fails: see reference/kubernetes-client.md).
+"""Talking to a real API server: the official client for configuration and auth, and for the
+transport of list/watch and leader election (threads); raw JSON for everything (its models
+drop DRA fields and cost 5-30x; its ResourceClaim watch crashes; its binding reply parsing
+fails: see reference/kubernetes-client.md). The bind path's requests are awaited on the
+event loop through :mod:`extender.cluster.async_kube`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as _dt
-import functools
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,12 +20,14 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
-from extender.cluster.api import ApiAlreadyExists, ApiConflict, ApiNotFound, ClusterAPIError
+from extender.cluster.api import ClusterAPIError, api_error
+from extender.cluster.async_kube import AsyncKube
 from extender.model.versions import claim_for_version
 
 RESOURCE_GROUP = "resource.k8s.io"
-#: Blocking API calls in flight at once (binds write several claims each; 16 binds in flight).
-API_THREADS = 32
+#: Connections to the API server kept alive: list/watch threads (one each), leader election,
+#: and the bind path's writes (binds write several claims each; 16 binds in flight).
+API_CONNECTIONS = 32
 PREFERRED_VERSIONS = ("v1", "v1beta2", "v1beta1")
 
 
@@ -54,9 +55,8 @@ def bounded_retries(configuration: k8s.Configuration) -> k8s.Configuration:
     writer reads the claim back and decides, and one ``--api-timeout`` bounds each call.
     """
     configuration.retries = urllib3.util.Retry(total=3, connect=3, read=0, status=0, other=0, redirect=0)
-    # One kept-alive connection per API thread (the client's default, 5 x CPUs, would make a
-    # burst of binds open and discard connections).
-    configuration.connection_pool_maxsize = API_THREADS
+    # The client's default pool (5 x CPUs) would make many watches open and discard connections.
+    configuration.connection_pool_maxsize = API_CONNECTIONS
     return configuration
 
 
@@ -65,26 +65,7 @@ def running_in_cluster() -> bool:
 
 
 def _error(exc: ApiException) -> ClusterAPIError:
-    message = f"{exc.status} {exc.reason}"
-    body = exc.body
-    reason = ""
-    try:
-        decoded = orjson.loads(body) if body else None
-        if isinstance(decoded, dict) and decoded.get("message"):
-            message = f"{exc.status}: {decoded['message']}"
-        if isinstance(decoded, dict):
-            reason = str(decoded.get("reason") or "")
-    except orjson.JSONDecodeError:
-        pass
-    if exc.status == 409 and reason == "AlreadyExists":
-        return ApiAlreadyExists(message)
-    if exc.status == 409:
-        return ApiConflict(message)
-    if exc.status == 404:
-        return ApiNotFound(message)
-    error = ClusterAPIError(message)
-    error.code = exc.status or 0
-    return error
+    return api_error(exc.status or 0, str(exc.reason or ""), exc.body)
 
 
 @dataclass(frozen=True)
@@ -185,17 +166,15 @@ def api_object(answer: Any, what: str) -> dict[str, Any]:
 
 
 class KubeAPI:
-    """:class:`~extender.cluster.api.ClusterAPI` against the API server (blocking calls in threads).
+    """:class:`~extender.cluster.api.ClusterAPI` against the API server, awaited on the loop.
 
     ``paths`` is None until API discovery has found the served resource.k8s.io version.
     """
 
-    def __init__(self, raw: RawKube, paths: Paths | None, field_manager: str = "dra-extender") -> None:
-        self.raw = raw
+    def __init__(self, http: AsyncKube, paths: Paths | None, field_manager: str = "dra-extender") -> None:
+        self.http = http
         self._paths = paths
         self.field_manager = field_manager
-        # Its own threads: asyncio's default pool (CPUs + 4) would queue a burst of binds' writes.
-        self._threads = ThreadPoolExecutor(API_THREADS, thread_name_prefix="api")
 
     @property
     def paths(self) -> Paths:
@@ -208,10 +187,10 @@ class KubeAPI:
         self._paths = paths
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._threads, functools.partial(self.raw.request, method, path, **kw)
-        )
+        return await self.http.request(method, path, **kw)
+
+    async def close(self) -> None:
+        await self.http.close()
 
     async def _object(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         return api_object(await self._call(method, path, **kw), f"{method} {path}")

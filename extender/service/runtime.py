@@ -18,6 +18,7 @@ from kubernetes import client as k8s
 
 from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.api import ClusterAPIError
+from extender.cluster.async_kube import AsyncKube
 from extender.cluster.kube import RESOURCE_GROUP, KubeAPI, Paths, RawKube, bounded_retries
 from extender.cluster.leader import LeaseElector
 from extender.cluster.memory_api import MemoryAPI
@@ -214,7 +215,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     state = ClusterState()
     features = config.engine.features
     cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
-    kube_api = KubeAPI(raw, None)
+    kube_api = KubeAPI(AsyncKube(configuration, timeout=config.api_timeout), None)
     engine = Engine(state, kube_api, cel, config.engine)
     metrics = Metrics(state.counts, lambda: len(engine.assumed))
     engine.observer = metrics
@@ -293,6 +294,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
 
     async def shutdown() -> None:
         stop.set()
+        await kube_api.close()
 
     def not_ready() -> str | None:
         reason = health.not_ready()

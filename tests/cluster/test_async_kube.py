@@ -1,0 +1,285 @@
+"""The bind path's transport (AsyncKube) against a real HTTP(S) server: it sends what the
+official client's configuration says (token, CA, client certificate, TLS server name), maps
+answers to the ClusterAPIError hierarchy, and never sends a write twice behind our back."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+import trustme
+from kubernetes import client as k8s
+
+from extender.cluster.api import ApiAlreadyExists, ApiConflict, ApiNotFound, ClusterAPIError
+from extender.cluster.async_kube import CONNECT_ATTEMPTS, AsyncKube
+
+
+@dataclass
+class Seen:
+    """What the server received (headers by lower-case name), and how it answers."""
+
+    requests: list[tuple[str, str, dict[str, str], bytes]] = field(default_factory=list)
+    answer: tuple[int, Any] = (200, {"metadata": {"name": "c"}})
+    #: Apply (record) the request, then close the connection without answering.
+    drop_answer: bool = False
+    delay: float = 0.0
+
+
+@contextlib.contextmanager
+def server(seen: Seen, context: ssl.SSLContext | None = None) -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def handle_any(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length)
+            seen.requests.append(
+                (self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            )
+            if seen.delay:
+                threading.Event().wait(seen.delay)
+            if seen.drop_answer:
+                self.close_connection = True
+                self.connection.close()
+                return
+            status, payload = seen.answer
+            data = orjson.dumps(payload)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_PUT = do_POST = do_PATCH = do_DELETE = handle_any
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    if context is not None:
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    scheme = "https" if context is not None else "http"
+    try:
+        yield f"{scheme}://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def configuration(host: str, **settings: Any) -> k8s.Configuration:
+    config = k8s.Configuration()
+    config.host = host
+    for key, value in settings.items():
+        setattr(config, key, value)
+    return config
+
+
+def call(kube: AsyncKube, *requests: Callable[[AsyncKube], Any]) -> list[Any]:
+    """Run the requests in order on one loop; each result or the exception raised."""
+
+    async def run() -> list[Any]:
+        results: list[Any] = []
+        try:
+            for request in requests:
+                try:
+                    results.append(await request(kube))
+                except ClusterAPIError as exc:
+                    results.append(exc)
+        finally:
+            await kube.close()
+        return results
+
+    return asyncio.run(run())
+
+
+def put(kube: AsyncKube) -> Any:
+    return kube.request("PUT", "/apis/x/c", body={"metadata": {"name": "c", "resourceVersion": "7"}})
+
+
+def get(kube: AsyncKube) -> Any:
+    return kube.request("GET", "/apis/x/c", query={"a": "b c"})
+
+
+def test_sends_the_body_query_and_the_token_the_configuration_gives_on_every_request() -> None:
+    seen = Seen()
+    tokens = iter(["Bearer one", "Bearer two"])
+
+    def refresh(config: k8s.Configuration) -> None:  # as in-cluster token rotation does
+        config.api_key["BearerToken"] = next(tokens)
+
+    with server(seen) as url:
+        config = configuration(url, refresh_api_key_hook=refresh)
+        config.api_key["BearerToken"] = "Bearer zero"
+        results = call(AsyncKube(config), put, get)
+    assert results == [{"metadata": {"name": "c"}}] * 2
+    (m1, p1, h1, b1), (m2, p2, h2, _) = seen.requests
+    assert (m1, p1, orjson.loads(b1)) == (
+        "PUT",
+        "/apis/x/c",
+        {"metadata": {"name": "c", "resourceVersion": "7"}},
+    )
+    assert (m2, p2) == ("GET", "/apis/x/c?a=b+c")
+    assert (h1["authorization"], h2["authorization"]) == ("Bearer one", "Bearer two")
+    assert h1["content-type"] == "application/json" and h1["accept"] == "application/json"
+
+
+def test_no_token_configured_sends_no_authorization_header() -> None:
+    seen = Seen()
+    with server(seen) as url:
+        call(AsyncKube(configuration(url)), get)
+    assert "authorization" not in seen.requests[0][2]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected", "code", "text"),
+    [
+        (
+            409,
+            {"kind": "Status", "reason": "AlreadyExists", "message": "exists"},
+            ApiAlreadyExists,
+            409,
+            "409: exists",
+        ),
+        (
+            409,
+            {"kind": "Status", "reason": "Conflict", "message": "modified"},
+            ApiConflict,
+            409,
+            "409: modified",
+        ),
+        (404, {"kind": "Status", "reason": "NotFound", "message": "gone"}, ApiNotFound, 404, "404: gone"),
+        (500, {"kind": "Status", "message": "etcd down"}, ClusterAPIError, 500, "500: etcd down"),
+        (403, "not a status", ClusterAPIError, 403, "403 Forbidden"),
+    ],
+    ids=["already-exists", "conflict", "not-found", "server-error", "non-status-body"],
+)
+def test_error_answers_map_to_the_api_error_hierarchy(
+    status: int, body: Any, expected: type[ClusterAPIError], code: int, text: str
+) -> None:
+    seen = Seen(answer=(status, body))
+    with server(seen) as url:
+        (result,) = call(AsyncKube(configuration(url)), put)
+    assert type(result) is expected and result.code == code and str(result) == text
+
+
+def test_a_write_whose_answer_is_lost_is_not_sent_again_behind_the_writers_back() -> None:
+    # aiohttp re-sends an idempotent request (PUT, DELETE) when a kept-alive connection drops;
+    # the server may have applied it, so the claim writer must see "no answer" (code 0) instead.
+    seen = Seen()
+    with server(seen) as url:
+        kube = AsyncKube(configuration(url))
+
+        async def lose_second(kube: AsyncKube) -> Any:
+            seen.drop_answer = True  # the first request opened the connection that is reused
+            return await put(kube)
+
+        first, second = call(kube, put, lose_second)
+    assert first == {"metadata": {"name": "c"}}
+    assert isinstance(second, ClusterAPIError) and second.code == 0
+    assert [m for m, *_ in seen.requests] == ["PUT", "PUT"]  # sent once each
+
+
+def test_the_private_retry_switch_it_turns_off_still_exists_in_aiohttp() -> None:
+    async def probe() -> bool:
+        async with aiohttp.ClientSession() as session:
+            return "_retry_connection" in aiohttp.ClientSession.ATTRS and session._retry_connection
+
+    assert asyncio.run(probe()) is True
+
+
+def test_a_slow_answer_fails_after_the_timeout_with_no_answer_code() -> None:
+    seen = Seen(delay=1.0)
+    with server(seen) as url:
+        (result,) = call(AsyncKube(configuration(url), timeout=0.2), put)
+    assert isinstance(result, ClusterAPIError) and result.code == 0
+
+
+def test_a_refused_connection_is_tried_again_then_fails_with_no_answer_code() -> None:
+    seen = Seen()
+    with server(seen) as url:
+        pass  # closed: nothing listens on its port now
+    (result,) = call(AsyncKube(configuration(url)), put)
+    assert isinstance(result, ClusterAPIError) and result.code == 0
+    assert "PUT /apis/x/c" in str(result) and CONNECT_ATTEMPTS > 1
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    directory = tmp_path_factory.mktemp("pki")
+    server_ca, client_ca, other_ca = trustme.CA(), trustme.CA(), trustme.CA()
+    files: dict[str, Any] = {"server_ca": server_ca, "client_ca": client_ca}
+    for name, ca in (("server-ca.pem", server_ca), ("other-ca.pem", other_ca)):
+        ca.cert_pem.write_to_path(str(directory / name))
+        files[name] = str(directory / name)
+    leaf = client_ca.issue_cert("dra-extender")
+    leaf.cert_chain_pems[0].write_to_path(str(directory / "client.pem"))
+    leaf.private_key_pem.write_to_path(str(directory / "client-key.pem"))
+    files["client.pem"], files["client-key.pem"] = (
+        str(directory / "client.pem"),
+        str(directory / "client-key.pem"),
+    )
+    return files
+
+
+def tls_server_context(pki: dict[str, Any], hostname: str, client_certs: bool) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    pki["server_ca"].issue_cert(hostname).configure_cert(context)
+    if client_certs:
+        pki["client_ca"].configure_trust(context)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def test_tls_trusts_the_configured_ca_and_presents_the_client_certificate(pki: dict[str, Any]) -> None:
+    seen = Seen()
+    with server(seen, tls_server_context(pki, "127.0.0.1", client_certs=True)) as url:
+        config = configuration(
+            url, ssl_ca_cert=pki["server-ca.pem"], cert_file=pki["client.pem"], key_file=pki["client-key.pem"]
+        )
+        assert call(AsyncKube(config), get) == [{"metadata": {"name": "c"}}]
+
+
+@pytest.mark.parametrize(
+    ("settings", "answered"),
+    [
+        ({"ssl_ca_cert": "other-ca.pem"}, False),
+        ({"ssl_ca_cert": "other-ca.pem", "verify_ssl": False}, True),
+        ({"ssl_ca_cert": "server-ca.pem", "tls_server_name": "kubernetes.default.svc"}, True),
+        ({"ssl_ca_cert": "server-ca.pem"}, False),
+    ],
+    ids=["unknown-ca-refused", "verify-off", "tls-server-name-checked", "name-mismatch-refused"],
+)
+def test_tls_verification_follows_the_configuration(
+    pki: dict[str, Any], settings: dict[str, Any], answered: bool
+) -> None:
+    seen = Seen()
+    # The server's certificate names kubernetes.default.svc only (as an in-cluster API server's).
+    with server(seen, tls_server_context(pki, "kubernetes.default.svc", client_certs=False)) as url:
+        resolved = {k: (pki[v] if k == "ssl_ca_cert" else v) for k, v in settings.items()}
+        (result,) = call(AsyncKube(configuration(url, **resolved)), get)
+    if answered:
+        assert result == {"metadata": {"name": "c"}}
+    else:
+        assert isinstance(result, ClusterAPIError) and result.code == 0 and seen.requests == []
+
+
+def test_a_pool_made_on_a_closed_loop_is_replaced_on_the_next_loop(tmp_path: Path) -> None:
+    seen = Seen()
+    with server(seen) as url:
+        kube = AsyncKube(configuration(url))
+        assert asyncio.run(get(kube)) == {"metadata": {"name": "c"}}  # leaves its pool behind
+        assert asyncio.run(get(kube)) == {"metadata": {"name": "c"}}
+        asyncio.run(kube.close())
+    assert len(seen.requests) == 2
