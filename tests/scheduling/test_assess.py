@@ -72,13 +72,30 @@ def test_assess_equals_decide(objects: list[dict[str, Any]]) -> None:
                 assert fast.allocated == sum(len(a["devices"]["results"]) for a in full.allocations.values())
 
 
-@settings(max_examples=40, deadline=None)
+#: Snapshot._node_in_use keys a node's devices in use per device (dense) or by held position
+#: (sparse, for nodes with many more devices than the cluster holds): both must group alike.
+IN_USE_KEYS = {"dense": 10**9, "sparse": 0}
+
+
+@pytest.mark.parametrize("in_use_key", IN_USE_KEYS)
+@settings(max_examples=30, deadline=None)
 @given(clusters(), st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["a", "b"])), max_size=3))
 def test_engine_filter_and_prioritize_by_node_groups_equal_decide(
-    objects: list[dict[str, Any]], relabels: list[tuple[int, str]]
+    in_use_key: str, objects: list[dict[str, Any]], relabels: list[tuple[int, str]]
 ) -> None:
     """Engine.filter and prioritize judge look-alike nodes once (Snapshot.node_groups): the
     answer per node is still decide's, also after Node label changes (no new snapshot)."""
+    factor = decision.SPARSE_IN_USE_FACTOR
+    decision.SPARSE_IN_USE_FACTOR = IN_USE_KEYS[in_use_key]
+    try:
+        check_filter_and_prioritize_by_node_groups(objects, relabels)
+    finally:
+        decision.SPARSE_IN_USE_FACTOR = factor
+
+
+def check_filter_and_prioritize_by_node_groups(
+    objects: list[dict[str, Any]], relabels: list[tuple[int, str]]
+) -> None:
     zone_a = {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
     }
