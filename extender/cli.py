@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import logging
 import os
@@ -21,7 +20,7 @@ from extender.cluster.kube import KubeConfigError, load_configuration, running_i
 from extender.cluster.state import ClusterState
 from extender.scheduling.engine import DEFAULT_SCHEDULER_NAME, SCORE_POLICIES, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app, create_ops_app
-from extender.service.listeners import Limits, Listener, TlsSettings, serve
+from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
 from extender.service.runtime import (
     LeaderElection,
     ServeConfig,
@@ -366,7 +365,7 @@ def _serve(args: argparse.Namespace) -> int:
     verbs = Listener(args.host, args.port, tls)
     ops = Listener(args.ops_host, args.ops_port)
     limits = Limits(max_concurrency=args.max_concurrency)
-    asyncio.run(serve(app, create_ops_app(service), verbs, ops, limits, config.prefix))
+    run(serve(app, create_ops_app(service), verbs, ops, limits, config.prefix))
     return 0
 
 
