@@ -21,13 +21,8 @@ from extender.cluster.state import ClusterState
 from extender.scheduling.engine import DEFAULT_SCHEDULER_NAME, SCORE_POLICIES, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app, create_ops_app
 from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
-from extender.service.runtime import (
-    LeaderElection,
-    ServeConfig,
-    build_cluster,
-    build_embedded,
-    configure_logging,
-)
+from extender.service.logs import configure_logging
+from extender.service.runtime import LeaderElection, ServeConfig, build_cluster, build_embedded
 from extender.simulate import SelectionError, SimulationRequest, render_text, simulate
 from extender.statefile import StateFileError, load_objects
 

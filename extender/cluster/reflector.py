@@ -43,8 +43,11 @@ class Reflector:
         backoff: tuple[float, float] = (0.2, 10.0),
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_synced: Callable[[], None] = lambda: None,
     ) -> None:
         self.raw = raw
+        #: Called after each successful list (from the reflector's thread).
+        self.on_synced = on_synced
         self.path = path
         self.kind = kind
         self.api_version = api_version
@@ -68,6 +71,12 @@ class Reflector:
         return thread
 
     def _up(self) -> None:
+        if self.down_since is not None and self.synced.is_set():
+            log.info(
+                "watch %s working again",
+                self.kind,
+                extra={"fields": {"kind": self.kind, "downSeconds": round(self.down_for(), 1)}},
+            )
         self.down_since = None
 
     def _down(self, error: object) -> None:
@@ -120,6 +129,19 @@ class Reflector:
         self.sink("SYNCED", {"metadata": {"resourceVersion": self.resource_version}}, items)
         self._up()
         self.synced.set()
+        log.info(
+            "listed %s, watching",
+            self.kind,
+            extra={
+                "fields": {
+                    "kind": self.kind,
+                    "objects": len(items),
+                    "resourceVersion": self.resource_version,
+                    "lists": self.relists,
+                }
+            },
+        )
+        self.on_synced()
 
     def _watch(self) -> None:
         query = {

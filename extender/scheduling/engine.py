@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import chain, compress, islice
 from typing import Any, Protocol, TypeVar
 
 from extender.allocator import AllocatedState, Features
@@ -51,6 +51,8 @@ DEFAULT_SCHEDULER_NAME = "dra-extender-scheduler"
 BINDING_MAY_LAND = 90.0
 #: Bound of the (claims, node) -> timed-out answer table.
 MAX_REMEMBERED_TIMEOUTS = 10_000
+#: Per-node reasons a filter's decision entry keeps (log line, /debug/decisions); the rest counted.
+LOGGED_REASONS = 20
 #: A node not judged: the filter budget ran out first (Unschedulable, not Unresolvable).
 NOT_EVALUATED = Assessment(
     False, "not evaluated: the DRA extender's filter time budget ran out", timed_out=True
@@ -318,6 +320,7 @@ class Engine:
         self.observer.filtered(
             len(result.passed), len(result.failed) + len(result.unresolvable), bool(result.error)
         )
+        rejected = len(result.unresolvable) + len(result.failed)
         self._log(
             "filter",
             pod,
@@ -326,6 +329,12 @@ class Engine:
             unresolvable=len(result.unresolvable),
             failed=len(result.failed),
             error=result.error or None,
+            reasons=(
+                dict(islice(chain(result.unresolvable.items(), result.failed.items()), LOGGED_REASONS))
+                if rejected
+                else None
+            ),
+            moreReasons=rejected - LOGGED_REASONS if rejected > LOGGED_REASONS else None,
         )
         return result
 

@@ -113,16 +113,23 @@ def create_app(
     engine, metrics, worker = service.engine, service.metrics, service.worker
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
 
+    def refuse(request: Request, verb: str, reason: str, status: int = 400) -> Response:
+        """A malformed request's answer; counted and logged with the caller's address."""
+        metrics.bad_requests.labels(verb).inc()
+        peer = request.client.host if request.client else None
+        log.warning(
+            "bad %s request", verb, extra={"fields": {"status": status, "error": reason, "peer": peer}}
+        )
+        return _bad_request(reason, status)
+
     async def read(request: Request, verb: str) -> bytes | Response:
         """The body, or the answer for a body too large (413) or too slow (408)."""
         try:
             return await _read_body(request, max_body_bytes)
         except BodyTooLarge:
-            metrics.bad_requests.labels(verb).inc()
-            return _bad_request(f"request body larger than {max_body_bytes} bytes", 413)
+            return refuse(request, verb, f"request body larger than {max_body_bytes} bytes", 413)
         except BodyTooSlow:
-            metrics.bad_requests.labels(verb).inc()
-            return _bad_request(f"request body not received within {BODY_READ_SECONDS:g} s", 408)
+            return refuse(request, verb, f"request body not received within {BODY_READ_SECONDS:g} s", 408)
 
     async def decode_args(request: Request, verb: str) -> tuple[wire.DecodedArgs, Any] | Response:
         body = await read(request, verb)
@@ -132,11 +139,8 @@ def create_app(
             args = wire.decode_args(body)
             pod = parse_pod(args.pod)
         except (wire.WireError, ObjectError) as exc:
-            metrics.bad_requests.labels(verb).inc()
-            log.warning("bad %s request: %s", verb, exc)
-            return _bad_request(
-                str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
-            )
+            reason = str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
+            return refuse(request, verb, reason)
         return args, pod
 
     def request_nodes(args: wire.DecodedArgs) -> dict[str, Node] | None:
@@ -178,8 +182,7 @@ def create_app(
         try:
             args = wire.decode_binding(body)
         except wire.WireError as exc:
-            metrics.bad_requests.labels("bind").inc()
-            return _bad_request(str(exc))
+            return refuse(request, "bind", str(exc))
         error = await worker.run(engine.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node))
         metrics.latency.labels("bind").observe(time.perf_counter() - started)
         return _json(wire.encode_binding_result(error))

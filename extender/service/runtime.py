@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
-import queue
 import random
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from kubernetes import client as k8s
 
 from extender.cel import CelEnvironment, CelOptions
@@ -28,6 +26,7 @@ from extender.cluster.reflector import Reflector
 from extender.cluster.state import ClusterState
 from extender.scheduling.engine import Engine, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
+from extender.service.logs import decision_log
 from extender.service.metrics import Metrics
 from extender.service.worker import Batches, EngineWorker
 from extender.statefile import load_objects
@@ -91,60 +90,6 @@ def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, 
     return Service(engine=engine, metrics=metrics, ready=lambda: True, mode="embedded"), store
 
 
-def decision_log() -> Callable[[dict[str, Any]], None]:
-    """Where the engine reports decisions: one JSON line each on ``dra_extender.decisions``.
-
-    Binds at INFO; filter and prioritize (one line per node-list call, hundreds a second under
-    load) at DEBUG, like kube-scheduler's own per-attempt lines at higher verbosity. Every
-    decision also stays in /debug/decisions.
-    """
-    decisions = logging.getLogger("dra_extender.decisions")
-
-    def sink(entry: dict[str, Any]) -> None:
-        level = logging.INFO if entry.get("verb") not in ("filter", "prioritize") else logging.DEBUG
-        if decisions.isEnabledFor(level):
-            decisions.log(level, "%s", orjson.dumps(entry).decode())
-
-    return sink
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line (time, level, logger, message)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": self.formatTime(record),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return orjson.dumps(entry).decode()
-
-
-def configure_logging(level: str, log_format: str) -> logging.handlers.QueueListener:
-    """Log lines are formatted where they are logged and written to stderr by a thread of their
-    own: a write to a pipe on the engine's loop waited for the interpreter lock behind the API
-    threads (a fifth of a bind's time on the loop in cluster mode). Stop the returned listener
-    at exit to flush what is queued."""
-    handler = logging.StreamHandler()
-    if log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-    queued = logging.handlers.QueueHandler(lines)  # formats each line once, where it is logged
-    queued.setFormatter(handler.formatter)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [queued]
-    root.setLevel(level.upper())
-    writer = logging.handlers.QueueListener(lines, handler)
-    writer.start()
-    return writer
-
-
 #: kind -> collection resource; DeviceTaintRules only when the gate is on and the server serves them.
 WATCHED = (
     ("Node", "nodes"),
@@ -165,6 +110,18 @@ class ClusterHealth:
         self.reflectors: list[Reflector] = []
         #: Why discovery has not succeeded yet ('' once it has).
         self.discovery = "not started"
+        self._synced_lock = threading.Lock()
+        self._synced_logged = False
+
+    def reflector_synced(self) -> None:
+        """After any informer's list (on its thread): log once when every informer has listed."""
+        with self._synced_lock:
+            if self._synced_logged or not self.reflectors:
+                return
+            if all(r.synced.is_set() for r in self.reflectors):
+                self._synced_logged = True
+                objects = ", ".join(r.kind for r in self.reflectors)
+                log.info("cache synced: every informer has listed", extra={"fields": {"informers": objects}})
 
     def stale(self) -> str | None:
         """Why the cache is stale (binds are refused), or None."""
@@ -279,6 +236,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
                     sink_for(kind),
                     stop,
                     api_version=group_version,
+                    on_synced=health.reflector_synced,
                 )
             )
         health.reflectors = reflectors

@@ -72,6 +72,7 @@ def server_process(command: list[str]) -> Iterator[tuple[str, subprocess.Popen[s
                 found.set()
         found.set()  # the server exited: stop waiting
 
+    proc.output_lines = lines  # type: ignore[attr-defined]  # the last 200 lines of its log
     threading.Thread(target=keep_reading, daemon=True).start()
     # A deadline that holds even when the server prints nothing at all (e.g. --log-level warning).
     found.wait(timeout=60)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +16,7 @@ import yaml
 
 from tests.builders import device, node, resource_slice
 from tests.fakeapi.server import FakeApiServer
-from tests.integration.servers import cli_server
+from tests.integration.servers import cli_server, server_process
 from tests.service.fixtures import EXAMPLE_NODES, TRAINER, args_names, binding
 from tests.shared import REPO
 
@@ -337,3 +339,22 @@ def test_older_served_versions_are_read_and_written(version: str, tmp_path: Path
         request = claim["spec"]["devices"]["requests"][0]
         assert ("exactly" in request) == (version != "v1beta1")  # written back in the version's own shape
         assert len(claim["status"]["allocation"]["devices"]["results"]) == 4
+
+
+def test_informers_log_their_lists_and_the_cache_logs_synced_once(
+    fake: FakeApiServer, tmp_path: Path
+) -> None:
+    command = [
+        sys.executable, "-m", "extender.cli", "serve", "--port", "0", "--ops-port", "0",
+        "--kubeconfig", kubeconfig(fake, tmp_path), "--log-format", "json",
+    ]  # fmt: skip
+    with server_process(command) as (url, proc), httpx.Client(base_url=url, timeout=30) as http:
+        wait_until(lambda: http.get("/readyz").status_code == 200)
+        lines: list[str] = proc.output_lines  # type: ignore[attr-defined]
+        wait_until(lambda: any("cache synced" in line for line in lines))
+        entries = [json.loads(line) for line in list(lines)]
+    listed = {e["kind"]: e for e in entries if e["msg"].startswith("listed ")}
+    assert {"Node", "Pod", "ResourceSlice", "DeviceClass", "ResourceClaim"} <= listed.keys()
+    assert listed["Node"]["objects"] == len(EXAMPLE_NODES) and listed["Node"]["resourceVersion"]
+    assert all(e["level"] == "INFO" for e in listed.values())
+    assert len([e for e in entries if e["msg"].startswith("cache synced")]) == 1
