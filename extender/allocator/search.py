@@ -149,26 +149,41 @@ class Allocator:
 
     def free_matching(self, node: NodeInfo, claims: Sequence[ResourceClaim]) -> int:
         """How many devices of the node are free and match some request of ``claims`` (for scoring)."""
+        return len(self.matching(node, claims, free_only=True))
+
+    def matching(
+        self, node: NodeInfo, claims: Sequence[ResourceClaim], *, free_only: bool = False
+    ) -> list[tuple[Device, bool]]:
+        """The node's devices that some request of ``claims`` selects (its class and selectors),
+        each with whether it is free for such a request; ``free_only``: only the free ones (the
+        cheap availability check first). Empty when a claim cannot be prepared (an unknown
+        class, a CEL error)."""
         attempt = _Attempt(self, node, claims, None)
         try:
             for index, claim in enumerate(claims):
                 attempt._prepare_claim(index, claim)
         except AllocatorError:
-            return 0
+            return []
         requests = [data for per_claim in attempt.requests for alts in per_claim for data in alts]
-        count = 0
+        out: list[tuple[Device, bool]] = []
         for candidate in attempt.candidates:
+            device = candidate.device
+            found: bool | None = None  # None: no request selects it
             for data in requests:
                 try:
-                    usable = attempt._available(data, candidate.device) and attempt._selectable(
-                        data, candidate.device, candidate.slice
-                    )
+                    if free_only and not attempt._available(data, device):
+                        continue
+                    if not attempt._selectable(data, device, candidate.slice):
+                        continue
+                    if free_only or attempt._available(data, device):
+                        found = True
+                        break
+                    found = False
                 except AllocatorError:
-                    usable = False
-                if usable:
-                    count += 1
-                    break
-        return count
+                    continue
+            if found is not None:
+                out.append((device, found))
+        return out
 
 
 class _Attempt:

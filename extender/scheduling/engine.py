@@ -317,8 +317,10 @@ class Engine:
         ):
             candidates = [lookup[n] for n in node_names if n in lookup]
             self._deallocate_unavailable(snapshot, pod, claims, candidates)
+        # Names the cache does not know are not counted: a caller cannot inflate the counter.
+        unknown = sum(1 for name in result.unresolvable if name not in lookup)
         self.observer.filtered(
-            len(result.passed), len(result.failed) + len(result.unresolvable), bool(result.error)
+            len(result.passed), len(result.failed) + len(result.unresolvable) - unknown, bool(result.error)
         )
         rejected = len(result.unresolvable) + len(result.failed)
         self._log(

@@ -206,6 +206,18 @@ def create_app(
     async def debug_in_flight(format: str | None = None) -> Response:
         return view("inflight", await worker.call(debug.in_flight, engine), format)
 
+    @app.get("/debug/capacity")
+    async def debug_capacity(
+        request: Request, format: str | None = None, count: str | None = None
+    ) -> Response:
+        device_class = request.query_params.get("class")
+        wanted: int | None = None
+        if count is not None:
+            if not count.isdigit() or int(count) < 1:
+                return _bad_request(f"count must be a positive integer, not {count!r}")
+            wanted = int(count)
+        return view("capacity", await worker.call(debug.capacity_view, engine, device_class, wanted), format)
+
     @app.get("/debug/decisions")
     async def debug_decisions(format: str | None = None, limit: int = 50) -> Response:
         return view("decisions", await worker.call(debug.decisions, engine, limit), format)

@@ -9,6 +9,7 @@ import datetime as _dt
 from typing import Any
 
 from extender.model.dra import DeviceID
+from extender.scheduling.capacity import SHAPE_COUNTS, capacity
 from extender.scheduling.decision import NodeDecision, fit_summary
 from extender.scheduling.engine import Engine
 
@@ -129,7 +130,75 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def capacity_view(
+    engine: Engine, device_class: str | None = None, count: int | None = None
+) -> dict[str, Any]:
+    """Free devices per node and driver, per class and product, and pods of a shape that fit.
+
+    ``device_class`` and ``count``: the one shape asked about, with its fit per node."""
+    found = capacity(engine.snapshot())
+    out: dict[str, Any] = {
+        "nodes": [
+            {"node": n.node, "driver": n.driver, "total": n.total, "allocated": n.allocated, "free": n.free}
+            for n in found.nodes
+        ],
+        "classes": [
+            {"deviceClass": c.device_class, "product": c.product, "total": c.total, "free": c.free}
+            for c in found.classes
+        ],
+        "podsThatFit": {
+            cls: {str(n): found.pods_that_fit(cls, n) for n in SHAPE_COUNTS}
+            for cls in sorted(found.free_by_class)
+        },
+        "classErrors": found.class_errors,
+        "note": "pods that fit: sum over nodes of free // count; constraints (matchAttribute, "
+        "distinctAttribute), counters and capacity are not considered",
+    }
+    if device_class is not None:
+        wanted = count or 1
+        per_node = found.free_by_class.get(device_class, {})
+        out["shape"] = {
+            "deviceClass": device_class,
+            "count": wanted,
+            "known": device_class in engine.state.classes,
+            "podsThatFit": found.pods_that_fit(device_class, wanted),
+            "byNode": {node: free // wanted for node, free in sorted(per_node.items()) if free >= wanted},
+        }
+    return out
+
+
 def render_text(view: str, data: dict[str, Any]) -> str:
+    if view == "capacity":
+        text = _table(
+            ["NODE", "DRIVER", "TOTAL", "ALLOCATED", "FREE"],
+            [
+                [n["node"], n["driver"], str(n["total"]), str(n["allocated"]), str(n["free"])]
+                for n in data["nodes"]
+            ],
+        )
+        text += "\n" + _table(
+            ["CLASS", "PRODUCT", "TOTAL", "FREE"],
+            [
+                [c["deviceClass"], c["product"] or "-", str(c["total"]), str(c["free"])]
+                for c in data["classes"]
+            ],
+        )
+        counts = [str(n) for n in SHAPE_COUNTS]
+        text += "\n" + _table(
+            ["CLASS", *(f"PODS x{n}" for n in counts)],
+            [[cls, *(str(fits[n]) for n in counts)] for cls, fits in data["podsThatFit"].items()],
+        )
+        for cls, error in data["classErrors"].items():
+            text += f"class {cls}: {error}\n"
+        if "shape" in data:
+            shape = data["shape"]
+            text += (
+                f"\n{shape['podsThatFit']} pods asking for {shape['count']} x {shape['deviceClass']} fit"
+                + ("" if shape["known"] else " (no such DeviceClass)")
+                + "\n"
+            )
+            text += _table(["NODE", "PODS"], [[n, str(k)] for n, k in shape["byNode"].items()])
+        return text + f"({data['note']})\n"
     if view == "inventory":
         rows = []
         for node, info in data["nodes"].items():

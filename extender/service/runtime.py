@@ -24,10 +24,11 @@ from extender.cluster.memstore import Event, MemoryStore
 from extender.cluster.owner_gc import collect_owned_claims
 from extender.cluster.reflector import Reflector
 from extender.cluster.state import ClusterState
+from extender.scheduling.capacity import capacity
 from extender.scheduling.engine import Engine, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.logs import decision_log
-from extender.service.metrics import Metrics
+from extender.service.metrics import CapacityFeed, Metrics
 from extender.service.worker import Batches, EngineWorker
 from extender.statefile import load_objects
 
@@ -83,11 +84,20 @@ def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, 
     cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
     api = MemoryAPI(store)
     engine = Engine(state, api, cel, config.engine)
-    metrics = Metrics(state.counts, lambda: len(engine.assumed))
+    worker = EngineWorker()
+    metrics = observed(engine, worker)
+    engine.snapshot()  # index the inventory now, not on the first request
+    service = Service(engine=engine, metrics=metrics, ready=lambda: True, mode="embedded", worker=worker)
+    return service, store
+
+
+def observed(engine: Engine, worker: EngineWorker) -> Metrics:
+    """The engine's metrics (with the device capacity gauges, computed on its loop) and log."""
+    feed = CapacityFeed(lambda: capacity(engine.snapshot()), worker.call_soon)
+    metrics = Metrics(engine.state.counts, lambda: len(engine.assumed), feed)
     engine.observer = metrics
     engine.log_sink = decision_log()
-    engine.snapshot()  # index the inventory now, not on the first request
-    return Service(engine=engine, metrics=metrics, ready=lambda: True, mode="embedded"), store
+    return metrics
 
 
 #: kind -> collection resource; DeviceTaintRules only when the gate is on and the server serves them.
@@ -174,9 +184,8 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
     kube_api = KubeAPI(AsyncKube(configuration, timeout=config.api_timeout), None)
     engine = Engine(state, kube_api, cel, config.engine)
-    metrics = Metrics(state.counts, lambda: len(engine.assumed))
-    engine.observer = metrics
-    engine.log_sink = decision_log()
+    worker = EngineWorker()
+    metrics = observed(engine, worker)
     stop = threading.Event()
     health = ClusterHealth(config.cache_stale_after)
     engine.cache_stale = health.stale
@@ -195,7 +204,6 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         )
         engine.may_bind = elector.is_leader
 
-    worker = EngineWorker()
     # Informer events change the cache on the engine's loop, between decisions, in bursts.
     changes = Batches(worker)
 

@@ -339,3 +339,20 @@ def test_a_body_that_does_not_arrive_in_time_is_refused() -> None:
 
     with pytest.raises(BodyTooSlow):
         asyncio.run(read())
+
+
+def test_capacity_view_for_one_shape_in_json_and_text() -> None:
+    async def body(r: Running) -> None:
+        shape = (await r.client.get("/debug/capacity?class=gpu.example.com&count=2")).json()["shape"]
+        assert shape["known"] and shape["count"] == 2
+        assert shape["podsThatFit"] == sum(shape["byNode"].values()) > 0
+        text = (await r.client.get("/debug/capacity?class=gpu.example.com&count=2&format=text")).text
+        assert f"{shape['podsThatFit']} pods asking for 2 x gpu.example.com fit" in text
+        assert "NODE" in text and "PODS x4" in text
+        unknown = (await r.client.get("/debug/capacity?class=nope")).json()["shape"]
+        assert unknown == {"deviceClass": "nope", "count": 1, "known": False, "podsThatFit": 0, "byNode": {}}
+        for bad in ("0", "-1", "abc"):
+            answer = await r.client.get(f"/debug/capacity?class=gpu.example.com&count={bad}")
+            assert answer.status_code == 400 and "positive integer" in answer.json()["Error"]
+
+    run_with_service(body)

@@ -1,0 +1,123 @@
+"""/metrics read with prometheus-client's own parser: names, types, labels known up front, no
+*_created series, process metrics, device capacity gauges, and counters callers cannot inflate."""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from tests.service.fixtures import EXAMPLE_NODES, TRAINER, args_names, binding
+from tests.service.harness import Running, run_with_service
+
+#: family name -> type, as the parser reports them (counters without their _total suffix).
+FAMILIES = {
+    "dra_extender_request_duration_seconds": "histogram",
+    "dra_extender_filter_nodes": "counter",
+    "dra_extender_filter_errors": "counter",
+    "dra_extender_binds": "counter",
+    "dra_extender_claim_write_conflicts": "counter",
+    "dra_extender_resourceclaim_creates": "counter",
+    "dra_extender_bad_requests": "counter",
+    "dra_extender_cache_objects": "gauge",
+    "dra_extender_in_flight_allocations": "gauge",
+    "dra_extender_build_info": "gauge",
+    "process_cpu_seconds": "counter",
+    "process_resident_memory_bytes": "gauge",
+    "python_info": "gauge",
+    "python_gc_collections": "counter",
+}
+CAPACITY_FAMILIES = {
+    "dra_extender_node_devices": "gauge",
+    "dra_extender_class_devices": "gauge",
+    "dra_extender_class_pods_fit": "gauge",
+    "dra_extender_capacity_computed_timestamp_seconds": "gauge",
+}
+
+
+def samples(text: str) -> dict[str, list[Sample]]:
+    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+def types(text: str) -> dict[str, str]:
+    return {f.name: f.type for f in text_string_to_metric_families(text)}
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    found = [
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == name and s.labels == labels
+    ]
+    assert len(found) == 1, (name, labels, found)
+    return found[0]
+
+
+def test_families_types_and_no_created_series_before_any_request() -> None:
+    async def body(r: Running) -> str:
+        return (await r.client.get("/metrics")).text
+
+    text = run_with_service(body)
+    assert FAMILIES.items() <= types(text).items()
+    assert not [s.name for family in samples(text).values() for s in family if s.name.endswith("_created")]
+    # Every label value exists at 0 before its first event.
+    for verb in ("filter", "prioritize", "bind"):
+        assert value(text, "dra_extender_bad_requests_total", verb=verb) == 0
+        assert value(text, "dra_extender_request_duration_seconds_count", verb=verb) == 0
+    for outcome in ("success", "failure"):
+        assert value(text, "dra_extender_binds_total", outcome=outcome) == 0
+    for outcome in ("passed", "rejected"):
+        assert value(text, "dra_extender_filter_nodes_total", outcome=outcome) == 0
+    # The top bucket reaches past a bind's worst case (API calls of up to 30 s each).
+    buckets = [
+        float(s.labels["le"])
+        for s in samples(text)["dra_extender_request_duration_seconds"]
+        if s.name.endswith("_bucket") and s.labels["verb"] == "bind"
+    ]
+    assert max(b for b in buckets if b != float("inf")) >= 120
+    (build,) = samples(text)["dra_extender_build_info"]
+    assert build.value == 1 and build.labels["version"] and build.labels["python"]
+
+
+def test_made_up_node_names_are_not_counted() -> None:
+    async def body(r: Running) -> str:
+        names = [*EXAMPLE_NODES, *(f"fake-{i}" for i in range(50))]
+        assert (
+            await r.client.post("/scheduler/filter", content=args_names(TRAINER, names))
+        ).status_code == 200
+        return (await r.client.get("/metrics")).text
+
+    text = run_with_service(body)
+    counted = value(text, "dra_extender_filter_nodes_total", outcome="passed") + value(
+        text, "dra_extender_filter_nodes_total", outcome="rejected"
+    )
+    assert counted == len(EXAMPLE_NODES)
+
+
+def test_capacity_gauges_follow_a_bind_and_match_the_capacity_view() -> None:
+    async def body(r: Running) -> tuple[str, dict[str, object]]:
+        await r.client.post("/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3"))
+        first = (await r.client.get("/metrics")).text  # asks the engine's loop for a computation
+        assert not CAPACITY_FAMILIES.keys() & types(first).keys()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        text = (await r.client.get("/metrics")).text
+        view = (await r.client.get("/debug/capacity")).json()
+        return text, view
+
+    text, view = run_with_service(body)
+    assert CAPACITY_FAMILIES.items() <= types(text).items()
+    allocated = value(
+        text, "dra_extender_node_devices", node="gpu-node-3", driver="gpu.example.com", state="allocated"
+    )
+    free = value(text, "dra_extender_node_devices", node="gpu-node-3", driver="gpu.example.com", state="free")
+    (line,) = [n for n in view["nodes"] if n["node"] == "gpu-node-3" and n["driver"] == "gpu.example.com"]  # type: ignore[attr-defined]
+    assert (allocated, free) == (line["allocated"], line["free"]) and allocated >= 1
+    fits = view["podsThatFit"]["gpu.example.com"]  # type: ignore[index]
+    for count in ("1", "2", "4", "8"):
+        assert (
+            value(text, "dra_extender_class_pods_fit", device_class="gpu.example.com", count=count)
+            == fits[count]
+        )
