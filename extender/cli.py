@@ -13,6 +13,7 @@ from typing import TextIO
 
 import orjson
 
+from extender import __version__
 from extender.allocator import FeatureGateError, Features, parse_feature_gates
 from extender.allocator.features import GATES
 from extender.cluster.api import ClusterAPIError
@@ -23,7 +24,7 @@ from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app, create_ops_
 from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
 from extender.service.logs import configure_logging
 from extender.service.runtime import LeaderElection, ServeConfig, build_cluster, build_embedded
-from extender.simulate import SelectionError, SimulationRequest, render_text, simulate
+from extender.simulate import SelectionError, SimulationRequest, render_text, simulate, unschedulable
 from extender.statefile import StateFileError, load_objects
 
 
@@ -66,9 +67,12 @@ def positive_int(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="dra-extender", description="Kubernetes DRA for any kube-scheduler."
+        prog="dra-extender",
+        description="Kubernetes DRA for any kube-scheduler.",
+        epilog="Exit codes: 0 success; 1 (simulate) a pod fits on no node; 2 usage or input errors.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sim = sub.add_parser(
         "simulate",
         help="answer offline what filter would answer for a cluster state",
@@ -85,7 +89,12 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated NAME=true|false; locked gates may be changed here to emulate older releases "
         f"(known: {', '.join(sorted(GATES))})",
     )
-    sim.add_argument("--timeout", type=float, default=1.0, help="allocation time budget per node, seconds")
+    sim.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=1.0,
+        help="allocation time budget per node, seconds (default 1)",
+    )
 
     serve = sub.add_parser(
         "serve",
@@ -140,13 +149,17 @@ def _parser() -> argparse.ArgumentParser:
         help="address of the verbs and debug views (default 127.0.0.1: only the scheduler in the "
         "same pod can reach them; anything else needs --tls-client-ca-file)",
     )
-    serve.add_argument("--port", type=port_number, default=8888, help="their port (default 8888)")
+    serve.add_argument(
+        "--port", type=port_number, default=8888, help="their port (default 8888; 0: any free port)"
+    )
     serve.add_argument(
         "--ops-host",
         default="0.0.0.0",
         help="address of /healthz, /readyz and /metrics for kubelet and Prometheus (default 0.0.0.0)",
     )
-    serve.add_argument("--ops-port", type=port_number, default=8889, help="their port (default 8889)")
+    serve.add_argument(
+        "--ops-port", type=port_number, default=8889, help="their port (default 8889; 0: any free port)"
+    )
     serve.add_argument(
         "--max-concurrency",
         type=positive_int,
@@ -199,8 +212,18 @@ def _parser() -> argparse.ArgumentParser:
         help="with --tls-client-ca-file: accept only client certificates with this common name or "
         "DNS name (repeatable)",
     )
-    serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    serve.add_argument("--log-format", default="text", choices=("text", "json"))
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="debug adds a line per filter and prioritize call (default info)",
+    )
+    serve.add_argument(
+        "--log-format",
+        default="text",
+        choices=("text", "json"),
+        help="text: 'TIME LEVEL logger: message key=value...'; json: one object per line (default text)",
+    )
     return parser
 
 
@@ -220,6 +243,13 @@ def _features(text: str) -> Features:
 def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
     try:
         features = _features(args.feature_gates)
+        if not parse_feature_gates(args.feature_gates, allow_locked=True).get(
+            "DynamicResourceAllocation", True
+        ):
+            raise FeatureGateError(
+                "DynamicResourceAllocation=false would leave nothing to simulate: without it "
+                "kube-scheduler ignores ResourceClaims altogether"
+            )
         objects, problems = load_objects(args.state)
     except (FeatureGateError, StateFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -235,7 +265,7 @@ def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
         out.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         out.write(render_text(result) + "\n")
-    return 0
+    return 1 if unschedulable(result) else 0
 
 
 CLUSTER_FLAGS = ("kubeconfig", "leader_elect", "api_timeout", "cache_stale_after")
@@ -365,7 +395,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(out or sys.stdout)
+        return 2
     if args.command == "simulate":
         return run_simulate(args, out or sys.stdout)
     if args.command == "serve":

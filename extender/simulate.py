@@ -42,8 +42,11 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
     nodes = (
         [state.nodes[request.node]] if request.node else sorted(state.nodes.values(), key=lambda n: n.name)
     )
-    pods_out = []
+    pods_out: list[dict[str, Any]] = []
     for pod in _pods(state, request.pod):
+        if pod.node_name:  # only with --pod: the pending ones are simulated otherwise
+            pods_out.append(_bound(state, pod))
+            continue
         claims = snapshot.claims_of(pod)
         decisions: dict[str, NodeDecision] = {
             n.name: snapshot.decide(claims, n, timeout=request.timeout) for n in nodes
@@ -58,6 +61,27 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
     return {"pods": pods_out, "problems": list(state.problems)}
 
 
+def _bound(state: ClusterState, pod: Pod) -> dict[str, Any]:
+    """A bound pod: where it runs and the devices its claims hold (nothing to simulate)."""
+    allocations: dict[str, list[str]] = {}
+    for ref in pod.claims:
+        name = ref.resource_claim_name or pod.claim_statuses.get(ref.name)
+        claim = state.claims.get((pod.namespace, name)) if name else None
+        if name and claim is not None:
+            allocation = claim.allocation
+            allocations[name] = [str(r.id) for r in allocation.devices] if allocation is not None else []
+    return {"namespace": pod.namespace, "name": pod.name, "boundTo": pod.node_name, "claims": allocations}
+
+
+def unschedulable(result: dict[str, Any]) -> list[str]:
+    """The simulated pods that fit on no node (``simulate`` exits 1 when there are any)."""
+    return [
+        f"{p['namespace']}/{p['name']}"
+        for p in result["pods"]
+        if "boundTo" not in p and not any(d["fits"] for d in p["nodes"].values())
+    ]
+
+
 def render_text(result: dict[str, Any]) -> str:
     """A readable table per pod: node, fit, and the devices or the reason."""
     lines: list[str] = []
@@ -66,15 +90,23 @@ def render_text(result: dict[str, Any]) -> str:
     if not result["pods"]:
         lines.append("no pending pods")
     for pod in result["pods"]:
+        if "boundTo" in pod:
+            lines.append(f"pod {pod['namespace']}/{pod['name']} is bound to {pod['boundTo']}")
+            for claim, devices in pod["claims"].items():
+                lines.append(f"  {claim}: {', '.join(devices) or 'no devices'}")
+            continue
         lines.append(f"pod {pod['namespace']}/{pod['name']}")
         width = max([len(n) for n in pod["nodes"]] + [4])
         lines.append(f"  {'NODE':<{width}}  FITS  DETAIL")
         for node, d in pod["nodes"].items():
             if d["fits"]:
                 lines.append(f"  {node:<{width}}  yes   {fit_summary(d)}")
-            else:
-                detail = f"error: {d['error']}" if d["error"] else d["reason"]
-                lines.append(f"  {node:<{width}}  no    {detail}")
+                continue
+            detail = f"error: {d['error']}" if d["error"] else d["reason"]
+            # A multi-line reason (a CEL error with its caret line) continues under its row.
+            first, *rest = detail.splitlines() or [""]
+            lines.append(f"  {node:<{width}}  no    {first}")
+            lines.extend(f"  {'':<{width}}        {line}" for line in rest)
     return "\n".join(lines)
 
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from extender.cli import main
 from tests.shared import REPO
 
@@ -22,7 +24,7 @@ def run(*argv: str) -> tuple[int, str]:
 
 def test_json_output_has_the_documented_shape() -> None:
     code, text = run("simulate", str(EXAMPLES), "-o", "json")
-    assert code == 0
+    assert code == 1  # default/oversized fits nowhere
     result = json.loads(text)
     pods = {f"{p['namespace']}/{p['name']}": p for p in result["pods"]}
     assert "default/batch-job" not in pods  # already bound
@@ -49,7 +51,7 @@ def test_pod_and_node_selection() -> None:
 
 def test_text_output_is_a_table() -> None:
     code, text = run("simulate", str(EXAMPLES), "--pod", "default/oversized")
-    assert code == 0
+    assert code == 1
     assert "NODE" in text and "FITS" in text and "needs 9 devices; 8 match, 2 of them in use" in text
 
 
@@ -100,3 +102,72 @@ def test_the_console_script_runs() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "no claims to allocate" in result.stdout
+
+
+#: (name, arguments, exit code, what stdout or stderr says); documented in --help and the README.
+EXIT_CODES: list[tuple[str, list[str], int, str]] = [
+    ("every pending pod, one fits nowhere", ["simulate", str(EXAMPLES)], 1, "pod default/oversized"),
+    ("a pod that fits", ["simulate", str(EXAMPLES), "--pod", "default/trainer"], 0, "yes"),
+    (
+        "a pod that fits nowhere",
+        ["simulate", str(EXAMPLES), "--pod", "default/oversized"],
+        1,
+        "needs 9 devices",
+    ),
+    (
+        "fits nowhere, json",
+        ["simulate", str(EXAMPLES), "--pod", "default/oversized", "-o", "json"],
+        1,
+        '"fits": false',
+    ),
+    ("a bound pod", ["simulate", str(EXAMPLES), "--pod", "default/batch-job"], 0, "is bound to gpu-node-1"),
+    ("an unknown pod", ["simulate", str(EXAMPLES), "--pod", "default/nope"], 2, "not found"),
+    ("a zero time budget", ["simulate", str(EXAMPLES), "--timeout", "0"], 2, "positive number of seconds"),
+    (
+        "DRA switched off",
+        ["simulate", str(EXAMPLES), "--feature-gates", "DynamicResourceAllocation=false"],
+        2,
+        "would leave nothing to simulate",
+    ),
+    ("no command", [], 2, "usage: dra-extender"),
+    ("version", ["--version"], 0, "dra-extender "),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "says"), [c[1:] for c in EXIT_CODES], ids=[c[0] for c in EXIT_CODES]
+)
+def test_exit_codes(argv: list[str], code: int, says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    out = io.StringIO()
+    try:
+        got = main(argv, out)
+    except SystemExit as exc:  # argparse's own exits (--version, bad values)
+        got = int(exc.code or 0)
+    captured = capsys.readouterr()
+    assert got == code
+    assert says in out.getvalue() + captured.out + captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_two_claims_competing_for_one_device_are_said_to_compete() -> None:
+    code, text = run("simulate", str(REPO / "tests" / "data" / "competing.yaml"))
+    assert code == 1
+    assert "request gpu: needs 1 device; 1 match" in text
+    assert "each request fits alone, but they compete for the same devices: together they need 2" in text
+
+
+def test_a_multi_line_cel_error_continues_under_its_row(tmp_path: Path) -> None:
+    broken = (
+        (REPO / "tests" / "data" / "competing.yaml")
+        .read_text()
+        .replace('device.driver == "gpu.example.com"', 'device.driver == "gpu.example.com" &&')
+    )
+    (tmp_path / "state.yaml").write_text(broken)
+    code, text = run("simulate", str(tmp_path / "state.yaml"))
+    assert code == 1
+    lines = text.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("  n1 "))
+    detail_column = lines[row].index("no    ") + len("no    ")
+    continuation = lines[row + 1 :]
+    assert continuation and all(line[:detail_column].strip() == "" for line in continuation)
+    assert "CEL compile error" in text

@@ -7,6 +7,8 @@ import itertools
 import json
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -69,3 +71,18 @@ def test_every_flag_is_in_the_configuration_reference() -> None:
             for option in action.option_strings:
                 if option.startswith("--") and option != "--help":
                     assert f"`{option}" in reference, (name, option)
+
+
+def test_simulate_samples_are_the_real_output() -> None:
+    samples = re.findall(r"```\n(\$ dra-extender simulate .*?)```", README, re.S)
+    assert len(samples) == 2
+    for sample in samples:
+        command, *shown = sample.rstrip("\n").split("\n")
+        words = shlex.split(command[2:].split(";")[0])
+        done = subprocess.run(
+            [sys.executable, "-m", "extender.cli", *words[1:]], capture_output=True, text=True, cwd=REPO
+        )
+        expected = done.stdout.rstrip("\n").split("\n")
+        if "echo" in command:
+            expected.append(f"exit {done.returncode}")
+        assert shown == expected

@@ -30,6 +30,7 @@ BAD: list[tuple[str, list[str], str]] = [
     ),
     ("state with cluster flags", ["--state", "{cert}", "--kubeconfig", "{cert}"], "cannot be combined"),
     ("missing kubeconfig", ["--kubeconfig", "{missing}"], "no such file"),
+    ("unreadable kubeconfig content", ["--kubeconfig", "{cert}"], "kubeconfig {cert}: "),
     (
         "leader election timings out of order",
         ["--kubeconfig", "{cert}", "--leader-elect", "--leader-elect-renew-deadline", "20"],
@@ -52,5 +53,5 @@ def test_bad_serve_flags(
         code = int(exc.code or 0)
     err = capsys.readouterr().err
     assert code == 2
-    assert message in err
+    assert message.format(**{k: str(v) for k, v in files.items()}) in err
     assert "Traceback" not in err

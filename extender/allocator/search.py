@@ -716,10 +716,47 @@ class _Attempt:
                 parts.append(
                     f"claim {self.claim_name(ci)}, request {data.base}: {self._explain_request(data, ri)}"
                 )
+        competing = self._explain_competition()
+        if competing:
+            parts.append(competing)
         incomplete = [str(p) for p in self.pools if p.incomplete]
         if incomplete:
             parts.append(f"pools being updated: {', '.join(incomplete)}")
         return "cannot allocate all claims: " + "; ".join(parts)
+
+    def _usable(self, data: _Request) -> list[DeviceID]:
+        """The devices a request could take on its own: selected, free and taints tolerated."""
+        out = []
+        for c in self.candidates:
+            try:
+                if not (self._selectable(data, c.device, c.slice) and self._available(data, c.device)):
+                    continue
+            except AllocatorError:
+                continue
+            if self.features.device_taints and not taints_tolerated(
+                self.inventory.taints(c.device), data.request.tolerations
+            ):
+                continue
+            out.append(c.device.id)
+        return out
+
+    def _explain_competition(self) -> str:
+        """When every request has enough usable devices alone but not together: say they
+        compete (two one-GPU claims on a one-GPU node read like success otherwise)."""
+        wanted = [alternatives[0] for per_claim in self.requests for alternatives in per_claim]
+        if len(wanted) < 2 or any(d.all_devices is not None for d in wanted):
+            return ""
+        usable = [self._usable(d) for d in wanted]
+        if any(len(u) < d.num_devices for u, d in zip(usable, wanted, strict=True)):
+            return ""  # one request is short on its own: its own line says why
+        needed = sum(d.num_devices for d in wanted)
+        distinct = len({device for u in usable for device in u})
+        if distinct >= needed:
+            return ""  # enough devices in all: constraints or counters kept them apart
+        return (
+            f"each request fits alone, but they compete for the same devices: together they need "
+            f"{needed}, and {distinct} usable device{'s match' if distinct != 1 else ' matches'} them"
+        )
 
     def _explain_request(self, data: _Request, ri: int) -> str:
         if data.all_devices is not None:

@@ -43,8 +43,9 @@ def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
             k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
         else:
             k8s_config.load_incluster_config(client_configuration=configuration)
-    except (k8s_config.ConfigException, OSError) as exc:
-        raise KubeConfigError(str(exc)) from None
+    except (k8s_config.ConfigException, OSError, ValueError, TypeError) as exc:
+        where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster configuration"
+        raise KubeConfigError(f"{where}: {exc}") from None
     return configuration
 
 

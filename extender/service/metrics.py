@@ -9,7 +9,6 @@ import platform
 import threading
 import time
 from collections.abc import Callable, Iterator
-from importlib import metadata
 
 import prometheus_client
 from prometheus_client import (
@@ -25,6 +24,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from extender import __version__
 from extender.scheduling.capacity import SHAPE_COUNTS, Capacity
 
 #: Up to the longest a bind can take: several API calls of up to --api-timeout (30 s) each.
@@ -33,13 +33,6 @@ LATENCY_BUCKETS = (
 )  # fmt: skip
 VERBS = ("filter", "prioritize", "bind")
 CACHED_KINDS = ("Node", "Pod", "ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
-
-
-def version() -> str:
-    try:
-        return metadata.version("dra-extender")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 class CapacityFeed:
@@ -150,7 +143,7 @@ class Metrics:
             ["version", "python"],
             registry=self.registry,
         )
-        build.labels(version(), platform.python_version()).set(1)
+        build.labels(__version__, platform.python_version()).set(1)
         self.latency = Histogram(
             "dra_extender_request_duration_seconds",
             "Time to answer a request, by verb.",
