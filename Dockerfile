@@ -1,11 +1,17 @@
 # dra-extender: a small image, non-root, fine with a read-only root filesystem.
-FROM python:3.11-slim AS build
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY extender ./extender
-RUN pip install --no-cache-dir --prefix=/install .
+# The base image is pinned by digest and the dependencies by constraints.txt, so two builds of
+# one commit install the same bits. Bump the digest for security patches:
+#   docker buildx imagetools inspect python:3.11-slim   (the index digest, all platforms)
+ARG PYTHON_IMAGE=python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
 
-FROM python:3.11-slim
+FROM ${PYTHON_IMAGE} AS build
+WORKDIR /src
+COPY pyproject.toml README.md LICENSE constraints.txt ./
+COPY extender ./extender
+COPY examples ./examples
+RUN pip install --no-cache-dir --prefix=/install -c constraints.txt .
+
+FROM ${PYTHON_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 COPY --from=build /install /usr/local

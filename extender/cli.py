@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TextIO
 
 import orjson
@@ -16,6 +17,7 @@ import orjson
 from extender import __version__
 from extender.allocator import FeatureGateError, Features, parse_feature_gates
 from extender.allocator.features import GATES
+from extender.bundled import ExamplesError, copy_examples
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.kube import KubeConfigError, load_configuration, running_in_cluster
 from extender.cluster.state import ClusterState
@@ -95,6 +97,14 @@ def _parser() -> argparse.ArgumentParser:
         default=1.0,
         help="allocation time budget per node, seconds (default 1)",
     )
+
+    examples = sub.add_parser(
+        "examples",
+        help="copy the example cluster state into a directory (for serve --state and simulate)",
+        description="Write the example cluster state (nodes, GPU and NIC slices, classes, claims, pods) "
+        "into DIR, so that `dra-extender serve --state DIR` works outside a checkout.",
+    )
+    examples.add_argument("directory", metavar="DIR", help="where to write the files (created)")
 
     serve = sub.add_parser(
         "serve",
@@ -356,6 +366,16 @@ def run_serve(args: argparse.Namespace) -> int:
         writer.stop()  # the lines still queued are written
 
 
+def run_examples(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        copied = copy_examples(Path(args.directory))
+    except (ExamplesError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out.write(f"wrote {len(copied)} files; run: dra-extender serve --state {args.directory}\n")
+    return 0
+
+
 def _exit_on_signal(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -404,6 +424,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return run_simulate(args, out or sys.stdout)
     if args.command == "serve":
         return run_serve(args)
+    if args.command == "examples":
+        return run_examples(args, out or sys.stdout)
     return 2  # pragma: no cover - argparse enforces the subcommands
 
 

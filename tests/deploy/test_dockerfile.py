@@ -48,3 +48,33 @@ def test_non_root_and_no_runtime_writes() -> None:
     assert "PYTHONDONTWRITEBYTECODE=1" in DOCKERFILE
     ignored = (REPO / ".dockerignore").read_text().split()
     assert ".git" in ignored and "tests" in ignored
+
+
+def test_base_image_and_dependencies_are_pinned() -> None:
+    (default,) = re.findall(r"^ARG PYTHON_IMAGE=(\S+)$", DOCKERFILE, re.M)
+    assert re.fullmatch(r"python:3\.11-slim@sha256:[0-9a-f]{64}", default)
+    assert re.findall(r"^FROM (\S+)", DOCKERFILE, re.M) == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]
+    assert "-c constraints.txt" in DOCKERFILE
+    pins = [
+        line
+        for line in (REPO / "constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert pins and all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[\w.+\-]+", line) for line in pins)
+    pinned = {line.split("==")[0].lower().replace("_", "-") for line in pins}
+    for requirement in ("fastapi", "uvicorn", "kubernetes", "cel-python", "aiohttp", "orjson", "msgspec"):
+        assert requirement in pinned, requirement
+
+
+PIP_DRY_RUN = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
+
+
+def test_the_constraints_satisfy_the_project_requirements() -> None:
+    # What the image's pip install does, without installing: a stale pin fails here, not in a build.
+    result = subprocess.run(
+        [*PIP_DRY_RUN, "-c", str(REPO / "constraints.txt"), str(REPO)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
