@@ -20,6 +20,8 @@ from extender.cluster.api import ApiConflict, ApiNotFound, ClusterAPIError
 from extender.cluster.kube import RawKube
 
 log = logging.getLogger("dra_extender.leader")
+#: Per request when releasing the Lease at shutdown (the process is about to exit).
+RELEASE_TIMEOUT = 2.0
 
 
 def _micro_time(wall: float) -> str:
@@ -67,6 +69,7 @@ class LeaseElector:
             stop.wait(self.retry_period)
         if self.is_leader():
             self.release()
+            log.info("lease %s/%s: released by %s", self.namespace, self.name, self.identity)
 
     def start(self, stop: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self.run, args=(stop,), name="leader-election", daemon=True)
@@ -138,12 +141,14 @@ class LeaseElector:
     def release(self) -> None:
         """Give the lease up (on shutdown) so a successor does not wait a whole duration."""
         try:
-            lease = self.raw.request("GET", self.path)
+            lease = self.raw.request("GET", self.path, timeout=RELEASE_TIMEOUT)
             if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
+            # As client-go's ReleaseOnCancel: no holder, a one-second lease (the read's
+            # resourceVersion is the precondition: a lease taken meanwhile is left alone).
             lease["spec"]["holderIdentity"] = ""
             lease["spec"]["leaseDurationSeconds"] = 1
-            self.raw.request("PUT", self.path, body=lease)
+            self.raw.request("PUT", self.path, body=lease, timeout=RELEASE_TIMEOUT)
         except ClusterAPIError as exc:
             log.warning("releasing the lease failed: %s", exc)
         self._leading_until = 0.0

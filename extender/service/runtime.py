@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import logging.handlers
 import random
@@ -33,6 +34,8 @@ from extender.service.worker import Batches, EngineWorker
 from extender.statefile import load_objects
 
 log = logging.getLogger("dra_extender")
+#: How long a graceful shutdown waits for the Lease to be released.
+RELEASE_WAIT_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         )
         engine.may_bind = elector.is_leader
 
+    election_thread: list[threading.Thread] = []
     # Informer events change the cache on the engine's loop, between decisions, in bursts.
     changes = Batches(worker)
 
@@ -253,7 +257,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
             reflector.start()
         log.info("watching %d resources (%s %s)", len(reflectors), RESOURCE_GROUP, version)
         if elector is not None:
-            elector.start(stop)
+            election_thread.append(elector.start(stop))
 
     async def startup() -> None:
         threading.Thread(target=start_watching, name="discovery", daemon=True).start()
@@ -261,11 +265,15 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     async def shutdown() -> None:
         stop.set()
         await kube_api.close()
+        # The elector releases the Lease as it stops (a successor takes over at once instead of
+        # after a whole lease duration): wait for that, not for ever.
+        for thread in election_thread:
+            await asyncio.to_thread(thread.join, RELEASE_WAIT_SECONDS)
 
     def not_ready() -> str | None:
         reason = health.not_ready()
         if reason is None and elector is not None and not elector.is_leader():
-            return "not the leader"
+            return "standby: not the leader (the cache is synced; another replica holds the Lease)"
         return reason
 
     return Service(

@@ -189,6 +189,9 @@ def test_two_replicas_only_the_lease_holder_binds_and_hands_over(fake: FakeApiSe
         )
         time.sleep(1.0)
         assert not ready(b)  # synced, but not the leader
+        assert b.get("/readyz").text == (
+            "not ready: standby: not the leader (the cache is synced; another replica holds the Lease)\n"
+        )
         refused = b.post(
             "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
         ).json()["Error"]
@@ -358,3 +361,24 @@ def test_informers_log_their_lists_and_the_cache_logs_synced_once(
     assert listed["Node"]["objects"] == len(EXAMPLE_NODES) and listed["Node"]["resourceVersion"]
     assert all(e["level"] == "INFO" for e in listed.values())
     assert len([e for e in entries if e["msg"].startswith("cache synced")]) == 1
+
+
+def test_a_leader_stopped_gracefully_releases_the_lease_at_once(fake: FakeApiServer, tmp_path: Path) -> None:
+    """client-go's ReleaseOnCancel: the successor need not wait a whole lease duration (10 s)."""
+    config = kubeconfig(fake, tmp_path)
+    lease = ["--leader-elect", "--leader-elect-namespace", "default", "--leader-elect-lease-duration", "10"]
+    lease += ["--leader-elect-renew-deadline", "8", "--leader-elect-retry-period", "0.2"]
+    first = contextlib.ExitStack()
+    url_a = first.enter_context(cli_server("--kubeconfig", config, *lease))
+    with httpx.Client(base_url=url_a, timeout=10) as a:
+        wait_until(lambda: ready(a))
+    holder = fake.get("Lease", "dra-extender", "default")["spec"]["holderIdentity"]
+    with cli_server("--kubeconfig", config, *lease) as url_b, httpx.Client(base_url=url_b, timeout=10) as b:
+        wait_until(lambda: "standby" in b.get("/readyz").text)
+        stopped = time.monotonic()
+        first.close()  # SIGTERM: a graceful shutdown
+        released = fake.get("Lease", "dra-extender", "default")["spec"]
+        assert released["holderIdentity"] in ("", None) or released["holderIdentity"] != holder
+        wait_until(lambda: ready(b), timeout=8)
+        assert time.monotonic() - stopped < 5  # not the 10 s lease
+        assert fake.get("Lease", "dra-extender", "default")["spec"]["holderIdentity"] not in ("", holder)
