@@ -15,8 +15,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from extender.model.core import Node, parse_pod
 from extender.model.errors import ObjectError
@@ -30,6 +32,8 @@ log = logging.getLogger("dra_extender.http")
 #: A 500-node NodeList (nodeCacheCapable: false) is about 1 MiB; names only are far less.
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 JSON = "application/json"
+#: ``?format=`` of the debug views.
+VIEW_FORMATS = ("json", "text", "yaml")
 
 
 class BodyTooLarge(Exception):
@@ -192,24 +196,33 @@ def create_app(
     def view(name: str, data: dict[str, Any], fmt: str | None) -> Response:
         if fmt == "text":
             return PlainTextResponse(debug.render_text(name, data))
+        if fmt == "yaml":
+            return Response(yaml.safe_dump(data, sort_keys=False), media_type="application/yaml")
         return _json(wire.encode(data))
+
+    def bad_format(fmt: str | None) -> Response | None:
+        if fmt is None or fmt in VIEW_FORMATS:
+            return None
+        return _bad_request(f"format must be one of {', '.join(VIEW_FORMATS)}, not {fmt!r}")
 
     @app.get("/debug/inventory")
     async def debug_inventory(format: str | None = None) -> Response:
-        return view("inventory", await worker.call(debug.inventory, engine), format)
+        return bad_format(format) or view("inventory", await worker.call(debug.inventory, engine), format)
 
     @app.get("/debug/claims")
     async def debug_claims(format: str | None = None) -> Response:
-        return view("claims", await worker.call(debug.claims, engine), format)
+        return bad_format(format) or view("claims", await worker.call(debug.claims, engine), format)
 
     @app.get("/debug/inflight")
     async def debug_in_flight(format: str | None = None) -> Response:
-        return view("inflight", await worker.call(debug.in_flight, engine), format)
+        return bad_format(format) or view("inflight", await worker.call(debug.in_flight, engine), format)
 
     @app.get("/debug/capacity")
     async def debug_capacity(
         request: Request, format: str | None = None, count: str | None = None
     ) -> Response:
+        if (refused := bad_format(format)) is not None:
+            return refused
         device_class = request.query_params.get("class")
         wanted: int | None = None
         if count is not None:
@@ -219,31 +232,49 @@ def create_app(
         return view("capacity", await worker.call(debug.capacity_view, engine, device_class, wanted), format)
 
     @app.get("/debug/decisions")
-    async def debug_decisions(format: str | None = None, limit: int = 50) -> Response:
-        return view("decisions", await worker.call(debug.decisions, engine, limit), format)
+    async def debug_decisions(format: str | None = None, limit: str = "50") -> Response:
+        if (refused := bad_format(format)) is not None:
+            return refused
+        if not limit.isdigit() or int(limit) < 1:
+            return _bad_request(f"limit must be a positive integer, not {limit!r}")
+        return view("decisions", await worker.call(debug.decisions, engine, int(limit)), format)
 
     @app.get("/debug/pods/{namespace}/{name}")
     async def debug_pod(namespace: str, name: str, format: str | None = None) -> Response:
+        if (refused := bad_format(format)) is not None:
+            return refused
+
         def explain() -> dict[str, Any] | None:
             pod = engine.state.pods.get((namespace, name))
             return None if pod is None else debug.pod(engine.explain(pod), namespace, name)
 
         data = await worker.call(explain)
         if data is None:
-            return _json(wire.encode({"error": f"pod {namespace}/{name} not found"}), 404)
+            return _json(wire.encode({"Error": f"pod {namespace}/{name} not found"}), 404)
         return view("pod", data, format)
 
     return app
 
 
 def add_probes(app: FastAPI, service: Service) -> None:
-    """/healthz, /readyz and /metrics (on the ops listener, never waiting for the engine)."""
+    """/healthz, /readyz and /metrics (on the ops listener, never waiting for the engine), and
+    errors in the verbs' shape (``{"Error": ...}``) for unknown paths and wrong methods."""
 
-    @app.get("/healthz")
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404:
+            message = f"no such endpoint: {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"method {request.method} not allowed on {request.url.path}"
+        else:
+            message = str(exc.detail)
+        return _json(wire.encode({"Error": message}), exc.status_code)
+
+    @app.api_route("/healthz", methods=["GET", "HEAD"])
     async def healthz() -> Response:
         return PlainTextResponse("ok\n")
 
-    @app.get("/readyz")
+    @app.api_route("/readyz", methods=["GET", "HEAD"])
     async def readyz() -> Response:
         if service.ready():
             return PlainTextResponse("ok\n")

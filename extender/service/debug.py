@@ -8,12 +8,12 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
+import orjson
+
 from extender.model.dra import DeviceID
-from extender.scheduling.capacity import SHAPE_COUNTS, capacity
+from extender.scheduling.capacity import SHAPE_COUNTS, capacity, product_of
 from extender.scheduling.decision import NodeDecision, fit_summary
 from extender.scheduling.engine import Engine
-
-_SUMMARY_ATTRIBUTES = ("productName", "model", "type")
 
 
 def _holders(engine: Engine) -> dict[DeviceID, list[str]]:
@@ -45,14 +45,11 @@ def inventory(engine: Engine) -> dict[str, Any]:
         for pool in snapshot.inventory.pools_for(node.name, node.labels):
             for s in pool.slices:
                 for d in s.devices:
-                    summary = next(
-                        (str(d.attributes[a][1]) for a in _SUMMARY_ATTRIBUTES if a in d.attributes),
-                        d.id.driver,
-                    )
+                    product = product_of(d.attributes)
                     devices.append(
                         {
                             "device": str(d.id),
-                            "summary": summary,
+                            "product": product or None,
                             "allocatedTo": holders.get(d.id, []),
                             "pool": {"incomplete": pool.incomplete, "invalid": pool.invalid_reason or None},
                         }
@@ -167,6 +164,13 @@ def capacity_view(
     return out
 
 
+def _text(value: Any) -> str:
+    """A detail value as text: strings as they are, mappings and lists as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(value, default=str).decode()
+
+
 def render_text(view: str, data: dict[str, Any]) -> str:
     if view == "capacity":
         text = _table(
@@ -205,8 +209,8 @@ def render_text(view: str, data: dict[str, Any]) -> str:
             if not info["devices"]:
                 rows.append([node, "-", "-", "(no devices)"])
             for d in info["devices"]:
-                rows.append([node, d["device"], d["summary"], ", ".join(d["allocatedTo"]) or "free"])
-        return _table(["NODE", "DEVICE", "KIND", "ALLOCATED TO"], rows)
+                rows.append([node, d["device"], d["product"] or "-", ", ".join(d["allocatedTo"]) or "free"])
+        return _table(["NODE", "DEVICE", "PRODUCT", "ALLOCATED TO"], rows)
     if view == "claims":
         rows = [
             [
@@ -252,7 +256,7 @@ def render_text(view: str, data: dict[str, Any]) -> str:
         for d in data["decisions"]:
             when = _dt.datetime.fromtimestamp(d["time"], _dt.UTC).strftime("%H:%M:%S.%f")[:-3]
             details = " ".join(
-                f"{k}={v}" for k, v in d.items() if k not in ("time", "verb", "pod", "durationMs")
+                f"{k}={_text(v)}" for k, v in d.items() if k not in ("time", "verb", "pod", "durationMs")
             )
             rows.append([when, d["verb"], d.get("pod") or "-", f"{d['durationMs']}", details])
         return _table(["TIME", "VERB", "POD", "MS", "DETAILS"], rows)

@@ -91,11 +91,13 @@ def configure_logging(level: str, log_format: str) -> logging.handlers.QueueList
     root = logging.getLogger()
     root.handlers[:] = [queued]
     root.setLevel(level.upper())
-    # uvicorn's loggers have handlers of their own unless configured: send them through ours.
+    # uvicorn's loggers go through ours. Its start-up lines ("Uvicorn running on ...", one per
+    # listener) only at debug: our own line names both listeners with their schemes.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         uvicorn_logger = logging.getLogger(name)
         uvicorn_logger.handlers[:] = []
         uvicorn_logger.propagate = True
+        uvicorn_logger.setLevel(logging.DEBUG if level.lower() == "debug" else logging.WARNING)
     writer = logging.handlers.QueueListener(lines, handler)
     writer.start()
     return writer

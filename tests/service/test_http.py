@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from extender.service.runtime import ServeConfig
@@ -354,5 +355,62 @@ def test_capacity_view_for_one_shape_in_json_and_text() -> None:
         for bad in ("0", "-1", "abc"):
             answer = await r.client.get(f"/debug/capacity?class=gpu.example.com&count={bad}")
             assert answer.status_code == 400 and "positive integer" in answer.json()["Error"]
+
+    run_with_service(body)
+
+
+POLISH = {
+    "unknown path": ("GET", "/nope", 404, {"Error": "no such endpoint: GET /nope"}),
+    "wrong method on a verb": (
+        "GET",
+        "/scheduler/filter",
+        405,
+        {"Error": "method GET not allowed on /scheduler/filter"},
+    ),
+    "unknown format": (
+        "GET",
+        "/debug/claims?format=xml",
+        400,
+        {"Error": "format must be one of json, text, yaml, not 'xml'"},
+    ),
+    "limit not a number": (
+        "GET",
+        "/debug/decisions?limit=abc",
+        400,
+        {"Error": "limit must be a positive integer, not 'abc'"},
+    ),
+    "limit zero": (
+        "GET",
+        "/debug/decisions?limit=0",
+        400,
+        {"Error": "limit must be a positive integer, not '0'"},
+    ),
+    "unknown pod": ("GET", "/debug/pods/default/nope", 404, {"Error": "pod default/nope not found"}),
+}
+
+
+@pytest.mark.parametrize(("method", "path", "status", "body"), POLISH.values(), ids=POLISH.keys())
+def test_errors_have_the_verbs_shape(method: str, path: str, status: int, body: dict[str, str]) -> None:
+    async def run(r: Running) -> tuple[int, Any]:
+        answer = await r.client.request(method, path)
+        return answer.status_code, answer.json()
+
+    assert run_with_service(run) == (status, body)
+
+
+def test_probes_answer_head_and_views_speak_yaml() -> None:
+    async def body(r: Running) -> None:
+        for path in ("/healthz", "/readyz"):
+            head = await r.client.head(path)
+            assert head.status_code == 200 and head.content == b""
+        as_yaml = await r.client.get("/debug/claims?format=yaml")
+        assert as_yaml.headers["content-type"].startswith("application/yaml")
+        assert yaml.safe_load(as_yaml.text) == (await r.client.get("/debug/claims")).json()
+        inventory = (await r.client.get("/debug/inventory?format=text")).text
+        assert inventory.splitlines()[0].split()[:3] == ["NODE", "DEVICE", "PRODUCT"]
+        assert "NVIDIA A100-SXM4-40GB" in inventory
+        await r.client.post("/scheduler/filter", content=args_names(TRAINER, EXAMPLE_NODES))
+        decisions = (await r.client.get("/debug/decisions?format=text")).text
+        assert "reasons={" in decisions and "'" not in decisions  # JSON, not Python reprs
 
     run_with_service(body)
