@@ -21,6 +21,15 @@ from extender.bundled import ExamplesError, copy_examples
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.kube import KubeConfigError, load_configuration, running_in_cluster
 from extender.cluster.state import ClusterState
+from extender.explain import (
+    DEFAULT_SERVER,
+    ExplainError,
+    TlsClient,
+    fits_somewhere,
+    from_server,
+    from_state,
+    render,
+)
 from extender.scheduling.engine import DEFAULT_SCHEDULER_NAME, SCORE_POLICIES, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app, create_ops_app
 from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
@@ -71,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dra-extender",
         description="Kubernetes DRA for any kube-scheduler.",
-        epilog="Exit codes: 0 success; 1 (simulate) a pod fits on no node; 2 usage or input errors.",
+        epilog="Exit codes: 0 success; 1 (simulate, explain) a pod fits on no node; 2 usage or input errors.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -97,6 +106,26 @@ def _parser() -> argparse.ArgumentParser:
         default=1.0,
         help="allocation time budget per node, seconds (default 1)",
     )
+
+    explain = sub.add_parser(
+        "explain",
+        help="why a pod fits on no node, and which claims hold the devices it needs",
+        description="Per node: does NAMESPACE/POD fit, with which devices, or why not, and for the "
+        "nodes where it does not, the claims (and their pods) holding devices its requests select. "
+        "Asks a running extender (--server) or answers offline from state files (--state).",
+    )
+    explain.add_argument("pod", metavar="NAMESPACE/POD", help="the pod (NAME alone: namespace default)")
+    source = explain.add_mutually_exclusive_group()
+    source.add_argument(
+        "--server",
+        default=DEFAULT_SERVER,
+        help=f"the extender's verbs listener (default {DEFAULT_SERVER})",
+    )
+    source.add_argument("--state", nargs="+", metavar="PATH", help="state files or directories (offline)")
+    explain.add_argument("--ca-file", help="CA that signed the extender's serving certificate (https)")
+    explain.add_argument("--cert-file", help="client certificate, when the extender requires one (mTLS)")
+    explain.add_argument("--key-file", help="the client certificate's private key")
+    explain.add_argument("--output", "-o", choices=("json", "text"), default="text")
 
     examples = sub.add_parser(
         "examples",
@@ -366,6 +395,21 @@ def run_serve(args: argparse.Namespace) -> int:
         writer.stop()  # the lines still queued are written
 
 
+def run_explain(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        if args.state:
+            explained = from_state(args.state, args.pod)
+        else:
+            explained = from_server(
+                args.server, args.pod, TlsClient(args.ca_file, args.cert_file, args.key_file)
+            )
+    except ExplainError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out.write(render(explained, args.output))
+    return 0 if fits_somewhere(explained) else 1
+
+
 def run_examples(args: argparse.Namespace, out: TextIO) -> int:
     try:
         copied = copy_examples(Path(args.directory))
@@ -424,6 +468,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return run_simulate(args, out or sys.stdout)
     if args.command == "serve":
         return run_serve(args)
+    if args.command == "explain":
+        return run_explain(args, out or sys.stdout)
     if args.command == "examples":
         return run_examples(args, out or sys.stdout)
     return 2  # pragma: no cover - argparse enforces the subcommands

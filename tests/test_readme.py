@@ -73,9 +73,9 @@ def test_every_flag_is_in_the_configuration_reference() -> None:
                     assert f"`{option}" in reference, (name, option)
 
 
-def test_simulate_samples_are_the_real_output() -> None:
-    samples = re.findall(r"```\n(\$ dra-extender simulate .*?)```", README, re.S)
-    assert len(samples) == 2
+def test_simulate_and_explain_samples_are_the_real_output() -> None:
+    samples = re.findall(r"```\n(\$ dra-extender (?:simulate|explain) .*?)```", README, re.S)
+    assert len(samples) == 3
     for sample in samples:
         command, *shown = sample.rstrip("\n").split("\n")
         words = shlex.split(command[2:].split(";")[0])

@@ -246,7 +246,7 @@ def create_app(
 
         def explain() -> dict[str, Any] | None:
             pod = engine.state.pods.get((namespace, name))
-            return None if pod is None else debug.pod(engine.explain(pod), namespace, name)
+            return None if pod is None else debug.pod(engine, pod)
 
         data = await worker.call(explain)
         if data is None:

@@ -6,13 +6,16 @@ Each view is a JSON-ready dict and has a plain-text table rendering (``?format=t
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from extender.model.dra import DeviceID
+from extender.allocator.search import NodeInfo
+from extender.model.core import Pod
+from extender.model.dra import DeviceID, ResourceClaim
 from extender.scheduling.capacity import SHAPE_COUNTS, capacity, product_of
-from extender.scheduling.decision import NodeDecision, fit_summary
+from extender.scheduling.decision import fit_summary
 from extender.scheduling.engine import Engine
 
 
@@ -108,8 +111,48 @@ def in_flight(engine: Engine) -> dict[str, Any]:
     }
 
 
-def pod(decisions: dict[str, NodeDecision], namespace: str, name: str) -> dict[str, Any]:
-    return {"pod": f"{namespace}/{name}", "nodes": {n: d.to_dict() for n, d in decisions.items()}}
+#: Claims named per node as holding the devices a pod would need (the largest holders first).
+MAX_HOLDERS = 5
+
+
+def pod(engine: Engine, target: Pod) -> dict[str, Any]:
+    """Per node: does the pod fit, with which devices, or why not, and for a node where it does
+    not: the claims (and the pods they are reserved for) holding devices the pod's requests
+    select there, the ones whose release would free room."""
+    decisions = engine.explain(target)
+    snapshot = engine.snapshot()
+    claims = snapshot.claims_of(target).to_allocate
+    owners: dict[DeviceID, list[str]] = {}
+    for claim in snapshot.claims.values():
+        if claim.allocation is not None:
+            for r in claim.allocation.devices:
+                owners.setdefault(r.id, []).append(f"{claim.namespace}/{claim.name}")
+    nodes: dict[str, Any] = {}
+    for name, decision in decisions.items():
+        entry = decision.to_dict()
+        node = engine.state.nodes[name]
+        if not decision.fits and claims:
+            held: dict[str, list[str]] = {}
+            for device, free in snapshot.allocator.matching(NodeInfo(name, node.labels), claims):
+                if not free:
+                    for owner in owners.get(device.id, ["(a write in flight)"]):
+                        held.setdefault(owner, []).append(str(device.id))
+            ranked = sorted(held.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+            entry["heldBy"] = [
+                {"claim": owner, "devices": devices, "reservedFor": _reserved_for(snapshot.claims, owner)}
+                for owner, devices in ranked[:MAX_HOLDERS]
+            ]
+            entry["moreHolders"] = max(0, len(ranked) - MAX_HOLDERS)
+        nodes[name] = entry
+    return {"pod": f"{target.namespace}/{target.name}", "nodes": nodes}
+
+
+def _reserved_for(claims: Mapping[tuple[str, str], ResourceClaim], owner: str) -> list[str]:
+    namespace, _, name = owner.partition("/")
+    claim = claims.get((namespace, name))
+    if claim is None:
+        return []
+    return [f"{e.get('resource', 'pods')}/{e.get('name')}" for e in claim.reserved_for]
 
 
 def decisions(engine: Engine, limit: int) -> dict[str, Any]:
@@ -245,12 +288,23 @@ def render_text(view: str, data: dict[str, Any]) -> str:
         )
     if view == "pod":
         rows = []
+        freeing = []
         for node, d in data["nodes"].items():
             if d["fits"]:
                 rows.append([node, "yes", fit_summary(d)])
-            else:
-                rows.append([node, "no", f"error: {d['error']}" if d["error"] else d["reason"] or ""])
-        return f"pod {data['pod']}\n" + _table(["NODE", "FITS", "DETAIL"], rows)
+                continue
+            detail = f"error: {d['error']}" if d["error"] else d["reason"] or ""
+            rows.append([node, "no", " ".join(detail.split())])  # one line per row
+            for held in d.get("heldBy", []):
+                pods = ", ".join(held["reservedFor"]) or "no pod"
+                freeing.append([node, held["claim"], pods, str(len(held["devices"]))])
+            if d.get("moreHolders"):
+                freeing.append([node, f"... {d['moreHolders']} more claims", "", ""])
+        text = f"pod {data['pod']}\n" + _table(["NODE", "FITS", "DETAIL"], rows)
+        if freeing:
+            text += "\nwhat would free room (claims holding devices the pod's requests select):\n"
+            text += _table(["NODE", "CLAIM", "RESERVED FOR", "DEVICES"], freeing)
+        return text
     if view == "decisions":
         rows = []
         for d in data["decisions"]:

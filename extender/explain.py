@@ -1,0 +1,82 @@
+"""``dra-extender explain NAMESPACE/POD``: why a pod fits on no node, and what would free room.
+
+Asks a running extender (``GET /debug/pods/NAMESPACE/NAME`` on its verbs listener, with TLS
+client settings when it requires them), or answers offline from state files with the same
+code the endpoint runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import requests
+
+from extender.service import debug
+from extender.service.runtime import ServeConfig, build_embedded
+from extender.statefile import StateFileError
+
+DEFAULT_SERVER = "http://127.0.0.1:8888"
+
+
+class ExplainError(Exception):
+    """The pod is unknown, the extender cannot be reached, or the state cannot be read."""
+
+
+@dataclass(frozen=True, slots=True)
+class TlsClient:
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+
+
+def split_pod(text: str) -> tuple[str, str]:
+    namespace, _, name = text.rpartition("/")
+    if not name:
+        raise ExplainError(f"expected NAMESPACE/NAME or NAME, got {text!r}")
+    return namespace or "default", name
+
+
+def from_server(server: str, pod: str, tls: TlsClient, timeout: float = 30.0) -> dict[str, Any]:
+    namespace, name = split_pod(pod)
+    url = f"{server.rstrip('/')}/debug/pods/{namespace}/{name}"
+    cert = (tls.cert_file, tls.key_file) if tls.cert_file and tls.key_file else tls.cert_file
+    try:
+        answer = requests.get(url, timeout=timeout, verify=tls.ca_file or True, cert=cert)
+    except requests.RequestException as exc:
+        raise ExplainError(f"{url}: {exc}") from None
+    try:
+        body = orjson.loads(answer.content)
+    except orjson.JSONDecodeError:
+        raise ExplainError(f"{url}: HTTP {answer.status_code}, not a JSON answer") from None
+    if answer.status_code != 200:
+        message = body.get("Error") if isinstance(body, dict) else None
+        raise ExplainError(f"{url}: HTTP {answer.status_code}: {message or body}")
+    if not isinstance(body, dict) or not isinstance(body.get("nodes"), dict):
+        raise ExplainError(f"{url}: not a pod explanation")
+    return body
+
+
+def from_state(paths: Sequence[str], pod: str) -> dict[str, Any]:
+    namespace, name = split_pod(pod)
+    try:
+        service, _store = build_embedded(list(paths), ServeConfig())
+    except StateFileError as exc:
+        raise ExplainError(str(exc)) from None
+    engine = service.engine
+    found = engine.state.pods.get((namespace, name))
+    if found is None:
+        raise ExplainError(f"pod {namespace}/{name} not found in the state")
+    return debug.pod(engine, found)
+
+
+def fits_somewhere(explained: dict[str, Any]) -> bool:
+    return any(node.get("fits") for node in explained["nodes"].values())
+
+
+def render(explained: dict[str, Any], output: str) -> str:
+    if output == "json":
+        return orjson.dumps(explained, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return debug.render_text("pod", explained)
