@@ -122,11 +122,7 @@ def pod(engine: Engine, target: Pod) -> dict[str, Any]:
     decisions = engine.explain(target)
     snapshot = engine.snapshot()
     claims = snapshot.claims_of(target).to_allocate
-    owners: dict[DeviceID, list[str]] = {}
-    for claim in snapshot.claims.values():
-        if claim.allocation is not None:
-            for r in claim.allocation.devices:
-                owners.setdefault(r.id, []).append(f"{claim.namespace}/{claim.name}")
+    owners = _holders(engine)  # as /debug/inventory names them (admin access, writes in flight)
     nodes: dict[str, Any] = {}
     for name, decision in decisions.items():
         entry = decision.to_dict()
@@ -148,7 +144,7 @@ def pod(engine: Engine, target: Pod) -> dict[str, Any]:
 
 
 def _reserved_for(claims: Mapping[tuple[str, str], ResourceClaim], owner: str) -> list[str]:
-    namespace, _, name = owner.partition("/")
+    namespace, _, name = owner.split(" ", 1)[0].partition("/")
     claim = claims.get((namespace, name))
     if claim is None:
         return []
