@@ -9,7 +9,7 @@ Why not the threads of :class:`~extender.cluster.kube.RawKube` or ``kubernetes.a
 PUT against the project's fake API server costs about 0.55-0.7 ms of CPU through urllib3 in a
 thread (plus a wait for a thread and a wait to get back on the loop, each 0.5 ms under load)
 and 0.65-0.75 ms through ``kubernetes.aio`` (it copies and ``json.dumps`` every body), against
-0.25-0.3 ms here (``/tmp/mb/client_cost2.py`` in the throughput note). A bind makes three.
+0.25-0.3 ms here (``python -m bench.api_client_bench``). A bind makes three.
 """
 
 from __future__ import annotations
