@@ -74,6 +74,10 @@ class Pod:
     containers: tuple[Container, ...] = ()
     #: ``spec.overhead`` (RuntimeClass), part of the pod's requests.
     overhead: dict[str, Quantity] = field(default_factory=dict)
+    #: ``spec.priority`` (set from the PriorityClass at admission; 0 without one).
+    priority: int = 0
+    #: ``spec.preemptionPolicy``: ``PreemptLowerPriority`` (the default) or ``Never``.
+    preemption_policy: str = "PreemptLowerPriority"
 
     @property
     def key(self) -> tuple[str, str]:
@@ -106,6 +110,8 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         raw=obj,
         containers=tuple(containers),
         overhead=spec.quantities("overhead"),
+        priority=spec.integer("priority"),
+        preemption_policy=spec.string("preemptionPolicy", "PreemptLowerPriority"),
     )
 
 

@@ -6,11 +6,12 @@ import re
 
 import pytest
 
+from extender.model.core import parse_pod
 from extender.model.dra import parse_resource_claim, parse_resource_slice
 from extender.model.errors import ObjectError
 from extender.model.nodeselector import parse_node_selector
 from extender.model.reader import Reader
-from tests.builders import claim, device, exact, resource_slice
+from tests.builders import claim, device, exact, pod, resource_slice
 
 
 def test_v1beta1_slice_devices_are_flattened() -> None:
@@ -144,3 +145,25 @@ def test_a_reread_claim_reuses_what_did_not_change() -> None:
         claim("c", allocation=allocated(("driver-a", "pool-1", "d0")), uid="u2"), first
     )
     assert replaced.allocation is not first.allocation  # another object of that name: parsed afresh
+
+
+POD_PRIORITIES = {
+    "no priority class": ({}, 0, "PreemptLowerPriority"),
+    "from the priority class": ({"priority": 1000, "preemptionPolicy": "Never"}, 1000, "Never"),
+    "negative": ({"priority": -5}, -5, "PreemptLowerPriority"),
+}
+
+
+@pytest.mark.parametrize(("spec", "priority", "policy"), POD_PRIORITIES.values(), ids=POD_PRIORITIES.keys())
+def test_pod_priority_and_preemption_policy(spec: dict[str, object], priority: int, policy: str) -> None:
+    raw = pod("p")
+    raw["spec"].update(spec)
+    parsed = parse_pod(raw)
+    assert (parsed.priority, parsed.preemption_policy) == (priority, policy)
+
+
+def test_a_pod_priority_that_is_not_an_integer_is_a_clear_error() -> None:
+    raw = pod("p")
+    raw["spec"]["priority"] = "high"
+    with pytest.raises(ObjectError, match=r"spec.priority: expected an integer, got str"):
+        parse_pod(raw)
