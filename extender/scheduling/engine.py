@@ -27,7 +27,7 @@ from extender.model.dra import Allocation, DeviceID, ResourceClaim, parse_resour
 from extender.model.errors import ObjectError
 from extender.model.labels import Labels
 from extender.scheduling import extended as er
-from extender.scheduling import extended_writes
+from extender.scheduling import extended_writes, preemption
 from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
 from extender.scheduling.claim_writes import (
     ClaimWriteError,
@@ -38,6 +38,7 @@ from extender.scheduling.claim_writes import (
     reserve_claim,
 )
 from extender.scheduling.decision import DEFAULT_BINDING_TIMEOUT, Assessment, NodeDecision, Snapshot
+from extender.scheduling.preemption import Candidate
 from extender.scheduling.prefilter import PodClaims
 
 log = logging.getLogger("dra_extender.engine")
@@ -855,6 +856,29 @@ class Engine:
             devices=devices,
         )
         return error
+
+    # --- preemption ----------------------------------------------------------------------------------
+
+    def preempt(self, pod: Pod, candidates: Mapping[str, Candidate]) -> dict[str, Candidate]:
+        """The preempt verb (:func:`extender.scheduling.preemption.preempt` on the current snapshot)."""
+        started = self.clock()
+        answer = preemption.preempt(
+            self.snapshot(),
+            pod,
+            candidates,
+            timeout=self.config.node_timeout,
+            budget=self.config.filter_budget,
+            clock=self.clock,
+        )
+        self._log(
+            "preempt",
+            pod,
+            started,
+            candidates=len(candidates),
+            kept=len(answer),
+            victims={node: list(c.uids) for node, c in answer.items()} or None,
+        )
+        return answer
 
     # --- explanations --------------------------------------------------------------------------------
 

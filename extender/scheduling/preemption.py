@@ -19,6 +19,7 @@ claims are the snapshot's minus those the victims' eviction would free.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -27,6 +28,14 @@ from extender.model.dra import ResourceClaim
 from extender.scheduling.decision import DEFAULT_NODE_TIMEOUT, Snapshot
 
 Key = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One node of a preempt request or answer: the victims' UIDs and their PDB violations."""
+
+    uids: tuple[str, ...]
+    pdb_violations: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,14 +63,20 @@ def select_victims(
     *,
     violates_pdb: Callable[[Pod], bool] = lambda pod: False,
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
+    evicted: frozenset[str] = frozenset(),
 ) -> NodeVictims | None:
     """The victims on ``node`` that make room for ``preemptor``'s claims, or None when evicting
-    every lower-priority pod there would still not be enough."""
+    every lower-priority pod there would still not be enough.
+
+    ``evicted``: UIDs of pods kube-scheduler already chose (for CPU, memory...): gone in every
+    what-if, never reprieved, and not among the returned pods."""
     on_node = (p for p in snapshot.state.pods.values() if p.node_name == node.name)
-    lower = sorted((p for p in on_node if p.priority < preemptor.priority), key=importance)
-    if not _fits(snapshot, preemptor, node, {p.uid for p in lower}, timeout):
+    lower = sorted(
+        (p for p in on_node if p.priority < preemptor.priority and p.uid not in evicted), key=importance
+    )
+    if not _fits(snapshot, preemptor, node, {*evicted, *(p.uid for p in lower)}, timeout):
         return None
-    victims = {p.uid for p in lower}
+    victims = {*evicted, *(p.uid for p in lower)}
     protected = [p for p in lower if violates_pdb(p)]
     others = [p for p in lower if not violates_pdb(p)]
     chosen: list[Pod] = []
@@ -95,3 +110,48 @@ def _fits(snapshot: Snapshot, preemptor: Pod, node: Node, evicted: set[str], tim
             snapshot.state, snapshot.features, snapshot.cel, claims=remaining, inventory=snapshot.inventory
         )
     return snapshot.decide(snapshot.claims_of(preemptor), node, timeout=timeout).fits
+
+
+def preempt(
+    snapshot: Snapshot,
+    preemptor: Pod,
+    candidates: Mapping[str, Candidate],
+    *,
+    violates_pdb: Callable[[Pod], bool] = lambda pod: False,
+    timeout: float | None = DEFAULT_NODE_TIMEOUT,
+    budget: float = 3.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Candidate]:
+    """The preempt verb's answer: per candidate node, kube-scheduler's victims followed by the
+    pods the preemptor's claims need gone; a node where no set of lower-priority pods frees
+    enough is dropped (kube-scheduler's way to reject a candidate).
+
+    A pod that needs no devices gets the candidates back unchanged (no opinion); one whose
+    claims cannot be resolved (a missing claim or class) gets none: no eviction helps it.
+    Nodes not judged within ``budget`` seconds are dropped too (the answer must arrive within
+    the scheduler's timeout).
+    """
+    claims = snapshot.claims_of(preemptor)
+    if claims.error is None and claims.reason is None and not claims.allocates:
+        return dict(candidates)
+    if claims.error is not None or claims.reason is not None:
+        return {}
+    deadline = clock() + budget
+    out: dict[str, Candidate] = {}
+    for name, proposed in candidates.items():
+        node = snapshot.state.nodes.get(name)
+        if node is None or clock() > deadline:
+            continue
+        found = select_victims(
+            snapshot,
+            preemptor,
+            node,
+            violates_pdb=violates_pdb,
+            timeout=timeout,
+            evicted=frozenset(proposed.uids),
+        )
+        if found is not None:
+            out[name] = Candidate(
+                (*proposed.uids, *(p.uid for p in found.pods)), proposed.pdb_violations + found.pdb_violations
+            )
+    return out

@@ -191,6 +191,22 @@ def create_app(
         metrics.latency.labels("bind").observe(time.perf_counter() - started)
         return _json(wire.encode_binding_result(error))
 
+    @app.post(f"{prefix}/preempt")
+    async def preempt_verb(request: Request) -> Response:
+        started = time.perf_counter()
+        body = await read(request, "preempt")
+        if isinstance(body, Response):
+            return body
+        try:
+            args = wire.decode_preemption(body)
+            pod = parse_pod(args.pod)
+        except (wire.WireError, ObjectError) as exc:
+            reason = str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
+            return refuse(request, "preempt", reason)
+        answer = await worker.call(engine.preempt, pod, args.candidates)
+        metrics.latency.labels("preempt").observe(time.perf_counter() - started)
+        return _json(wire.encode_preemption_result(answer))
+
     add_probes(app, service)
 
     def view(name: str, data: dict[str, Any], fmt: str | None) -> Response:

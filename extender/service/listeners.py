@@ -144,7 +144,7 @@ async def serve(
         await asyncio.sleep(0.01)
     if all(s.started for s in servers):
         log.info(
-            "verbs and debug views on %s%s/{filter,prioritize,bind}; probes and metrics on %s",
+            "verbs and debug views on %s%s/{filter,prioritize,bind,preempt}; probes and metrics on %s",
             _url(main, verbs),
             prefix,
             _url(ops_server, ops) if ops_server is not None and ops is not None else "the same listener",

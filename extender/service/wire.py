@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 
+from extender.scheduling.preemption import Candidate
+
 
 class WireError(ValueError):
     """A request body that is not what kube-scheduler sends (answered with HTTP 400)."""
@@ -43,7 +45,44 @@ class ExtenderBindingArgs(msgspec.Struct):
     Node: str = ""
 
 
+class _MetaPod(msgspec.Struct):
+    UID: str = ""
+
+
+class _MetaVictims(msgspec.Struct):
+    Pods: list[_MetaPod] | None = None
+    NumPDBViolations: int = 0
+
+
+class _PodMeta(msgspec.Struct):
+    uid: str = ""
+
+
+class _PodHeadOnly(msgspec.Struct):
+    metadata: _PodMeta = msgspec.field(default_factory=_PodMeta)
+
+
+class _Victims(msgspec.Struct):
+    Pods: list[_PodHeadOnly] | None = None
+    NumPDBViolations: int = 0
+
+
+class ExtenderPreemptionArgs(msgspec.Struct):
+    Pod: dict[str, Any] | None = None
+    NodeNameToVictims: dict[str, _Victims | None] | None = None
+    NodeNameToMetaVictims: dict[str, _MetaVictims | None] | None = None
+
+
+class DecodedPreemption:
+    __slots__ = ("candidates", "pod")
+
+    def __init__(self, pod: dict[str, Any], candidates: dict[str, Candidate]) -> None:
+        self.pod = pod
+        self.candidates = candidates
+
+
 _args = msgspec.json.Decoder(ExtenderArgs)
+_preemption = msgspec.json.Decoder(ExtenderPreemptionArgs)
 _binding = msgspec.json.Decoder(ExtenderBindingArgs)
 _node_head = msgspec.json.Decoder(_NodeHead)
 _encoder = msgspec.json.Encoder()
@@ -77,13 +116,19 @@ class DecodedArgs:
         self.raw_node_labels = labels
 
 
-def decode_args(body: bytes) -> DecodedArgs:
-    args: ExtenderArgs = _decode(_args, body)
-    if args.Pod is None:
+def _require_pod(pod: dict[str, Any] | None) -> dict[str, Any]:
+    if pod is None:
         raise WireError("malformed request: Pod is required")
-    meta = args.Pod.get("metadata")
+    meta = pod.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise WireError("malformed request: Pod.metadata.name is required")
+    return pod
+
+
+def decode_args(body: bytes) -> DecodedArgs:
+    args: ExtenderArgs = _decode(_args, body)
+    _require_pod(args.Pod)
+    assert args.Pod is not None
     if args.NodeNames is not None:
         return DecodedArgs(args.Pod, args.NodeNames, None, None)
     if args.Nodes is not None:
@@ -99,6 +144,42 @@ def decode_args(body: bytes) -> DecodedArgs:
             labels[head.metadata.name] = head.metadata.labels or {}
         return DecodedArgs(args.Pod, names, raw, labels)
     return DecodedArgs(args.Pod, [], None, None)
+
+
+def decode_preemption(body: bytes) -> DecodedPreemption:
+    """ExtenderPreemptionArgs: victims by UID, from NodeNameToMetaVictims (nodeCacheCapable) or
+    from the full pods of NodeNameToVictims."""
+    args: ExtenderPreemptionArgs = _decode(_preemption, body)
+    pod = _require_pod(args.Pod)
+    candidates: dict[str, Candidate] = {}
+    if args.NodeNameToMetaVictims is not None:
+        for node, meta in args.NodeNameToMetaVictims.items():
+            pods = (meta.Pods if meta is not None else None) or []
+            candidates[node] = Candidate(
+                tuple(p.UID for p in pods), meta.NumPDBViolations if meta is not None else 0
+            )
+    elif args.NodeNameToVictims is not None:
+        for node, victims in args.NodeNameToVictims.items():
+            full = (victims.Pods if victims is not None else None) or []
+            candidates[node] = Candidate(
+                tuple(p.metadata.uid for p in full), victims.NumPDBViolations if victims is not None else 0
+            )
+    for node, candidate in candidates.items():
+        if any(not uid for uid in candidate.uids):
+            raise WireError(f"malformed request: a victim on node {node} has no UID")
+    return DecodedPreemption(pod, candidates)
+
+
+def encode_preemption_result(candidates: dict[str, Candidate]) -> bytes:
+    """ExtenderPreemptionResult: always NodeNameToMetaVictims (UIDs), whatever the request held."""
+    return _encoder.encode(
+        {
+            "NodeNameToMetaVictims": {
+                node: {"Pods": [{"UID": uid} for uid in c.uids], "NumPDBViolations": c.pdb_violations}
+                for node, c in candidates.items()
+            }
+        }
+    )
 
 
 def decode_binding(body: bytes) -> ExtenderBindingArgs:

@@ -14,7 +14,7 @@ from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
 from extender.scheduling.decision import Snapshot
-from extender.scheduling.preemption import select_victims
+from extender.scheduling.preemption import Candidate, preempt, select_victims
 from tests.builders import allocated, claim, device, device_class, exact, node, pod, resource_slice
 
 CEL = CelEnvironment()
@@ -135,3 +135,64 @@ def test_the_preemptor_fits_after_the_victims_claims_are_freed_and_not_before() 
     found = select_victims(snapshot, preemptor, node_1)
     assert found is not None and len(found.pods) == 1
     assert not snapshot.decide(snapshot.claims_of(preemptor), node_1).fits  # the snapshot is untouched
+
+
+def preempt_on(
+    holders: list[Holder], wanted: int, candidates: dict[str, Candidate], **kw: Any
+) -> dict[str, Candidate]:
+    snapshot, state = cluster(holders, wanted)
+    return preempt(snapshot, state.pods[("default", "preemptor")], candidates, **kw)
+
+
+def test_the_schedulers_victims_are_kept_and_the_devices_victims_follow() -> None:
+    # kube-scheduler chose b (for CPU, say); the preemptor's claim still needs a's GPUs.
+    answer = preempt_on(
+        [Holder("a", 1, (0, 1)), Holder("b", 1, (2, 3))], 4, {"node-1": Candidate(("uid-b",), 1)}
+    )
+    assert answer == {"node-1": Candidate(("uid-b", "uid-a"), 1)}
+
+
+def test_the_schedulers_victims_can_be_enough() -> None:
+    answer = preempt_on(
+        [Holder("a", 1, (0, 1)), Holder("b", 1, (2, 3))], 2, {"node-1": Candidate(("uid-b",))}
+    )
+    assert answer == {"node-1": Candidate(("uid-b",))}
+
+
+def test_a_1_38_placeholder_gets_the_victims_the_devices_need() -> None:
+    answer = preempt_on([Holder("a", 1, (0, 1)), Holder("b", 5, (2, 3))], 2, {"node-1": Candidate(())})
+    assert answer == {"node-1": Candidate(("uid-a",))}
+
+
+def test_nodes_where_no_eviction_helps_and_unknown_nodes_are_dropped() -> None:
+    answer = preempt_on(
+        [Holder("a", 100, (0, 1, 2, 3))],
+        1,
+        {"node-1": Candidate(()), "node-elsewhere": Candidate(("uid-x",))},
+    )
+    assert answer == {}
+
+
+def test_nodes_left_when_the_budget_is_spent_are_dropped() -> None:
+    holders, candidates = [Holder("a", 1, (0, 1, 2, 3))], {"node-1": Candidate(())}
+    in_time = iter([0.0, 0.5])
+    assert list(preempt_on(holders, 1, candidates, budget=1.0, clock=lambda: next(in_time))) == ["node-1"]
+    too_late = iter([0.0, 1.5])
+    assert preempt_on(holders, 1, candidates, budget=1.0, clock=lambda: next(too_late)) == {}
+
+
+def test_a_pod_without_claims_gets_the_candidates_back_and_a_pod_with_a_missing_claim_none() -> None:
+    snapshot, state = cluster([Holder("a", 1, (0, 1))], 1)
+    candidates = {"node-1": Candidate(("uid-a",))}
+    plain = pod_without_claims(state)
+    assert preempt(snapshot, plain, candidates) == candidates
+    missing = ClusterState.from_objects([device_class(), node("node-1"), pod("lost", ["nowhere"])])
+    lost = missing.pods[("default", "lost")]
+    assert preempt(Snapshot(missing, Features(), CEL), lost, candidates) == {}
+
+
+def pod_without_claims(state: ClusterState) -> Any:
+    raw = pod("plain")
+    raw["spec"]["priority"] = 100
+    state.apply(raw)
+    return state.pods[("default", "plain")]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from extender.service.runtime import ServeConfig
-from tests.builders import attrs, claim, device, device_class, exact, node, resource_slice
+from tests.builders import allocated, attrs, claim, device, device_class, exact, node, pod, resource_slice
 from tests.service.fixtures import (
     EXAMPLE_NODES,
     INFERENCE,
@@ -414,3 +414,46 @@ def test_probes_answer_head_and_views_speak_yaml() -> None:
         assert "reasons={" in decisions and "'" not in decisions  # JSON, not Python reprs
 
     run_with_service(body)
+
+
+def test_preempt_names_the_low_priority_pod_holding_the_gpus(tmp_path: Path) -> None:
+    low = pod("low", ["low-claim"], node_name="node-1")
+    low["spec"]["priority"] = 1
+    held = claim(
+        "low-claim", allocation=allocated(("driver-a", "pool-1", "d0"), ("driver-a", "pool-1", "d1"))
+    )
+    held["status"]["reservedFor"] = [{"resource": "pods", "name": "low", "uid": "uid-low"}]
+    objects = [
+        device_class("class-a"),
+        resource_slice("s", [device("d0"), device("d1")]),
+        node("node-1"),
+        held,
+        low,
+        claim("wanted", requests=[exact(count=2)]),
+    ]
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    preemptor = scheduler_pod("high", "uid-high", [{"name": "c", "resourceClaimName": "wanted"}])
+    preemptor["spec"]["priority"] = 1000
+
+    async def body(r: Running) -> None:
+        filtered = (
+            await r.client.post("/scheduler/filter", content=args_names(preemptor, ["node-1"]))
+        ).json()
+        assert filtered["NodeNames"] == []
+        args = {
+            "Pod": preemptor,
+            "NodeNameToVictims": None,
+            "NodeNameToMetaVictims": {"node-1": {"Pods": [], "NumPDBViolations": 0}},
+        }
+        answer = await r.client.post("/scheduler/preempt", content=json.dumps(args))
+        assert answer.status_code == 200
+        assert answer.json() == {
+            "NodeNameToMetaVictims": {"node-1": {"Pods": [{"UID": "uid-low"}], "NumPDBViolations": 0}}
+        }
+        bad = await r.client.post("/scheduler/preempt", content=b'{"NodeNameToMetaVictims": {}}')
+        assert bad.status_code == 400 and "Pod is required" in bad.json()["Error"]
+        decisions = (await r.client.get("/debug/decisions")).json()["decisions"]
+        assert decisions[-1]["verb"] == "preempt" and decisions[-1]["victims"] == {"node-1": ["uid-low"]}
+
+    run_with_service(body, paths=[str(path)])

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from extender.scheduling.preemption import Candidate
 from extender.service import wire
 from tests.service.fixtures import TRAINER, args_names, args_nodes, scheduler_node
 
@@ -63,3 +64,65 @@ def test_malformed_args_are_rejected_with_a_reason(name: str, body: bytes, messa
 def test_binding_needs_its_fields() -> None:
     with pytest.raises(wire.WireError, match="PodName, Node required"):
         wire.decode_binding(b'{"PodNamespace":"ns"}')
+
+
+def preemption_args(**fields: object) -> bytes:
+    return json.dumps(
+        {"Pod": TRAINER, "NodeNameToVictims": None, "NodeNameToMetaVictims": None, **fields}
+    ).encode()
+
+
+PREEMPTION_REQUESTS = {
+    "node cache: meta victims": (
+        {"NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "u1"}, {"UID": "u2"}], "NumPDBViolations": 1}}},
+        {"n1": Candidate(("u1", "u2"), 1)},
+    ),
+    "full pods": (
+        {
+            "NodeNameToVictims": {
+                "n1": {"Pods": [{"metadata": {"name": "v", "uid": "u1"}}], "NumPDBViolations": 0}
+            }
+        },
+        {"n1": Candidate(("u1",), 0)},
+    ),
+    "1.38 placeholder: no victims": (
+        {"NodeNameToMetaVictims": {"n1": {"Pods": [], "NumPDBViolations": 0}, "n2": {"Pods": None}}},
+        {"n1": Candidate(()), "n2": Candidate(())},
+    ),
+    "no candidates": ({}, {}),
+}
+
+
+@pytest.mark.parametrize(
+    ("fields", "candidates"), PREEMPTION_REQUESTS.values(), ids=PREEMPTION_REQUESTS.keys()
+)
+def test_preemption_requests_decode_to_victim_uids_per_node(
+    fields: dict[str, object], candidates: dict[str, Candidate]
+) -> None:
+    decoded = wire.decode_preemption(preemption_args(**fields))
+    assert decoded.candidates == candidates and decoded.pod["metadata"]["name"] == "trainer"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (json.dumps({"NodeNameToMetaVictims": {}}).encode(), "Pod is required"),
+        (
+            preemption_args(NodeNameToMetaVictims={"n1": {"Pods": [{"UID": ""}]}}),
+            "a victim on node n1 has no UID",
+        ),
+        (preemption_args(NodeNameToMetaVictims={"n1": {"Pods": "x"}}), "malformed request"),
+    ],
+    ids=["no pod", "victim without uid", "victims not a list"],
+)
+def test_malformed_preemption_requests_are_refused(body: bytes, message: str) -> None:
+    with pytest.raises(wire.WireError, match=message):
+        wire.decode_preemption(body)
+
+
+def test_the_preemption_answer_is_always_meta_victims_exactly() -> None:
+    answer = wire.encode_preemption_result({"n1": Candidate(("u1", "u2"), 1), "n2": Candidate(())})
+    assert answer == (
+        b'{"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"u1"},{"UID":"u2"}],"NumPDBViolations":1},'
+        b'"n2":{"Pods":[],"NumPDBViolations":0}}}'
+    )
