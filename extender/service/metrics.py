@@ -8,7 +8,7 @@ from __future__ import annotations
 import platform
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import prometheus_client
 from prometheus_client import (
@@ -37,28 +37,33 @@ CACHED_KINDS = ("Node", "Pod", "ResourceSlice", "DeviceClass", "ResourceClaim", 
 
 class CapacityFeed:
     """The latest capacity, recomputed on the engine's loop at most every ``min_interval``
-    seconds, when a scrape asks (the scrape gets the one before: never waits for the engine).
+    seconds, when a scrape asks (the scrape gets the one before: it never waits for the engine).
 
-    ``schedule`` runs a call on the engine's loop (``EngineWorker.call_soon``); ``compute``
-    takes a snapshot there (``python -m bench.capacity_bench``: about 25 ms at 500 nodes x 10
-    devices and 105 ms at 2000; the first one, before CEL results are cached, 70 and 400 ms).
+    ``steps`` starts a computation (:func:`~extender.scheduling.capacity.capacity_steps` on a
+    fresh snapshot); ``schedule`` runs a call on the engine's loop (``EngineWorker.call_soon``).
+    The computation runs in slices of about ``slice_seconds``, each a call of its own, so the
+    verbs run in between (``python -m bench.capacity_bench``: 25 ms in all at 500 nodes x 10
+    devices and 105 ms at 2000; a first one, before CEL results are cached, 70 and 400 ms).
     """
 
     def __init__(
         self,
-        compute: Callable[[], Capacity],
+        steps: Callable[[], Generator[None, None, Capacity]],
         schedule: Callable[[Callable[[], None]], None],
         *,
         min_interval: float = 15.0,
+        slice_seconds: float = 0.01,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._compute = compute
+        self._steps = steps
         self._schedule = schedule
         self.min_interval = min_interval
+        self.slice_seconds = slice_seconds
         self.clock = clock
         self.latest: Capacity | None = None
         self.computed_at = 0.0  # wall time of latest, for the scrape
         self._asked_at: float | None = None
+        self._running: Generator[None, None, Capacity] | None = None
         self._lock = threading.Lock()
 
     def ask(self) -> Capacity | None:
@@ -66,13 +71,27 @@ class CapacityFeed:
             now = self.clock()
             if self._asked_at is None or now - self._asked_at >= self.min_interval:
                 self._asked_at = now
-                self._schedule(self._refresh)
+                self._schedule(self._start)
             return self.latest
 
-    def _refresh(self) -> None:
-        latest = self._compute()
-        with self._lock:
-            self.latest, self.computed_at = latest, time.time()
+    def _start(self) -> None:
+        if self._running is None:  # one computation at a time
+            self._running = self._steps()
+            self._step()
+
+    def _step(self) -> None:
+        """On the engine's loop: advance the computation for one slice, then yield the loop."""
+        assert self._running is not None
+        until = self.clock() + self.slice_seconds
+        try:
+            while self.clock() < until:
+                next(self._running)
+        except StopIteration as done:
+            self._running = None
+            with self._lock:
+                self.latest, self.computed_at = done.value, time.time()
+            return
+        self._schedule(self._step)
 
 
 class CapacityCollector(Collector):

@@ -25,7 +25,7 @@ from extender.cluster.memstore import Event, MemoryStore
 from extender.cluster.owner_gc import collect_owned_claims
 from extender.cluster.reflector import Reflector
 from extender.cluster.state import ClusterState
-from extender.scheduling.capacity import capacity
+from extender.scheduling.capacity import capacity_steps
 from extender.scheduling.engine import Engine, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.logs import decision_log
@@ -96,7 +96,7 @@ def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, 
 
 def observed(engine: Engine, worker: EngineWorker) -> Metrics:
     """The engine's metrics (with the device capacity gauges, computed on its loop) and log."""
-    feed = CapacityFeed(lambda: capacity(engine.snapshot()), worker.call_soon)
+    feed = CapacityFeed(lambda: capacity_steps(engine.snapshot()), worker.call_soon)
     metrics = Metrics(engine.state.counts, lambda: len(engine.assumed), feed)
     engine.observer = metrics
     engine.log_sink = decision_log()

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Generator
 
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from extender.scheduling.capacity import Capacity
+from extender.service.metrics import CapacityFeed
 from tests.service.fixtures import EXAMPLE_NODES, TRAINER, args_names, binding
 from tests.service.harness import Running, run_with_service
 
@@ -121,3 +124,35 @@ def test_capacity_gauges_follow_a_bind_and_match_the_capacity_view() -> None:
             value(text, "dra_extender_class_pods_fit", device_class="gpu.example.com", count=count)
             == fits[count]
         )
+
+
+def test_the_capacity_feed_computes_in_slices_and_never_twice_at_once() -> None:
+    """The engine's loop runs other work between slices; a scrape never waits for a result."""
+    now = [0.0]
+    queued: list[Callable[[], None]] = []
+    started: list[int] = []
+
+    def steps() -> Generator[None, None, Capacity]:
+        started.append(1)
+        for _ in range(5):
+            now[0] += 0.004  # each node takes 4 ms
+            yield
+        return Capacity(free_by_class={"gpu": {"n": 3}})
+
+    feed = CapacityFeed(steps, queued.append, min_interval=15.0, slice_seconds=0.01, clock=lambda: now[0])
+    assert feed.ask() is None and len(queued) == 1
+    assert feed.ask() is None and len(queued) == 1  # asked again within the interval: nothing new
+    slices = 0
+    while queued:
+        queued.pop(0)()
+        slices += 1
+    assert slices == 2  # 3 nodes in the first 10 ms slice, the other 2 and the result in the second
+    assert feed.ask() is not None and feed.latest is not None and feed.latest.pods_that_fit("gpu", 1) == 3
+    now[0] += 20
+    feed.ask()
+    feed.ask()
+    queued.pop(0)()  # the next computation starts
+    now[0] += 20
+    feed.ask()
+    queued[-1]()  # a start while one runs is ignored
+    assert started == [1, 1]
