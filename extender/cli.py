@@ -106,6 +106,12 @@ def _parser() -> argparse.ArgumentParser:
         default=1.0,
         help="allocation time budget per node, seconds (default 1)",
     )
+    sim.add_argument(
+        "--preempt",
+        action="store_true",
+        help="for a pod that fits nowhere: which lower-priority pods (spec.priority) to evict on which "
+        "node, as the preempt verb answers",
+    )
 
     explain = sub.add_parser(
         "explain",
@@ -296,7 +302,7 @@ def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
     state = ClusterState.from_objects(objects)
     state.problems[:0] = problems
     try:
-        result = simulate(state, features, SimulationRequest(args.pod, args.node, args.timeout))
+        result = simulate(state, features, SimulationRequest(args.pod, args.node, args.timeout, args.preempt))
     except SelectionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

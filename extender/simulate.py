@@ -11,6 +11,7 @@ from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.state import ClusterState
 from extender.model.core import Pod
 from extender.scheduling.decision import NodeDecision, Snapshot, fit_summary
+from extender.scheduling.preemption import Candidate, preempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +19,8 @@ class SimulationRequest:
     pod: str | None = None  # "namespace/name"
     node: str | None = None
     timeout: float | None = 1.0
+    #: For a pod that fits nowhere: which lower-priority pods to evict, per node (the preempt verb).
+    preempt: bool = False
 
 
 class SelectionError(ValueError):
@@ -51,14 +54,27 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
         decisions: dict[str, NodeDecision] = {
             n.name: snapshot.decide(claims, n, timeout=request.timeout) for n in nodes
         }
-        pods_out.append(
-            {
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "nodes": {name: d.to_dict() for name, d in decisions.items()},
-            }
-        )
+        entry: dict[str, Any] = {
+            "namespace": pod.namespace,
+            "name": pod.name,
+            "nodes": {name: d.to_dict() for name, d in decisions.items()},
+        }
+        if request.preempt and not any(d.fits for d in decisions.values()):
+            entry["preemption"] = _preemption(state, snapshot, pod, [n.name for n in nodes], request.timeout)
+        pods_out.append(entry)
     return {"pods": pods_out, "problems": list(state.problems)}
+
+
+def _preemption(
+    state: ClusterState, snapshot: Snapshot, pod: Pod, nodes: list[str], timeout: float | None
+) -> dict[str, list[str]]:
+    """Per node where evicting lower-priority pods makes room: those pods, first to go first."""
+    by_uid = {p.uid: p for p in state.pods.values()}
+    answer = preempt(snapshot, pod, {n: Candidate(()) for n in nodes}, timeout=timeout, budget=60.0)
+    return {
+        node: [f"{by_uid[u].namespace}/{by_uid[u].name}" for u in candidate.uids if u in by_uid]
+        for node, candidate in answer.items()
+    }
 
 
 def _bound(state: ClusterState, pod: Pod) -> dict[str, Any]:
@@ -107,6 +123,11 @@ def render_text(result: dict[str, Any]) -> str:
             first, *rest = detail.splitlines() or [""]
             lines.append(f"  {node:<{width}}  no    {first}")
             lines.extend(f"  {'':<{width}}        {line}" for line in rest)
+        if "preemption" in pod:
+            if not pod["preemption"]:
+                lines.append("  preemption: evicting lower-priority pods frees enough on no node")
+            for node, victims in pod["preemption"].items():
+                lines.append(f"  preemption: on {node} evict {', '.join(victims) or 'nobody (room is free)'}")
     return "\n".join(lines)
 
 

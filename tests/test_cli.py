@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from extender.cli import main
 from tests.shared import REPO
@@ -171,3 +172,44 @@ def test_a_multi_line_cel_error_continues_under_its_row(tmp_path: Path) -> None:
     continuation = lines[row + 1 :]
     assert continuation and all(line[:detail_column].strip() == "" for line in continuation)
     assert "CEL compile error" in text
+
+
+def preemption_state(tmp_path: Path, low_priority: int) -> str:
+    from tests.builders import allocated, claim, device, device_class, exact, node, pod, resource_slice
+
+    low = pod("low", ["low-claim"], node_name="node-1")
+    low["spec"]["priority"] = low_priority
+    held = claim(
+        "low-claim", allocation=allocated(("driver-a", "pool-1", "d0"), ("driver-a", "pool-1", "d1"))
+    )
+    held["status"]["reservedFor"] = [{"resource": "pods", "name": "low", "uid": "uid-low"}]
+    high = pod("high", ["wanted"])
+    high["spec"]["priority"] = 1000
+    objects = [
+        device_class(),
+        node("node-1"),
+        resource_slice("s", [device("d0"), device("d1")]),
+        held,
+        low,
+        claim("wanted", requests=[exact(count=2)]),
+        high,
+    ]
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    return str(path)
+
+
+def test_simulate_preempt_names_the_pods_to_evict(tmp_path: Path) -> None:
+    state = preemption_state(tmp_path, low_priority=1)
+    code, text = run("simulate", state, "--pod", "default/high", "--preempt")
+    assert code == 1  # it does not fit without an eviction
+    assert "preemption: on node-1 evict default/low" in text
+    code, out = run("simulate", state, "--pod", "default/high", "--preempt", "-o", "json")
+    assert json.loads(out)["pods"][0]["preemption"] == {"node-1": ["default/low"]}
+    assert "preemption" not in run("simulate", state, "--pod", "default/high")[1]
+
+
+def test_simulate_preempt_says_when_no_eviction_helps(tmp_path: Path) -> None:
+    state = preemption_state(tmp_path, low_priority=5000)  # more important than the pending pod
+    code, text = run("simulate", state, "--pod", "default/high", "--preempt")
+    assert code == 1 and "preemption: evicting lower-priority pods frees enough on no node" in text
