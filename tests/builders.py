@@ -190,6 +190,8 @@ def pod(
     scheduler: str = "dra-extender-scheduler",
     containers: list[dict[str, Any]] | None = None,
     init_containers: list[dict[str, Any]] | None = None,
+    priority: int | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "containers": containers or [{"name": "c", "image": "x"}],
@@ -203,14 +205,42 @@ def pod(
         spec["resourceClaims"] = refs
     if node_name:
         spec["nodeName"] = node_name
+    if priority is not None:
+        spec["priority"] = priority
     p: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "uid": uid or f"uid-{name}"},
         "spec": spec,
     }
+    if labels:
+        p["metadata"]["labels"] = labels
     if templates:
         p["status"] = {
             "resourceClaimStatuses": [{"name": k, "resourceClaimName": v} for k, v in templates.items()]
         }
     return p
+
+
+def pod_disruption_budget(
+    name: str,
+    match_labels: dict[str, str] | None,
+    *,
+    allowed: int,
+    disrupted: tuple[str, ...] = (),
+    namespace: str = "default",
+) -> dict[str, Any]:
+    """A policy/v1 PodDisruptionBudget with its status (``match_labels`` None: no selector)."""
+    spec: dict[str, Any] = {"minAvailable": 1}
+    if match_labels is not None:
+        spec["selector"] = {"matchLabels": match_labels}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+        "status": {
+            "disruptionsAllowed": allowed,
+            "disruptedPods": dict.fromkeys(disrupted, "2026-11-24T00:00:00Z"),
+        },
+    }

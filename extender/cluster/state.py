@@ -24,11 +24,12 @@ from extender.model.dra import (
     parse_resource_slice,
 )
 from extender.model.errors import ObjectError
+from extender.model.policy import PodDisruptionBudget, parse_pod_disruption_budget
 from extender.model.versions import SUPPORTED_VERSIONS, resource_version_of
 
 Key = tuple[str, str]  # (namespace, name); namespace '' for cluster-scoped objects
 
-NAMESPACED = {"Pod", "ResourceClaim", "ResourceClaimTemplate"}
+NAMESPACED = {"Pod", "ResourceClaim", "ResourceClaimTemplate", "PodDisruptionBudget"}
 _PARSERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "Node": parse_node,
     "Pod": parse_pod,
@@ -37,6 +38,7 @@ _PARSERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "ResourceClaim": parse_resource_claim,
     "ResourceClaimTemplate": parse_resource_claim_template,
     "DeviceTaintRule": parse_device_taint_rule,
+    "PodDisruptionBudget": parse_pod_disruption_budget,
 }
 _DRA_KINDS = {"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"}
 
@@ -58,6 +60,13 @@ class ClusterState:
     claims: dict[Key, ResourceClaim] = field(default_factory=dict)
     templates: dict[Key, ResourceClaimTemplate] = field(default_factory=dict)
     taint_rules: dict[str, DeviceTaintRule] = field(default_factory=dict)
+    #: policy/v1 PodDisruptionBudgets (preemption spares the pods they protect where it can).
+    pdbs: dict[Key, PodDisruptionBudget] = field(default_factory=dict)
+    #: Indexes of ``pods`` kept with it: bound pods by node; pods not bound yet by the node an
+    #: earlier preemption nominated; how many bound, running pods have each priority.
+    pods_by_node: dict[str, dict[Key, Pod]] = field(default_factory=dict)
+    nominated: dict[str, dict[Key, Pod]] = field(default_factory=dict)
+    bound_priorities: dict[int, int] = field(default_factory=dict)
     #: Claims that exist but cannot be read: key -> why.
     broken_claims: dict[Key, str] = field(default_factory=dict)
     #: Human-readable problems met while loading (skipped objects, unknown kinds).
@@ -147,7 +156,9 @@ class ClusterState:
             return
         table = self._table(kind)
         key: Any = (namespace, name) if kind in NAMESPACED else name
-        table.pop(key, None)
+        gone = table.pop(key, None)
+        if kind == "Pod":
+            self._index_pod(gone, None)
         if kind == "ResourceClaim":
             self.broken_claims.pop((namespace, name), None)
             self.changed_claims.add((namespace, name))
@@ -211,6 +222,7 @@ class ClusterState:
             "ResourceClaim": self.claims,
             "ResourceClaimTemplate": self.templates,
             "DeviceTaintRule": self.taint_rules,
+            "PodDisruptionBudget": self.pdbs,
         }
         return tables.get(kind, {})
 
@@ -221,9 +233,49 @@ class ClusterState:
         if kind == "ResourceClaim":
             self.changed_claims.add((namespace, name))
         self._changed(kind, name)
-        self._table(kind)[(namespace, name) if kind in NAMESPACED else name] = record
+        table = self._table(kind)
+        key = (namespace, name) if kind in NAMESPACED else name
+        if kind == "Pod":
+            self._index_pod(table.get(key), record)
+        table[key] = record
         if kind == "ResourceClaim":
             self.broken_claims.pop((namespace, name), None)
+
+    def lowest_bound_priority(self) -> int | None:
+        """The lowest priority of a bound, running pod (None: there is none)."""
+        return min(self.bound_priorities, default=None)
+
+    def _index_pod(self, old: Pod | None, new: Pod | None) -> None:
+        if old is not None:
+            if old.node_name:
+                on_node = self.pods_by_node.get(old.node_name)
+                if on_node is not None:
+                    on_node.pop(old.key, None)
+                    if not on_node:
+                        del self.pods_by_node[old.node_name]
+                if not old.terminal:
+                    _count(self.bound_priorities, old.priority, -1)
+            elif old.nominated_node_name:
+                nominated = self.nominated.get(old.nominated_node_name)
+                if nominated is not None:
+                    nominated.pop(old.key, None)
+                    if not nominated:
+                        del self.nominated[old.nominated_node_name]
+        if new is not None:
+            if new.node_name:
+                self.pods_by_node.setdefault(new.node_name, {})[new.key] = new
+                if not new.terminal:
+                    _count(self.bound_priorities, new.priority, 1)
+            elif new.nominated_node_name:
+                self.nominated.setdefault(new.nominated_node_name, {})[new.key] = new
+
+
+def _count(table: dict[int, int], key: int, sign: int) -> None:
+    n = table.get(key, 0) + sign
+    if n > 0:
+        table[key] = n
+    else:
+        table.pop(key, None)
 
 
 def is_newer(cached: str, reference: str) -> bool:

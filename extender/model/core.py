@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.model.dra import parse_timestamp
 from extender.model.errors import ObjectError
 from extender.model.labels import Labels
 from extender.model.reader import Reader
@@ -78,6 +79,16 @@ class Pod:
     priority: int = 0
     #: ``spec.preemptionPolicy``: ``PreemptLowerPriority`` (the default) or ``Never``.
     preemption_policy: str = "PreemptLowerPriority"
+    #: ``metadata.labels`` (PodDisruptionBudgets select pods by them).
+    labels: dict[str, str] = field(default_factory=dict)
+    #: ``status.nominatedNodeName``: where an earlier preemption made room for the pod.
+    nominated_node_name: str = ""
+    #: ``metadata.deletionTimestamp`` is set: the pod is terminating.
+    deleting: bool = False
+    #: ``status.phase`` is Succeeded or Failed.
+    terminal: bool = False
+    #: ``status.startTime`` in seconds since the epoch (None: not started).
+    start_time: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -112,7 +123,16 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         overhead=spec.quantities("overhead"),
         priority=spec.integer("priority"),
         preemption_policy=spec.string("preemptionPolicy", "PreemptLowerPriority"),
+        labels={str(k): str(v) for k, v in meta.mapping("labels").items()},
+        nominated_node_name=status.string("nominatedNodeName"),
+        deleting=meta.has("deletionTimestamp"),
+        terminal=status.string("phase") in ("Succeeded", "Failed"),
+        start_time=_timestamp(status.opt_string("startTime")),
     )
+
+
+def _timestamp(text: str | None) -> float | None:
+    return parse_timestamp(text) if text else None
 
 
 def _container(reader: Reader, *, init: bool) -> Container:

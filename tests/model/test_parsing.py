@@ -167,3 +167,39 @@ def test_a_pod_priority_that_is_not_an_integer_is_a_clear_error() -> None:
     raw["spec"]["priority"] = "high"
     with pytest.raises(ObjectError, match=r"spec.priority: expected an integer, got str"):
         parse_pod(raw)
+
+
+POD_PREEMPTION_FIELDS = {
+    "a plain pending pod": ({}, {}, ({}, "", False, False, None)),
+    "labelled, nominated": (
+        {"labels": {"app": "a"}},
+        {"nominatedNodeName": "node-1"},
+        ({"app": "a"}, "node-1", False, False, None),
+    ),
+    "terminating, started": (
+        {"deletionTimestamp": "2026-11-24T00:00:00Z"},
+        {"phase": "Running", "startTime": "2026-11-24T00:00:01Z"},
+        ({}, "", True, False, 1795478401.0),
+    ),
+    "succeeded": ({}, {"phase": "Succeeded"}, ({}, "", False, True, None)),
+    "failed": ({}, {"phase": "Failed"}, ({}, "", False, True, None)),
+}
+
+
+@pytest.mark.parametrize(
+    ("meta", "status", "fields"), POD_PREEMPTION_FIELDS.values(), ids=POD_PREEMPTION_FIELDS.keys()
+)
+def test_pod_fields_preemption_reads(
+    meta: dict[str, object], status: dict[str, object], fields: tuple[object, ...]
+) -> None:
+    raw = pod("p")
+    raw["metadata"].update(meta)
+    raw["status"] = status
+    parsed = parse_pod(raw)
+    assert (
+        parsed.labels,
+        parsed.nominated_node_name,
+        parsed.deleting,
+        parsed.terminal,
+        parsed.start_time,
+    ) == fields
