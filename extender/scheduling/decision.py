@@ -8,9 +8,10 @@ pod (templates via ``status.resourceClaimStatuses``), allocated claims only need
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -29,7 +30,7 @@ from extender.allocator import (
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
-from extender.model.dra import DeviceID, ResourceClaim
+from extender.model.dra import Allocation, DeviceID, ResourceClaim
 from extender.scheduling import extended as er
 from extender.scheduling.binding import binding_problem
 from extender.scheduling.prefilter import PodClaims, resolve_claims
@@ -171,6 +172,8 @@ class Snapshot:
         self._spec_keys: dict[tuple[Any, ...], None] = {}
         self._extended_classes: dict[str, str] | None = None
         self._extended_claims: dict[str, ResourceClaim] | None = None
+        #: Nesting depth of :meth:`what_if` (memoized answers must not be read or made inside).
+        self._what_if = 0
         if previous is not None and changed is not None:
             self._carry_over(previous, changed, changed_claims)  # last: it replaces the tables above
 
@@ -243,6 +246,31 @@ class Snapshot:
                 node.name, False, reason="resourceclaim not available on the node: " + "; ".join(unavailable)
             )
         return NodeDecision(node.name, True, allocations=allocations, extended=extended)
+
+    @contextlib.contextmanager
+    def what_if(self, *, freed: Sequence[Allocation] = (), held: Sequence[Allocation] = ()) -> Iterator[None]:
+        """Inside, :meth:`decide` sees the devices of ``freed`` free and those of ``held`` taken.
+
+        For preemption's questions (would the pod fit with these claims gone, with the devices
+        of pods nominated here taken?). ``freed`` must be allocations of this snapshot's claims,
+        each once: they are counted out of the devices in use and back in on the way out (the
+        cost is their devices, not a copy of everything in use). Only :meth:`decide` may run
+        inside: memoized answers are keyed by the real devices in use.
+        """
+        allocated = self.allocated
+        for allocation in freed:
+            allocated.remove(allocation)
+        for allocation in held:
+            allocated.add(allocation)
+        self._what_if += 1
+        try:
+            yield
+        finally:
+            self._what_if -= 1
+            for allocation in reversed(held):
+                allocated.remove(allocation)
+            for allocation in reversed(freed):
+                allocated.add(allocation)
 
     def claim_unavailable(self, claim: ResourceClaim, node: Node, now: float) -> str | None:
         """Why Filter counts an allocated claim as unavailable on ``node`` (None: it is available)."""
@@ -335,6 +363,7 @@ class Snapshot:
 
     def _node_in_use(self, node: Node) -> int:
         """Which of the node's devices are in use, interned to a small int."""
+        assert not self._what_if, "memoized answers are keyed by the real devices in use"
         cached = self._in_use.get(node.name)
         if cached is not None and cached[0] is node:
             return cached[1]
@@ -369,10 +398,11 @@ class Snapshot:
         self, pod_claims: PodClaims, *, timeout: float | None = DEFAULT_NODE_TIMEOUT
     ) -> Callable[[Node], Assessment]:
         """A per-pod function node -> :class:`Assessment` (the per-pod work done once)."""
+        assert not self._what_if, "memoized answers are keyed by the real devices in use"
         if pod_claims.error is not None or pod_claims.reason is not None or not pod_claims.allocates:
 
             def direct(node: Node) -> Assessment:
-                return self._summarize(pod_claims, node, self.decide(pod_claims, node, timeout=timeout))
+                return self.summarize(pod_claims, node, self.decide(pod_claims, node, timeout=timeout))
 
             return direct
         claims_key = pod_claims.key()
@@ -448,7 +478,7 @@ class Snapshot:
                         return cached
                     key = rest
             decision = self.decide(pod_claims, node, timeout=timeout)
-            assessment = self._summarize(pod_claims, node, decision)
+            assessment = self.summarize(pod_claims, node, decision)
             if key is not None and not decision.timed_out:
                 memo.setdefault(shared_id if assessment.fits else own_id, {})[key] = assessment
                 if simple:
@@ -516,7 +546,7 @@ class Snapshot:
             self._projections[key] = claim_projection(claims, self.state.classes, self.cel)
         return self._projections[key]
 
-    def _summarize(self, pod_claims: PodClaims, node: Node, decision: NodeDecision) -> Assessment:
+    def summarize(self, pod_claims: PodClaims, node: Node, decision: NodeDecision) -> Assessment:
         if not decision.fits:
             return Assessment(False, decision.reason, decision.error, timed_out=decision.timed_out)
         allocated = sum(len(a["devices"]["results"]) for a in decision.allocations.values())

@@ -1,9 +1,9 @@
-"""Which pods on a node to evict so that a preemptor's claims fit there (issue 15, first part).
+"""Device-aware preemption: which pods on a node to evict so that a preemptor's claims fit there.
 
 DefaultPreemption's ``SelectVictimsOnNode`` (pkg/scheduler/framework/plugins/defaultpreemption)
 with devices in place of CPU and memory:
 
-1. Every pod on the node with a lower priority than the preemptor is a potential victim.
+1. Every running pod on the node with a lower priority than the preemptor is a potential victim.
 2. The node is a candidate only if the preemptor's claims allocate there once all of them are
    gone. A claim is freed only when *every* pod it is reserved for is gone: the resourceclaim
    controller deallocates a claim when its last reservation goes. So a claim shared with a pod
@@ -11,23 +11,34 @@ with devices in place of CPU and memory:
 3. Then, most important first (higher priority, then earlier start), the pods whose eviction
    would violate a PodDisruptionBudget and then the others, each pod is reprieved if the
    preemptor still fits with it back. What is left are the victims: a minimal set, lowest
-   priorities first to go.
+   priorities first to go, listed most important first as upstream sorts them.
 
-Pure: a snapshot in, victims out; the allocator decides fits, on a what-if snapshot whose
-claims are the snapshot's minus those the victims' eviction would free.
+Every what-if also keeps the devices of pods nominated to the node ahead of the preemptor
+(:mod:`extender.scheduling.nominated`), as upstream's filters do for nominated pods.
+
+Pure: a snapshot in, victims out; the allocator decides each what-if on the snapshot with the
+freed claims' devices counted out (:meth:`Snapshot.what_if`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from extender.cluster.state import ClusterState
 from extender.model.core import Node, Pod
-from extender.model.dra import ResourceClaim
+from extender.model.policy import PodDisruptionBudget
+from extender.scheduling import nominated
 from extender.scheduling.decision import DEFAULT_NODE_TIMEOUT, Snapshot
+from extender.scheduling.nominated import VictimsOf, importance
+from extender.scheduling.prefilter import PodClaims
 
-Key = tuple[str, str]
+#: Added to filter's reason where evicting lower-priority pods would make room (Unschedulable, not
+#: Unresolvable: kube-scheduler's preemption may try the node).
+MAY_HELP = "; preemption may help: lower-priority pods hold devices it could use"
+#: Added where the filter budget ran out before that was checked (the preempt verb checks).
+NOT_CHECKED = "; preemption not ruled out: the DRA extender's filter time budget ran out"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,20 +51,86 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class NodeVictims:
-    """The pods to evict from ``node`` (in the order DefaultPreemption picks them) and how many
-    of them a PodDisruptionBudget protects."""
+    """The pods to evict from ``node`` (most important first, as upstream lists them) and how
+    many of them a PodDisruptionBudget protects."""
 
     node: str
     pods: tuple[Pod, ...]
     pdb_violations: int = 0
 
 
-def importance(pod: Pod) -> tuple[int, str, str, str]:
-    """Sort key, most important first: higher priority, then earlier start (upstream's
-    ``MoreImportantPod``), then name (a stable order for equal pods)."""
-    status = pod.raw.get("status") if isinstance(pod.raw.get("status"), dict) else {}
-    started = str((status or {}).get("startTime") or "~")  # not started: least important
-    return (-pod.priority, started, pod.namespace, pod.name)
+def potential_victims(state: ClusterState, preemptor: Pod, node_name: str) -> list[Pod]:
+    """The running pods on the node with a lower priority than ``preemptor``, most important first."""
+    on_node = state.pods_by_node.get(node_name, {}).values()
+    return sorted((p for p in on_node if p.priority < preemptor.priority and not p.terminal), key=importance)
+
+
+def pdb_violating(pods: Sequence[Pod], pdbs: Iterable[PodDisruptionBudget]) -> set[str]:
+    """UIDs of the pods whose eviction, in this order, would violate a PodDisruptionBudget
+    (upstream ``filterPodsWithPDBViolation``: each matching pod not already in the budget's
+    disruptedPods uses up one of its allowed disruptions; past zero, the pod violates it)."""
+    budgets = list(pdbs)
+    allowed = [pdb.disruptions_allowed for pdb in budgets]
+    out: set[str] = set()
+    for pod in pods:
+        for i, pdb in enumerate(budgets):
+            if not pdb.protects(pod.namespace, pod.labels) or pod.name in pdb.disrupted_pods:
+                continue
+            allowed[i] -= 1
+            if allowed[i] < 0:
+                out.add(pod.uid)
+    return out
+
+
+class _WhatIf:
+    """Does the preemptor fit on the node with a given set of its pods gone?"""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        preemptor: Pod,
+        claims: PodClaims,
+        node: Node,
+        victims_of: VictimsOf | None,
+        timeout: float | None,
+    ) -> None:
+        self.snapshot, self.preemptor, self.claims, self.node = snapshot, preemptor, claims, node
+        self.victims_of, self.timeout = victims_of, timeout
+        self.on_node = {p.uid: p for p in snapshot.state.pods_by_node.get(node.name, {}).values()}
+
+    def fits(self, gone: set[str]) -> bool:
+        pods = [self.on_node[uid] for uid in gone if uid in self.on_node]
+        freed = nominated.freed_allocations(self.snapshot.claims, pods, gone)
+        decision = nominated.decide(
+            self.snapshot,
+            self.preemptor,
+            self.claims,
+            self.node,
+            victims_of=self.victims_of,
+            freed=freed,
+            timeout=self.timeout,
+        )
+        return decision.fits
+
+
+def may_help(
+    snapshot: Snapshot,
+    preemptor: Pod,
+    claims: PodClaims,
+    node: Node,
+    *,
+    victims_of: VictimsOf | None = None,
+    timeout: float | None = DEFAULT_NODE_TIMEOUT,
+) -> bool:
+    """Filter's question: would the pod's claims fit on ``node`` if every lower-priority pod
+    there were evicted (so preemption may help: Unschedulable rather than Unresolvable)?"""
+    lower = potential_victims(snapshot.state, preemptor, node.name)
+    if not lower:
+        return False
+    gone = {p.uid for p in lower}
+    if not nominated.freed_allocations(snapshot.claims, lower, gone):
+        return False  # they hold no device that evicting them would free
+    return _WhatIf(snapshot, preemptor, claims, node, victims_of, timeout).fits(gone)
 
 
 def select_victims(
@@ -61,7 +138,9 @@ def select_victims(
     preemptor: Pod,
     node: Node,
     *,
-    violates_pdb: Callable[[Pod], bool] = lambda pod: False,
+    claims: PodClaims | None = None,
+    pdbs: Iterable[PodDisruptionBudget] = (),
+    victims_of: VictimsOf | None = None,
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
     evicted: frozenset[str] = frozenset(),
 ) -> NodeVictims | None:
@@ -70,46 +149,24 @@ def select_victims(
 
     ``evicted``: UIDs of pods kube-scheduler already chose (for CPU, memory...): gone in every
     what-if, never reprieved, and not among the returned pods."""
-    on_node = (p for p in snapshot.state.pods.values() if p.node_name == node.name)
-    lower = sorted(
-        (p for p in on_node if p.priority < preemptor.priority and p.uid not in evicted), key=importance
-    )
-    if not _fits(snapshot, preemptor, node, {*evicted, *(p.uid for p in lower)}, timeout):
-        return None
+    claims = claims if claims is not None else snapshot.claims_of(preemptor)
+    everyone = potential_victims(snapshot.state, preemptor, node.name)
+    lower = [p for p in everyone if p.uid not in evicted]
+    what_if = _WhatIf(snapshot, preemptor, claims, node, victims_of, timeout)
     victims = {*evicted, *(p.uid for p in lower)}
-    protected = [p for p in lower if violates_pdb(p)]
-    others = [p for p in lower if not violates_pdb(p)]
+    if not what_if.fits(victims):
+        return None
+    violating = pdb_violating(everyone, pdbs)
     chosen: list[Pod] = []
     violations = 0
-    for pod in [*protected, *others]:
+    for pod in [*(p for p in lower if p.uid in violating), *(p for p in lower if p.uid not in violating)]:
         victims.discard(pod.uid)
-        if _fits(snapshot, preemptor, node, victims, timeout):
+        if what_if.fits(victims):
             continue  # reprieved
         victims.add(pod.uid)
         chosen.append(pod)
-        violations += pod in protected
-    return NodeVictims(node.name, tuple(chosen), violations)
-
-
-def freed_claims(claims: Mapping[Key, ResourceClaim], evicted: set[str]) -> set[Key]:
-    """The allocated claims whose every reservation belongs to an evicted pod (by UID)."""
-    return {
-        key
-        for key, claim in claims.items()
-        if claim.allocation is not None
-        and claim.reserved_for
-        and all(entry.get("uid") in evicted for entry in claim.reserved_for)
-    }
-
-
-def _fits(snapshot: Snapshot, preemptor: Pod, node: Node, evicted: set[str], timeout: float | None) -> bool:
-    freed = freed_claims(snapshot.claims, evicted)
-    if freed:
-        remaining = {key: claim for key, claim in snapshot.claims.items() if key not in freed}
-        snapshot = Snapshot(
-            snapshot.state, snapshot.features, snapshot.cel, claims=remaining, inventory=snapshot.inventory
-        )
-    return snapshot.decide(snapshot.claims_of(preemptor), node, timeout=timeout).fits
+        violations += pod.uid in violating
+    return NodeVictims(node.name, tuple(sorted(chosen, key=importance)), violations)
 
 
 def preempt(
@@ -117,41 +174,58 @@ def preempt(
     preemptor: Pod,
     candidates: Mapping[str, Candidate],
     *,
-    violates_pdb: Callable[[Pod], bool] = lambda pod: False,
+    victims_of: VictimsOf | None = None,
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
     budget: float = 3.0,
     clock: Callable[[], float] = time.monotonic,
 ) -> dict[str, Candidate]:
-    """The preempt verb's answer: per candidate node, kube-scheduler's victims followed by the
-    pods the preemptor's claims need gone; a node where no set of lower-priority pods frees
-    enough is dropped (kube-scheduler's way to reject a candidate).
+    """The preempt verb's answer: per candidate node, kube-scheduler's victims and the pods the
+    preemptor's claims need gone, most important first; a node where no set of lower-priority
+    pods frees enough is dropped (kube-scheduler's way to reject a candidate).
 
     A pod that needs no devices gets the candidates back unchanged (no opinion); one whose
     claims cannot be resolved (a missing claim or class) gets none: no eviction helps it.
     Nodes not judged within ``budget`` seconds are dropped too (the answer must arrive within
-    the scheduler's timeout).
+    the scheduler's timeout). PodDisruptionBudgets are the cache's (``snapshot.state.pdbs``).
     """
     claims = snapshot.claims_of(preemptor)
     if claims.error is None and claims.reason is None and not claims.allocates:
         return dict(candidates)
     if claims.error is not None or claims.reason is not None:
         return {}
+    state = snapshot.state
+    pdbs = list(state.pdbs.values())
     deadline = clock() + budget
     out: dict[str, Candidate] = {}
     for name, proposed in candidates.items():
-        node = snapshot.state.nodes.get(name)
+        node = state.nodes.get(name)
         if node is None or clock() > deadline:
             continue
         found = select_victims(
             snapshot,
             preemptor,
             node,
-            violates_pdb=violates_pdb,
+            claims=claims,
+            pdbs=pdbs,
+            victims_of=victims_of,
             timeout=timeout,
             evicted=frozenset(proposed.uids),
         )
         if found is not None:
             out[name] = Candidate(
-                (*proposed.uids, *(p.uid for p in found.pods)), proposed.pdb_violations + found.pdb_violations
+                _most_important_first(state, name, proposed.uids, found.pods),
+                proposed.pdb_violations + found.pdb_violations,
             )
     return out
+
+
+def _most_important_first(
+    state: ClusterState, node: str, proposed: Sequence[str], found: Sequence[Pod]
+) -> tuple[str, ...]:
+    """kube-scheduler's victims and ours in one list, most important first (upstream scores a
+    candidate by its first victim's priority). Victims the cache does not know stay in front,
+    in the scheduler's order."""
+    on_node = {p.uid: p for p in state.pods_by_node.get(node, {}).values()}
+    unknown = [uid for uid in proposed if uid not in on_node]
+    known = sorted([*(on_node[uid] for uid in proposed if uid in on_node), *found], key=importance)
+    return (*unknown, *dict.fromkeys(p.uid for p in known))

@@ -1,10 +1,9 @@
 """Victim choice on one node (DefaultPreemption's SelectVictimsOnNode with devices): a minimal
 set, lower priorities first, claims shared with more important pods never freed, PodDisruption-
-Budgets respected as far as possible."""
+Budgets respected as far as possible; and the preempt verb's answer over candidate nodes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,9 +12,28 @@ import pytest
 from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
+from extender.model.core import parse_pod
+from extender.model.policy import parse_pod_disruption_budget
 from extender.scheduling.decision import Snapshot
-from extender.scheduling.preemption import Candidate, preempt, select_victims
-from tests.builders import allocated, claim, device, device_class, exact, node, pod, resource_slice
+from extender.scheduling.preemption import (
+    Candidate,
+    may_help,
+    pdb_violating,
+    potential_victims,
+    preempt,
+    select_victims,
+)
+from tests.builders import (
+    allocated,
+    claim,
+    device,
+    device_class,
+    exact,
+    node,
+    pod,
+    pod_disruption_budget,
+    resource_slice,
+)
 
 CEL = CelEnvironment()
 
@@ -23,26 +41,43 @@ CEL = CelEnvironment()
 @dataclass(frozen=True)
 class Holder:
     """A running pod on node-1 and the GPUs its claim holds (``shared_with``: more pods reserving
-    that claim, with their priorities)."""
+    that claim, with their priorities and nodes)."""
 
     name: str
     priority: int
     gpus: tuple[int, ...]
     shared_with: dict[str, int] = field(default_factory=dict)
     started: str = "2026-11-01T00:00:00Z"
+    labels: dict[str, str] = field(default_factory=dict)
+    phase: str = "Running"
+    sharer_node: str = "node-1"
 
 
-def running(name: str, priority: int, claims: list[str], started: str) -> dict[str, Any]:
-    p = pod(name, claims, node_name="node-1")
-    p["spec"]["priority"] = priority
-    p["status"] = {"startTime": started}
+def running(
+    name: str,
+    priority: int,
+    claims: list[str],
+    started: str,
+    *,
+    node_name: str = "node-1",
+    labels: dict[str, str] | None = None,
+    phase: str = "Running",
+) -> dict[str, Any]:
+    p = pod(name, claims, node_name=node_name, priority=priority, labels=labels)
+    p["status"] = {"startTime": started, "phase": phase}
     return p
 
 
-def cluster(holders: list[Holder], wanted: int, preemptor_priority: int = 100) -> tuple[Snapshot, Any]:
+def cluster(
+    holders: list[Holder],
+    wanted: int,
+    preemptor_priority: int = 100,
+    extra: list[dict[str, Any]] | None = None,
+) -> tuple[Snapshot, ClusterState]:
     objects: list[dict[str, Any]] = [
         device_class(),
         node("node-1"),
+        node("node-2"),
         resource_slice("s", [device(f"gpu-{i}") for i in range(4)], pool="node-1", node="node-1"),
     ]
     for h in holders:
@@ -53,13 +88,14 @@ def cluster(holders: list[Holder], wanted: int, preemptor_priority: int = 100) -
         )
         c["status"]["reservedFor"] = reserved
         objects.append(c)
-        objects.append(running(h.name, h.priority, [f"{h.name}-claim"], h.started))
+        objects.append(
+            running(h.name, h.priority, [f"{h.name}-claim"], h.started, labels=h.labels, phase=h.phase)
+        )
         for sharer, priority in h.shared_with.items():
-            objects.append(running(sharer, priority, [f"{h.name}-claim"], h.started))
+            objects.append(running(sharer, priority, [f"{h.name}-claim"], h.started, node_name=h.sharer_node))
     objects.append(claim("wanted", requests=[exact(count=wanted)]))
-    preemptor = pod("preemptor", ["wanted"])
-    preemptor["spec"]["priority"] = preemptor_priority
-    objects.append(preemptor)
+    objects.append(pod("preemptor", ["wanted"], priority=preemptor_priority))
+    objects.extend(extra or [])
     state = ClusterState.from_objects(objects)
     assert not state.problems, state.problems
     return Snapshot(state, Features(), CEL), state
@@ -69,13 +105,16 @@ def cluster(holders: list[Holder], wanted: int, preemptor_priority: int = 100) -
 class Case:
     holders: list[Holder]
     wanted: int
-    victims: list[str] | None  # None: the node is no candidate
-    pdb: frozenset[str] = frozenset()
+    victims: list[str] | None  # None: the node is no candidate; otherwise most important first
+    pdbs: list[dict[str, Any]] = field(default_factory=list)
     violations: int = 0
 
 
+APP_A = {"app": "a"}
+APP_B = {"app": "b"}
+
 CASES = {
-    "one GPU short: the least important of equal pods goes": Case(
+    "one GPU short: the least important of equal pods goes (the later started)": Case(
         [
             Holder("a", 1, (0, 1), started="2026-11-01T00:00:00Z"),
             Holder("b", 1, (2, 3), started="2026-11-02T00:00:00Z"),
@@ -83,42 +122,89 @@ CASES = {
         wanted=2,
         victims=["b"],
     ),
+    "a pod not started yet counts as the latest started": Case(
+        [Holder("a", 1, (0, 1), started=""), Holder("b", 1, (2, 3), started="2026-11-02T00:00:00Z")],
+        wanted=2,
+        victims=["a"],
+    ),
     "lower priority goes first": Case(
         [Holder("a", 1, (0, 1)), Holder("b", 5, (2, 3))], wanted=2, victims=["a"]
     ),
     "a minimal set: the pod whose GPUs are not needed stays": Case(
         [Holder("a", 1, (0,)), Holder("b", 1, (1, 2, 3))], wanted=3, victims=["b"]
     ),
-    "both must go": Case([Holder("a", 1, (0, 1)), Holder("b", 5, (2, 3))], wanted=4, victims=["b", "a"]),
+    "both must go, listed most important first": Case(
+        [Holder("a", 1, (0, 1)), Holder("b", 5, (2, 3))], wanted=4, victims=["b", "a"]
+    ),
     "free devices first: nobody goes": Case([Holder("a", 1, (0,))], wanted=3, victims=[]),
     "an equally important pod is never a victim": Case(
         [Holder("a", 100, (0, 1, 2, 3))], wanted=1, victims=None
     ),
+    "a more important pod is never a victim": Case([Holder("a", 101, (0, 1, 2, 3))], wanted=1, victims=None),
     "a claim shared with a more important pod is never freed": Case(
         [Holder("a", 1, (0, 1, 2, 3), shared_with={"vip": 200})], wanted=1, victims=None
     ),
-    "a claim shared by two lower pods: both go": Case(
+    "a claim shared with a lower pod on another node is never freed (that pod is no victim here)": Case(
+        [Holder("a", 1, (0, 1, 2, 3), shared_with={"elsewhere": 1}, sharer_node="node-2")],
+        wanted=1,
+        victims=None,
+    ),
+    "a claim shared by two lower pods on the node: both go": Case(
         [Holder("a", 1, (0, 1, 2, 3), shared_with={"a2": 2})], wanted=1, victims=["a2", "a"]
     ),
+    "a finished pod is no victim (and its claim not freed by evicting it)": Case(
+        [Holder("done", 1, (0, 1, 2, 3), phase="Succeeded")], wanted=1, victims=None
+    ),
     "a PodDisruptionBudget spares a pod when another will do": Case(
-        [Holder("a", 1, (0, 1)), Holder("b", 1, (2, 3))], wanted=2, victims=["b"], pdb=frozenset({"a"})
+        [Holder("a", 1, (0, 1), labels=APP_A), Holder("b", 1, (2, 3), labels=APP_B)],
+        wanted=2,
+        victims=["b"],
+        pdbs=[pod_disruption_budget("protect-a", APP_A, allowed=0)],
     ),
     "a PodDisruptionBudget is violated only when nothing else will do": Case(
-        [Holder("a", 1, (0, 1)), Holder("b", 1, (2, 3))],
+        [Holder("a", 1, (0, 1), labels=APP_A), Holder("b", 1, (2, 3), labels=APP_B)],
         wanted=4,
         victims=["a", "b"],
-        pdb=frozenset({"a"}),
+        pdbs=[pod_disruption_budget("protect-a", APP_A, allowed=0)],
         violations=1,
+    ),
+    "a budget with a disruption left is no violation": Case(
+        [Holder("a", 1, (0, 1), labels=APP_A), Holder("b", 1, (2, 3), labels=APP_B)],
+        wanted=4,
+        victims=["a", "b"],
+        pdbs=[pod_disruption_budget("protect-a", APP_A, allowed=1)],
+        violations=0,
+    ),
+    "one disruption left: the more important of two protected pods uses it, the other violates": Case(
+        [
+            Holder("a1", 1, (0, 1), labels=APP_A, started="2026-11-01T00:00:00Z"),
+            Holder("a2", 1, (2, 3), labels=APP_A, started="2026-11-02T00:00:00Z"),
+        ],
+        wanted=4,
+        victims=["a1", "a2"],
+        pdbs=[pod_disruption_budget("protect-a", APP_A, allowed=1)],
+        violations=1,
+    ),
+    "protected pods are reprieved first: the violating one stays, the one with budget left goes": Case(
+        [
+            Holder("a1", 1, (0, 1), labels=APP_A, started="2026-11-01T00:00:00Z"),
+            Holder("a2", 1, (2, 3), labels=APP_A, started="2026-11-02T00:00:00Z"),
+        ],
+        wanted=2,
+        victims=["a1"],
+        pdbs=[pod_disruption_budget("protect-a", APP_A, allowed=1)],
     ),
 }
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_victims_on_one_node(case: Case) -> None:
-    snapshot, state = cluster(case.holders, case.wanted)
-    violates: Callable[[Any], bool] = lambda p: p.name in case.pdb  # noqa: E731
+    snapshot, state = cluster(case.holders, case.wanted, extra=case.pdbs)
     found = select_victims(
-        snapshot, state.pods[("default", "preemptor")], state.nodes["node-1"], violates_pdb=violates
+        snapshot,
+        state.pods[("default", "preemptor")],
+        state.nodes["node-1"],
+        pdbs=list(state.pdbs.values()),
     )
     if case.victims is None:
         assert found is None
@@ -128,13 +214,115 @@ def test_victims_on_one_node(case: Case) -> None:
     assert found.pdb_violations == case.violations
 
 
-def test_the_preemptor_fits_after_the_victims_claims_are_freed_and_not_before() -> None:
+def budget(
+    match: dict[str, str] | None, allowed: int, disrupted: tuple[str, ...] = (), ns: str = "default"
+) -> Any:
+    return parse_pod_disruption_budget(
+        pod_disruption_budget("b", match, allowed=allowed, disrupted=disrupted, namespace=ns)
+    )
+
+
+def labelled(name: str, labels: dict[str, str] | None) -> Any:
+    return parse_pod(pod(name, labels=labels))
+
+
+PDB_CASES = {
+    # name: (pods in order with labels, budgets, violating names)
+    "no budget: nobody violates": ([("p1", APP_A)], [], set()),
+    "zero allowed: every matching pod violates": (
+        [("p1", APP_A), ("p2", APP_A)],
+        [budget(APP_A, 0)],
+        {"p1", "p2"},
+    ),
+    "one allowed: the first matching pod in order uses it": (
+        [("p1", APP_A), ("p2", APP_A)],
+        [budget(APP_A, 1)],
+        {"p2"},
+    ),
+    "a pod already in disruptedPods is not counted again": (
+        [("p1", APP_A), ("p2", APP_A)],
+        [budget(APP_A, 1, disrupted=("p1",))],
+        set(),
+    ),
+    "another namespace's budget does not protect": ([("p1", APP_A)], [budget(APP_A, 0, ns="other")], set()),
+    "a pod without labels matches no budget": ([("p1", None)], [budget(APP_A, 0)], set()),
+    "a budget without a selector matches nothing": ([("p1", APP_A)], [budget(None, 0)], set()),
+    "a budget with an empty selector matches nothing": ([("p1", APP_A)], [budget({}, 0)], set()),
+    "non-matching labels": ([("p1", APP_B)], [budget(APP_A, 0)], set()),
+    "two budgets: each counts its own": (
+        [("p1", {"app": "a", "tier": "x"}), ("p2", APP_A)],
+        [budget(APP_A, 1), budget({"tier": "x"}, 0)],
+        {"p1", "p2"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", PDB_CASES.values(), ids=PDB_CASES.keys())
+def test_pdb_violations_as_upstream_filterPodsWithPDBViolation(case: Any) -> None:
+    pods, budgets, violating = case
+    parsed = [labelled(name, labels) for name, labels in pods]
+    assert {p.name for p in parsed if p.uid in pdb_violating(parsed, budgets)} == violating
+
+
+def test_an_invalid_selector_protects_nothing() -> None:
+    raw = pod_disruption_budget("b", APP_A, allowed=0)
+    raw["spec"]["selector"] = {"matchExpressions": [{"key": "app", "operator": "Sometimes"}]}
+    assert parse_pod_disruption_budget(raw).selector is None
+    assert pdb_violating([labelled("p1", APP_A)], [parse_pod_disruption_budget(raw)]) == set()
+
+
+def test_the_preemptor_fits_after_the_victims_claims_are_freed_and_the_snapshot_is_untouched() -> None:
     snapshot, state = cluster([Holder("a", 1, (0, 1)), Holder("b", 1, (2, 3))], wanted=2)
     preemptor, node_1 = state.pods[("default", "preemptor")], state.nodes["node-1"]
+    in_use = (dict(snapshot.allocated.dedicated), dict(snapshot.allocated.shared_ids))
     assert not snapshot.decide(snapshot.claims_of(preemptor), node_1).fits
     found = select_victims(snapshot, preemptor, node_1)
     assert found is not None and len(found.pods) == 1
-    assert not snapshot.decide(snapshot.claims_of(preemptor), node_1).fits  # the snapshot is untouched
+    assert not snapshot.decide(snapshot.claims_of(preemptor), node_1).fits
+    assert (dict(snapshot.allocated.dedicated), dict(snapshot.allocated.shared_ids)) == in_use
+
+
+def test_a_what_if_is_undone_when_the_allocator_raises() -> None:
+    snapshot, state = cluster([Holder("a", 1, (0, 1, 2, 3))], wanted=1)
+    before = dict(snapshot.allocated.dedicated)
+    allocation = state.claims[("default", "a-claim")].allocation
+    assert allocation is not None
+    with pytest.raises(RuntimeError), snapshot.what_if(freed=[allocation]):
+        assert not snapshot.allocated.dedicated
+        raise RuntimeError("boom")
+    assert snapshot.allocated.dedicated == before
+
+
+MAY_HELP = {
+    "lower-priority pods hold the devices": ([Holder("a", 1, (0, 1, 2, 3))], 2, True),
+    "only equal-priority pods hold them": ([Holder("a", 100, (0, 1, 2, 3))], 2, False),
+    "even with every lower pod gone there are too few devices": ([Holder("a", 1, (0,))], 5, False),
+    "a higher pod shares the claim": ([Holder("a", 1, (0, 1, 2, 3), shared_with={"vip": 101})], 1, False),
+    "no pods on the node": ([], 5, False),
+}
+
+
+@pytest.mark.parametrize("case", MAY_HELP.values(), ids=MAY_HELP.keys())
+def test_may_help_is_filters_question(case: Any) -> None:
+    holders, wanted, expected = case
+    snapshot, state = cluster(holders, wanted)
+    preemptor = state.pods[("default", "preemptor")]
+    claims = snapshot.claims_of(preemptor)
+    assert may_help(snapshot, preemptor, claims, state.nodes["node-1"]) is expected
+
+
+def test_potential_victims_are_the_running_lower_pods_most_important_first() -> None:
+    _, state = cluster(
+        [
+            Holder("low", 1, (0,)),
+            Holder("mid", 50, (1,)),
+            Holder("same", 100, (2,)),
+            Holder("gone", 1, (3,), phase="Failed"),
+        ],
+        wanted=1,
+    )
+    names = [p.name for p in potential_victims(state, state.pods[("default", "preemptor")], "node-1")]
+    assert names == ["mid", "low"]
 
 
 def preempt_on(
@@ -144,12 +332,17 @@ def preempt_on(
     return preempt(snapshot, state.pods[("default", "preemptor")], candidates, **kw)
 
 
-def test_the_schedulers_victims_are_kept_and_the_devices_victims_follow() -> None:
-    # kube-scheduler chose b (for CPU, say); the preemptor's claim still needs a's GPUs.
+def test_the_schedulers_victims_are_kept_and_the_devices_victims_join_them_most_important_first() -> None:
+    # kube-scheduler chose b (for CPU, say); the preemptor's claim still needs a's GPUs too.
     answer = preempt_on(
-        [Holder("a", 1, (0, 1)), Holder("b", 1, (2, 3))], 4, {"node-1": Candidate(("uid-b",), 1)}
+        [Holder("a", 2, (0, 1)), Holder("b", 1, (2, 3))], 4, {"node-1": Candidate(("uid-b",), 1)}
     )
-    assert answer == {"node-1": Candidate(("uid-b", "uid-a"), 1)}
+    assert answer == {"node-1": Candidate(("uid-a", "uid-b"), 1)}
+
+
+def test_victims_the_cache_does_not_know_stay_in_front() -> None:
+    answer = preempt_on([Holder("a", 1, (0, 1, 2, 3))], 1, {"node-1": Candidate(("uid-unknown",))})
+    assert answer == {"node-1": Candidate(("uid-unknown", "uid-a"))}
 
 
 def test_the_schedulers_victims_can_be_enough() -> None:
@@ -162,6 +355,14 @@ def test_the_schedulers_victims_can_be_enough() -> None:
 def test_a_1_38_placeholder_gets_the_victims_the_devices_need() -> None:
     answer = preempt_on([Holder("a", 1, (0, 1)), Holder("b", 5, (2, 3))], 2, {"node-1": Candidate(())})
     assert answer == {"node-1": Candidate(("uid-a",))}
+
+
+def test_the_caches_budgets_count_in_the_answer() -> None:
+    snapshot, state = cluster(
+        [Holder("a", 1, (0, 1, 2, 3), labels=APP_A)], 1, extra=[pod_disruption_budget("p", APP_A, allowed=0)]
+    )
+    answer = preempt(snapshot, state.pods[("default", "preemptor")], {"node-1": Candidate(())})
+    assert answer == {"node-1": Candidate(("uid-a",), 1)}
 
 
 def test_nodes_where_no_eviction_helps_and_unknown_nodes_are_dropped() -> None:
@@ -184,15 +385,8 @@ def test_nodes_left_when_the_budget_is_spent_are_dropped() -> None:
 def test_a_pod_without_claims_gets_the_candidates_back_and_a_pod_with_a_missing_claim_none() -> None:
     snapshot, state = cluster([Holder("a", 1, (0, 1))], 1)
     candidates = {"node-1": Candidate(("uid-a",))}
-    plain = pod_without_claims(state)
-    assert preempt(snapshot, plain, candidates) == candidates
+    state.apply(pod("plain", priority=100))
+    assert preempt(snapshot, state.pods[("default", "plain")], candidates) == candidates
     missing = ClusterState.from_objects([device_class(), node("node-1"), pod("lost", ["nowhere"])])
     lost = missing.pods[("default", "lost")]
     assert preempt(Snapshot(missing, Features(), CEL), lost, candidates) == {}
-
-
-def pod_without_claims(state: ClusterState) -> Any:
-    raw = pod("plain")
-    raw["spec"]["priority"] = 100
-    state.apply(raw)
-    return state.pods[("default", "plain")]
