@@ -109,8 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--preempt",
         action="store_true",
-        help="for a pod that fits nowhere: which lower-priority pods (spec.priority) to evict on which "
-        "node, as the preempt verb answers",
+        help="answer as serve --device-preemption does (devices kept for nominated pods; nodes where "
+        "preemption may help say so) and, for a pod that fits nowhere, which lower-priority pods "
+        "(spec.priority) to evict on which node, as the preempt verb answers",
     )
 
     explain = sub.add_parser(
@@ -233,6 +234,15 @@ def _parser() -> argparse.ArgumentParser:
         default=3.0,
         help="allocation budget of one filter call over all nodes, seconds; keep it below the "
         "scheduler's httpTimeout (default 3)",
+    )
+    serve.add_argument(
+        "--device-preemption",
+        action="store_true",
+        help="for kube-scheduler 1.38 or newer (which hands the preempt verb nodes only extenders "
+        "rejected): report nodes where evicting lower-priority pods would free enough devices as "
+        "Unschedulable instead of Unresolvable, and keep the devices a preemption freed for the "
+        "nominated pod. Off (the default): every device rejection is Unresolvable, as the in-tree "
+        "plugin reports it; older schedulers fail the preemption otherwise",
     )
     serve.add_argument(
         "--max-body-bytes",
@@ -363,6 +373,7 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         node_timeout=args.node_timeout,
         filter_budget=args.filter_budget,
         scheduler_names=frozenset(args.scheduler_name or [DEFAULT_SCHEDULER_NAME]),
+        device_preemption=args.device_preemption,
     )
     leader = None
     if args.leader_elect:

@@ -10,6 +10,7 @@ from extender.allocator import Features
 from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.state import ClusterState
 from extender.model.core import Pod
+from extender.scheduling import nominated, preemption
 from extender.scheduling.decision import NodeDecision, Snapshot, fit_summary
 from extender.scheduling.preemption import Candidate, preempt
 
@@ -19,7 +20,9 @@ class SimulationRequest:
     pod: str | None = None  # "namespace/name"
     node: str | None = None
     timeout: float | None = 1.0
-    #: For a pod that fits nowhere: which lower-priority pods to evict, per node (the preempt verb).
+    #: Answer as ``serve --device-preemption`` (devices kept for nominated pods, reasons that say
+    #: where preemption may help) and, for a pod that fits nowhere, which lower-priority pods to
+    #: evict per node (the preempt verb).
     preempt: bool = False
 
 
@@ -51,9 +54,19 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
             pods_out.append(_bound(state, pod))
             continue
         claims = snapshot.claims_of(pod)
+        victims_of = nominated.no_victims if request.preempt else None
         decisions: dict[str, NodeDecision] = {
-            n.name: snapshot.decide(claims, n, timeout=request.timeout) for n in nodes
+            n.name: nominated.decide(snapshot, pod, claims, n, victims_of=victims_of, timeout=request.timeout)
+            for n in nodes
         }
+        if request.preempt:
+            failing = [n for n in nodes if not decisions[n.name].fits and decisions[n.name].error is None]
+            rejected = {n.name: n for n in failing}
+            helped = preemption.where_it_may_help(
+                snapshot, pod, claims, rejected, victims_of=victims_of, timeout=request.timeout
+            )
+            for name, addition in helped.items():
+                decisions[name].reason = (decisions[name].reason or "does not fit") + addition
         entry: dict[str, Any] = {
             "namespace": pod.namespace,
             "name": pod.name,

@@ -204,9 +204,44 @@ def test_simulate_preempt_names_the_pods_to_evict(tmp_path: Path) -> None:
     code, text = run("simulate", state, "--pod", "default/high", "--preempt")
     assert code == 1  # it does not fit without an eviction
     assert "preemption: on node-1 evict default/low" in text
+    assert "preemption may help: lower-priority pods hold devices it could use" in text  # as filter says
     code, out = run("simulate", state, "--pod", "default/high", "--preempt", "-o", "json")
     assert json.loads(out)["pods"][0]["preemption"] == {"node-1": ["default/low"]}
     assert "preemption" not in run("simulate", state, "--pod", "default/high")[1]
+
+
+def test_simulate_preempt_spares_a_pod_a_disruption_budget_protects(tmp_path: Path) -> None:
+    from tests.builders import (
+        allocated,
+        claim,
+        device,
+        device_class,
+        exact,
+        node,
+        pod,
+        pod_disruption_budget,
+        resource_slice,
+    )
+
+    objects: list[dict[str, object]] = [
+        device_class(),
+        node("node-1"),
+        resource_slice("s", [device("d0"), device("d1")]),
+    ]
+    for i, app in enumerate(["guarded", "plain"]):
+        held = claim(f"{app}-claim", allocation=allocated(("driver-a", "pool-1", f"d{i}")))
+        held["status"]["reservedFor"] = [{"resource": "pods", "name": app, "uid": f"uid-{app}"}]
+        objects += [held, pod(app, [f"{app}-claim"], node_name="node-1", priority=1, labels={"app": app})]
+    objects += [
+        pod_disruption_budget("keep-guarded", {"app": "guarded"}, allowed=0),
+        claim("wanted", requests=[exact(count=1)]),
+        pod("high", ["wanted"], priority=1000),
+    ]
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    code, out = run("simulate", str(path), "--pod", "default/high", "--preempt", "-o", "json")
+    assert code == 1  # the pod fits nowhere until the eviction
+    assert json.loads(out)["pods"][0]["preemption"] == {"node-1": ["default/plain"]}
 
 
 def test_simulate_preempt_says_when_no_eviction_helps(tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from itertools import chain, compress, islice
 from typing import Any, Protocol, TypeVar
 
+from cachetools import TTLCache
+
 from extender.allocator import AllocatedState, Features
 from extender.cel import CelEnvironment
 from extender.cluster.api import ApiNotFound, ClusterAPI, ClusterAPIError
@@ -27,7 +29,7 @@ from extender.model.dra import Allocation, DeviceID, ResourceClaim, parse_resour
 from extender.model.errors import ObjectError
 from extender.model.labels import Labels
 from extender.scheduling import extended as er
-from extender.scheduling import extended_writes, preemption
+from extender.scheduling import extended_writes, nominated, preemption
 from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
 from extender.scheduling.claim_writes import (
     ClaimWriteError,
@@ -58,6 +60,8 @@ LOGGED_REASONS = 20
 NOT_EVALUATED = Assessment(
     False, "not evaluated: the DRA extender's filter time budget ran out", timed_out=True
 )
+#: How many preemptions' victims are remembered (what pods nominated by them keep; see nominated.py).
+MAX_REMEMBERED_PREEMPTIONS = 4096
 K = TypeVar("K", bound=Hashable)
 
 
@@ -102,6 +106,12 @@ class EngineConfig:
     #: DynamicResourcesArgs.bindingTimeout: how long an allocated claim may wait for its
     #: devices' binding conditions before filter treats it as unavailable (seconds).
     binding_timeout: float = DEFAULT_BINDING_TIMEOUT
+    #: Device-aware preemption (kube-scheduler 1.38+): nodes where evicting lower-priority pods
+    #: would make room are Unschedulable instead of Unresolvable, and pods nominated to a node
+    #: keep the devices their preemption freed. Off: the in-tree plugin's answers exactly.
+    device_preemption: bool = False
+    #: How long the victims the preempt verb named are remembered (seconds).
+    preemption_memory_seconds: float = 600.0
 
 
 @dataclass(slots=True)
@@ -177,6 +187,10 @@ class Engine:
         self._allocated = AllocatedState(self.config.features)
         self._counted: dict[Key, tuple[Allocation, ...]] = {}
         self._snapshot_key: tuple[int, int, int] | None = None
+        #: Preemptor UID -> node -> the victims the preempt verb named there.
+        self._preempted: TTLCache[str, dict[str, frozenset[str]]] = TTLCache(
+            MAX_REMEMBERED_PREEMPTIONS, self.config.preemption_memory_seconds, timer=clock
+        )
 
     # --- snapshot ------------------------------------------------------------------------------
 
@@ -287,7 +301,7 @@ class Engine:
             self._log("filter", pod, started, passed=len(result.passed), note="no resource claims")
             self.observer.filtered(len(result.passed), 0, False)
             return result
-        groups, answers = self._answers(snapshot, claims, node_names, nodes, started)
+        groups, answers = self._answers(snapshot, pod, claims, node_names, nodes, started)
         result.error = next((a.error for a in answers.values() if a.error is not None), "")
         if not result.error:
             # Per node a lookup in C (map, compress): per-node Python work was a third of a
@@ -311,6 +325,8 @@ class Engine:
                         if group in skipped and name in result.unresolvable:
                             result.failed[name] = result.unresolvable.pop(name)
         lookup = nodes if nodes is not None else self.state.nodes
+        if self.config.device_preemption and result.unresolvable and not result.error:
+            self._preemption_may_help(snapshot, pod, claims, result, lookup, started)
         if (
             not result.error
             and not result.passed
@@ -341,9 +357,45 @@ class Engine:
         )
         return result
 
+    def _preemption_may_help(
+        self,
+        snapshot: Snapshot,
+        pod: Pod,
+        claims: PodClaims,
+        result: FilterResult,
+        lookup: Mapping[str, Node],
+        started: float,
+    ) -> None:
+        """Move to ``failed`` (Unschedulable) the rejected nodes where evicting lower-priority pods
+        would make room for the pod's claims: kube-scheduler's preemption then considers them
+        and asks the preempt verb which pods to evict. The rest stay Unresolvable, as the
+        in-tree plugin reports every rejection."""
+        rejected = {name: lookup[name] for name in result.unresolvable if name in lookup}
+        found = preemption.where_it_may_help(
+            snapshot,
+            pod,
+            claims,
+            rejected,
+            victims_of=self._victims_of,
+            timeout=self.config.node_timeout,
+            deadline=started + self.config.filter_budget,
+            clock=self.clock,
+        )
+        for name, addition in found.items():
+            result.failed[name] = result.unresolvable.pop(name) + addition
+
+    def _victims_of(self, uid: str, node: str) -> frozenset[str]:
+        """The victims the preempt verb named on ``node`` for the pod with this UID (if remembered)."""
+        return self._preempted.get(uid, {}).get(node, frozenset())
+
+    def _nominations(self) -> nominated.VictimsOf | None:
+        """Whether decisions keep devices for nominated pods (with device preemption only)."""
+        return self._victims_of if self.config.device_preemption else None
+
     def _answers(
         self,
         snapshot: Snapshot,
+        pod: Pod,
         claims: PodClaims,
         names: Sequence[str],
         nodes: Mapping[str, Node] | None,
@@ -379,7 +431,36 @@ class Engine:
         for group in representatives:  # after an error: the remaining groups are not judged
             if group not in answers:
                 answers[group] = NOT_EVALUATED
+        if self.config.device_preemption and self.state.nominated and claims.allocates:
+            self._nominated_answers(snapshot, pod, claims, names, groups, answers, lookup)
         return groups, answers
+
+    def _nominated_answers(
+        self,
+        snapshot: Snapshot,
+        pod: Pod,
+        claims: PodClaims,
+        names: Sequence[str],
+        groups: list[Hashable],
+        answers: dict[Hashable, Assessment],
+        lookup: Mapping[str, Node],
+    ) -> None:
+        """Nodes where pods nominated ahead of this one keep devices are judged on their own,
+        with those devices taken (see :mod:`extender.scheduling.nominated`)."""
+        if any(a.error is not None for a in answers.values()):
+            return
+        targets = {n for n in self.state.nominated if nominated.nominated_here(self.state, pod, n)}
+        if not targets:
+            return
+        for i, name in enumerate(names):
+            node = lookup.get(name)
+            if name not in targets or node is None:
+                continue
+            decision = nominated.decide(
+                snapshot, pod, claims, node, victims_of=self._victims_of, timeout=self.config.node_timeout
+            )
+            groups[i] = ("nominated", name)
+            answers[groups[i]] = snapshot.summarize(claims, node, decision)
 
     # --- prioritize ----------------------------------------------------------------------------
 
@@ -391,7 +472,7 @@ class Engine:
         claims = self._claims_of(snapshot, pod)
         if claims.empty or not claims.allocates or claims.reason or claims.error:
             return [(n, MIN_SCORE) for n in node_names]
-        groups, answers = self._answers(snapshot, claims, node_names, nodes, started)
+        groups, answers = self._answers(snapshot, pod, claims, node_names, nodes, started)
         judged = {g: a for g, a in answers.items() if a is not NOT_EVALUATED}
         scores = dict.fromkeys(answers, MIN_SCORE)  # past the budget: 0
         scores.update(score_nodes(judged, self.config.score_policy))
@@ -473,7 +554,9 @@ class Engine:
         if pod.node_name:
             claims.extended = None  # bound already: its extended-resource claim is what it is
         if node is not None:
-            decision = snapshot.decide(claims, node, timeout=self.config.node_timeout)
+            decision = nominated.decide(
+                snapshot, pod, claims, node, victims_of=self._nominations(), timeout=self.config.node_timeout
+            )
         else:  # a bound pod whose node is gone: only reservations of allocated claims can be repaired
             fits = not (claims.reason or claims.error)
             decision = NodeDecision(node_name, fits, claims.reason, claims.error)
@@ -866,10 +949,14 @@ class Engine:
             self.snapshot(),
             pod,
             candidates,
+            victims_of=self._nominations(),
             timeout=self.config.node_timeout,
             budget=self.config.filter_budget,
             clock=self.clock,
         )
+        if answer and pod.uid:
+            # kube-scheduler nominates one of these nodes: what the pod keeps there (nominated.py).
+            self._preempted[pod.uid] = {node: frozenset(c.uids) for node, c in answer.items()}
         self._log(
             "preempt",
             pod,
@@ -888,6 +975,7 @@ class Engine:
         claims = self._claims_of(snapshot, pod)
         names = sorted(node_names) if node_names is not None else sorted(self.state.nodes)
         deadline = self.clock() + self.config.filter_budget
+        victims_of = self._nominations()
         out = {}
         for name in names:
             node = self.state.nodes.get(name)
@@ -897,7 +985,9 @@ class Engine:
                 reason = "not evaluated: the DRA extender's time budget for this view ran out"
                 out[name] = NodeDecision(name, False, reason=reason, timed_out=True)
             else:
-                out[name] = snapshot.decide(claims, node, timeout=self.config.node_timeout)
+                out[name] = nominated.decide(
+                    snapshot, pod, claims, node, victims_of=victims_of, timeout=self.config.node_timeout
+                )
         return out
 
     def _assessor(self, snapshot: Snapshot, claims: PodClaims) -> Callable[[Node], Assessment]:

@@ -133,6 +133,38 @@ def may_help(
     return _WhatIf(snapshot, preemptor, claims, node, victims_of, timeout).fits(gone)
 
 
+def where_it_may_help(
+    snapshot: Snapshot,
+    pod: Pod,
+    claims: PodClaims,
+    rejected: Mapping[str, Node],
+    *,
+    victims_of: VictimsOf | None = None,
+    timeout: float | None = DEFAULT_NODE_TIMEOUT,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, str]:
+    """Of the nodes filter rejected, those where preemption may help, each with what to add to
+    its reason: :data:`MAY_HELP`, or :data:`NOT_CHECKED` once ``deadline`` has passed (the
+    preempt verb then judges them). Everywhere else preemption cannot help: the in-tree
+    plugin's Unresolvable stays."""
+    if pod.preemption_policy == "Never" or claims.error or claims.reason or not claims.allocates:
+        return {}
+    state = snapshot.state
+    lowest = state.lowest_bound_priority()
+    if lowest is None or lowest >= pod.priority:
+        return {}  # the common case: no running pod is less important than this one
+    out: dict[str, str] = {}
+    for name, node in rejected.items():
+        if name not in state.pods_by_node:
+            continue
+        if deadline is not None and clock() > deadline:
+            out[name] = NOT_CHECKED
+        elif may_help(snapshot, pod, claims, node, victims_of=victims_of, timeout=timeout):
+            out[name] = MAY_HELP
+    return out
+
+
 def select_victims(
     snapshot: Snapshot,
     preemptor: Pod,
