@@ -80,6 +80,8 @@ class Paths:
             return f"/api/v1/{resource}"
         if resource == "leases":
             return "/apis/coordination.k8s.io/v1/leases"
+        if resource == "poddisruptionbudgets":
+            return "/apis/policy/v1/poddisruptionbudgets"
         return f"/apis/{RESOURCE_GROUP}/{self.dra_version}/{resource}"
 
     def claim(self, namespace: str, name: str) -> str:

@@ -104,6 +104,7 @@ def observed(engine: Engine, worker: EngineWorker) -> Metrics:
 
 
 #: kind -> collection resource; DeviceTaintRules only when the gate is on and the server serves them.
+#: PodDisruptionBudgets only inform preemption: see OPTIONAL.
 WATCHED = (
     ("Node", "nodes"),
     ("Pod", "pods"),
@@ -112,7 +113,13 @@ WATCHED = (
     ("ResourceClaim", "resourceclaims"),
     ("ResourceClaimTemplate", "resourceclaimtemplates"),
     ("DeviceTaintRule", "devicetaintrules"),
+    ("PodDisruptionBudget", "poddisruptionbudgets"),
 )
+#: Informers whose outage does not make the cache stale: allocation and binding never read them
+#: (without PodDisruptionBudgets, preemption spares no pod for a budget it does not know).
+OPTIONAL = {"PodDisruptionBudget"}
+#: The API group/version of the kinds outside resource.k8s.io.
+CORE_KINDS = {"Node": "v1", "Pod": "v1", "PodDisruptionBudget": "policy/v1"}
 
 
 class ClusterHealth:
@@ -121,6 +128,8 @@ class ClusterHealth:
     def __init__(self, stale_after: float) -> None:
         self.stale_after = stale_after
         self.reflectors: list[Reflector] = []
+        #: Informers of OPTIONAL kinds (logged, shown, never a reason to refuse binds).
+        self.optional: list[Reflector] = []
         #: Why discovery has not succeeded yet ('' once it has).
         self.discovery = "not started"
         self._synced_lock = threading.Lock()
@@ -232,15 +241,16 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         version, served = found
         paths = Paths(version)
         kube_api.paths = paths
-        reflectors = []
+        reflectors: list[Reflector] = []
+        optional: list[Reflector] = []
         for kind, resource in WATCHED:
             if resource == "devicetaintrules" and (not features.device_taint_rules or resource not in served):
                 continue
-            if kind not in ("Node", "Pod") and resource not in served:
+            if kind not in CORE_KINDS and resource not in served:
                 log.warning("%s/%s does not serve %s", RESOURCE_GROUP, version, resource)
                 continue
-            group_version = "v1" if kind in ("Node", "Pod") else f"{RESOURCE_GROUP}/{version}"
-            reflectors.append(
+            group_version = CORE_KINDS.get(kind, f"{RESOURCE_GROUP}/{version}")
+            (optional if kind in OPTIONAL else reflectors).append(
                 Reflector(
                     raw,
                     paths.collection(resource),
@@ -252,10 +262,11 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
                 )
             )
         health.reflectors = reflectors
+        health.optional = optional
         health.discovery = ""
-        for reflector in reflectors:
+        for reflector in [*reflectors, *optional]:
             reflector.start()
-        log.info("watching %d resources (%s %s)", len(reflectors), RESOURCE_GROUP, version)
+        log.info("watching %d resources (%s %s)", len(reflectors) + len(optional), RESOURCE_GROUP, version)
         if elector is not None:
             election_thread.append(elector.start(stop))
 

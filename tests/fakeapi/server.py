@@ -40,6 +40,7 @@ RESOURCES: dict[str, tuple[str, str, str, bool]] = {
     "resourceclaimtemplates": ("resource.k8s.io", "v1", "ResourceClaimTemplate", True),
     "devicetaintrules": ("resource.k8s.io", "v1", "DeviceTaintRule", False),
     "leases": ("coordination.k8s.io", "v1", "Lease", True),
+    "poddisruptionbudgets": ("policy", "v1", "PodDisruptionBudget", True),
 }
 KIND_TO_RESOURCE = {kind: res for res, (_, _, kind, _) in RESOURCES.items()}
 
