@@ -5,6 +5,7 @@ the victim's claim when it is gone). What is checked is the API server's store."
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,22 @@ def test_without_device_preemption_device_shortage_stays_unresolvable(
         result = filter_(http, fake, "high")
         assert result["FailedNodes"] == {}
         assert sorted(result["FailedAndUnresolvableNodes"]) == sorted(NODES)
+
+
+def test_budgets_the_extender_may_not_read_never_stop_binds(fake: FakeApiServer, tmp_path: Path) -> None:
+    # RBAC from before this release: listing PodDisruptionBudgets is forbidden, every time.
+    fake.faults.inject[("GET", "/poddisruptionbudgets")] = [403] * 10_000
+    cluster(fake, *waiting("high", 1000, 2))
+    with (
+        cli_server(
+            "--kubeconfig", kubeconfig(fake, tmp_path), "--device-preemption", "--cache-stale-after", "1"
+        ) as url,
+        httpx.Client(base_url=url, timeout=10) as http,
+    ):
+        wait_until(lambda: ready(http))
+        time.sleep(1.5)  # past --cache-stale-after: a required informer would have made it stale
+        assert ready(http)
+        assert http.post("/scheduler/bind", content=binding("high", "uid-high", "gpu-node")).json() == {
+            "Error": ""
+        }
+    assert fake.calls("GET", "/apis/policy/v1/poddisruptionbudgets")  # it did try
