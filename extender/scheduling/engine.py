@@ -954,8 +954,10 @@ class Engine:
             budget=self.config.filter_budget,
             clock=self.clock,
         )
-        if answer and pod.uid:
+        cached = self.state.pods.get(pod.key)
+        if answer and cached is not None and cached.uid == pod.uid and cached.priority == pod.priority:
             # kube-scheduler nominates one of these nodes: what the pod keeps there (nominated.py).
+            # Only for the pod the cache knows: a made-up request cannot make devices be kept.
             self._preempted[pod.uid] = {node: frozenset(c.uids) for node, c in answer.items()}
         self._log(
             "preempt",

@@ -13,6 +13,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
+from extender.model.core import parse_pod
 from extender.scheduling.engine import Engine, EngineConfig
 from extender.scheduling.preemption import MAY_HELP, NOT_CHECKED, Candidate
 from tests.builders import allocated, claim, device, device_class, exact, node, pod, resource_slice
@@ -167,3 +168,14 @@ def test_without_a_remembered_answer_a_running_victim_keeps_nothing_for_the_nomi
     assert filtered(e, "other").passed == NODES
     terminating(e, "victim")
     assert filtered(e, "other").passed == ["node-2"]
+
+
+def test_a_preempt_request_for_a_pod_the_cache_does_not_know_as_sent_is_not_remembered() -> None:
+    e = engine(*holder("victim", "node-1", 1, (2, 3)), *pending("vip", 100, 4), *pending("other", 50, 1))
+    forged = e.state.pods[("default", "vip")]
+    forged_raw = {**forged.raw, "spec": {**forged.raw["spec"], "priority": 1_000_000}}
+    assert e.preempt(parse_pod(forged_raw), {"node-1": Candidate(())}) == {
+        "node-1": Candidate(("uid-victim",))
+    }
+    e.state.apply({**forged.raw, "status": {"nominatedNodeName": "node-1"}})
+    assert filtered(e, "other").passed == NODES  # nothing kept: the victim still runs
