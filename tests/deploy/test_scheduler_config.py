@@ -159,11 +159,8 @@ def test_rules_for_dra(path: Path) -> None:
         disabled = [p["name"] for p in profile["plugins"]["multiPoint"]["disabled"]]
         assert "DynamicResources" in disabled, profile["schedulerName"]
     (extender,) = config["extenders"]
-    assert (extender["filterVerb"], extender["prioritizeVerb"], extender["bindVerb"]) == (
-        "filter",
-        "prioritize",
-        "bind",
-    )
+    verbs = ("filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb")
+    assert tuple(extender[v] for v in verbs) == ("filter", "prioritize", "bind", "preempt")
     assert extender["nodeCacheCapable"] is True and extender["ignorable"] is False
     assert extender["weight"] > 0 and extender["httpTimeout"]
     assert "managedResources" not in extender
