@@ -326,7 +326,7 @@ class Engine:
                             result.failed[name] = result.unresolvable.pop(name)
         lookup = nodes if nodes is not None else self.state.nodes
         if self.config.device_preemption and result.unresolvable and not result.error:
-            self._preemption_may_help(snapshot, pod, claims, result, lookup, started)
+            self._preemption_may_help(snapshot, pod, claims, result, lookup, started, node_names, groups)
         if (
             not result.error
             and not result.passed
@@ -365,12 +365,15 @@ class Engine:
         result: FilterResult,
         lookup: Mapping[str, Node],
         started: float,
+        names: Sequence[str],
+        groups: Sequence[Hashable],
     ) -> None:
         """Move to ``failed`` (Unschedulable) the rejected nodes where evicting lower-priority pods
         would make room for the pod's claims: kube-scheduler's preemption then considers them
         and asks the preempt verb which pods to evict. The rest stay Unresolvable, as the
         in-tree plugin reports every rejection."""
         rejected = {name: lookup[name] for name in result.unresolvable if name in lookup}
+        group_of = {name: group for name, group in zip(names, groups, strict=True) if name in rejected}
         found = preemption.where_it_may_help(
             snapshot,
             pod,
@@ -380,6 +383,7 @@ class Engine:
             timeout=self.config.node_timeout,
             deadline=started + self.config.filter_budget,
             clock=self.clock,
+            groups=group_of,
         )
         for name, addition in found.items():
             result.failed[name] = result.unresolvable.pop(name) + addition

@@ -66,7 +66,10 @@ def held_claims(claims: Mapping[Key, ResourceClaim], pod: Pod) -> list[ResourceC
     status = pod.raw.get("status") if isinstance(pod.raw.get("status"), dict) else None
     extended = (status or {}).get("extendedResourceClaimStatus")
     recorded = extended.get("resourceClaimName") if isinstance(extended, dict) else None
-    names.append(recorded if isinstance(recorded, str) and recorded else er.claim_name(pod))
+    if isinstance(recorded, str) and recorded:
+        names.append(recorded)
+    elif er.may_request(pod):
+        names.append(er.claim_name(pod))  # created by a bind whose status patch did not land
     out: list[ResourceClaim] = []
     for name in dict.fromkeys(n for n in names if n):
         claim = claims.get((pod.namespace, name))

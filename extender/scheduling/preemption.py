@@ -23,11 +23,12 @@ freed claims' devices counted out (:meth:`Snapshot.what_if`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.cluster.state import ClusterState
 from extender.model.core import Node, Pod
+from extender.model.dra import Allocation
 from extender.model.policy import PodDisruptionBudget
 from extender.scheduling import nominated
 from extender.scheduling.decision import DEFAULT_NODE_TIMEOUT, Snapshot
@@ -98,9 +99,11 @@ class _WhatIf:
         self.victims_of, self.timeout = victims_of, timeout
         self.on_node = {p.uid: p for p in snapshot.state.pods_by_node.get(node.name, {}).values()}
 
-    def fits(self, gone: set[str]) -> bool:
-        pods = [self.on_node[uid] for uid in gone if uid in self.on_node]
-        freed = nominated.freed_allocations(self.snapshot.claims, pods, gone)
+    def fits(self, gone: set[str], freed: Sequence[Allocation] | None = None) -> bool:
+        """``freed``: what their eviction releases, when the caller knows it already."""
+        if freed is None:
+            pods = [self.on_node[uid] for uid in gone if uid in self.on_node]
+            freed = nominated.freed_allocations(self.snapshot.claims, pods, gone)
         decision = nominated.decide(
             self.snapshot,
             self.preemptor,
@@ -125,12 +128,11 @@ def may_help(
     """Filter's question: would the pod's claims fit on ``node`` if every lower-priority pod
     there were evicted (so preemption may help: Unschedulable rather than Unresolvable)?"""
     lower = potential_victims(snapshot.state, preemptor, node.name)
-    if not lower:
-        return False
     gone = {p.uid for p in lower}
-    if not nominated.freed_allocations(snapshot.claims, lower, gone):
+    freed = nominated.freed_allocations(snapshot.claims, lower, gone) if lower else []
+    if not freed:
         return False  # they hold no device that evicting them would free
-    return _WhatIf(snapshot, preemptor, claims, node, victims_of, timeout).fits(gone)
+    return _WhatIf(snapshot, preemptor, claims, node, victims_of, timeout).fits(gone, freed)
 
 
 def where_it_may_help(
@@ -143,11 +145,17 @@ def where_it_may_help(
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
     deadline: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    groups: Mapping[str, Hashable] | None = None,
 ) -> dict[str, str]:
     """Of the nodes filter rejected, those where preemption may help, each with what to add to
     its reason: :data:`MAY_HELP`, or :data:`NOT_CHECKED` once ``deadline`` has passed (the
     preempt verb then judges them). Everywhere else preemption cannot help: the in-tree
-    plugin's Unresolvable stays."""
+    plugin's Unresolvable stays.
+
+    ``groups``: the filter's groups of look-alike nodes (:meth:`Snapshot.node_groups`: equal
+    devices, equal devices in use). Two nodes of a group whose evictions would free the devices
+    at the same positions get the same answer, so it is computed once per call.
+    """
     if pod.preemption_policy == "Never" or claims.error or claims.reason or not claims.allocates:
         return {}
     state = snapshot.state
@@ -155,14 +163,53 @@ def where_it_may_help(
     if lowest is None or lowest >= pod.priority:
         return {}  # the common case: no running pod is less important than this one
     out: dict[str, str] = {}
+    answers: dict[Hashable, bool] = {}
     for name, node in rejected.items():
         if name not in state.pods_by_node:
             continue
         if deadline is not None and clock() > deadline:
             out[name] = NOT_CHECKED
-        elif may_help(snapshot, pod, claims, node, victims_of=victims_of, timeout=timeout):
+            continue
+        lower = potential_victims(state, pod, name)
+        gone = {p.uid for p in lower}
+        freed = nominated.freed_allocations(snapshot.claims, lower, gone) if lower else []
+        if not freed:
+            continue
+        held_back = victims_of is not None and name in state.nominated  # nominations: judged alone
+        key = None if held_back else _look_alike_key(snapshot, node, groups, freed)
+        found = answers.get(key) if key is not None else None
+        if found is None:
+            found = _WhatIf(snapshot, pod, claims, node, victims_of, timeout).fits(gone, freed)
+            if key is not None:
+                answers[key] = found
+        if found:
             out[name] = MAY_HELP
     return out
+
+
+def _look_alike_key(
+    snapshot: Snapshot, node: Node, groups: Mapping[str, Hashable] | None, freed: Sequence[Allocation]
+) -> Hashable | None:
+    """(group, the positions of the devices the eviction frees): equal keys, equal answers. None
+    where that does not hold or cannot be told: no group, a share (capacity is not positional),
+    a device held by more than one allocation, a device not among the node's own."""
+    group = groups.get(node.name) if groups is not None else None
+    if group is None or isinstance(group, (str, tuple)):
+        return None  # judged alone (not in the cache, pools shared with other nodes, nominations)
+    positions = snapshot.inventory.device_positions(node.name, node.labels)
+    if positions is None:
+        return None
+    held = snapshot.allocated.dedicated
+    spots: list[int] = []
+    for allocation in freed:
+        if allocation.shares:
+            return None
+        for device in allocation.exclusive:
+            spot = positions.get(device)
+            if spot is None or held.get(device) != 1:
+                return None
+            spots.append(spot)
+    return (group, tuple(sorted(spots)))
 
 
 def select_victims(

@@ -179,3 +179,27 @@ def test_a_preempt_request_for_a_pod_the_cache_does_not_know_as_sent_is_not_reme
     }
     e.state.apply({**forged.raw, "status": {"nominatedNodeName": "node-1"}})
     assert filtered(e, "other").passed == NODES  # nothing kept: the victim still runs
+
+
+def test_look_alike_nodes_share_the_check_only_when_evictions_free_the_same_devices() -> None:
+    # Both nodes have all four GPUs in use, so filter groups them; but on node-2 only two are
+    # held by a less important pod, and the pod needs three.
+    e = engine(
+        *holder("low-1", "node-1", 1, (0, 1, 2, 3)),
+        *holder("same-2", "node-2", 100, (0, 1)),
+        *holder("low-2", "node-2", 1, (2, 3)),
+        *pending("vip", 100, 3),
+    )
+    vip = e.state.pods[("default", "vip")]
+    claims = e.snapshot().claims_of(vip)
+    groups = e.snapshot().node_groups(claims, NODES)
+    assert groups is not None and groups[0] == groups[1]  # look-alike to the filter
+    result = filtered(e, "vip")
+    assert list(result.failed) == ["node-1"] and list(result.unresolvable) == ["node-2"]
+    # The same two nodes with the same layout of victims share the answer (and get it right).
+    e2 = engine(
+        *holder("low-1", "node-1", 1, (0, 1, 2, 3)),
+        *holder("low-2", "node-2", 1, (0, 1, 2, 3)),
+        *pending("vip", 100, 3),
+    )
+    assert sorted(filtered(e2, "vip").failed) == NODES
