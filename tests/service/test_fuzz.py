@@ -105,3 +105,56 @@ def test_bind_with_junk_never_crashes(body: dict[str, Any]) -> None:
     resp = post("/scheduler/bind", json.dumps(body).encode())
     assert resp.status_code in (200, 400), resp.text
     assert "Error" in resp.json()
+
+
+def mutated_preemption() -> st.SearchStrategy[Any]:
+    """Mostly well-shaped ExtenderPreemptionArgs with some field replaced by junk."""
+    victims = st.fixed_dictionaries(
+        {},
+        optional={
+            "Pods": st.one_of(
+                st.lists(
+                    st.fixed_dictionaries(
+                        {"UID": st.one_of(st.sampled_from(["uid-pod-batch-job", "x"]), json_values)}
+                    ),
+                    max_size=3,
+                ),
+                json_values,
+            ),
+            "NumPDBViolations": st.one_of(st.integers(-5, 5), json_values),
+        },
+    )
+    nodes = st.dictionaries(
+        st.sampled_from(["gpu-node-1", "gpu-node-3", "ghost", ""]),
+        st.one_of(st.none(), victims, json_values),
+        max_size=3,
+    )
+    pod = st.sampled_from(
+        [TRAINER, {**TRAINER, "spec": {**TRAINER["spec"], "priority": 10**9}}, {"metadata": {"name": "x"}}]
+    )
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "Pod": st.one_of(pod, json_values),
+            "NodeNameToMetaVictims": st.one_of(st.none(), nodes, json_values),
+            "NodeNameToVictims": st.one_of(st.none(), json_values),
+        },
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(mutated_preemption(), json_values))
+def test_preempt_survives_anything_and_changes_nothing(body: Any) -> None:
+    before = STORE.resource_version
+    resp = post("/scheduler/preempt", json.dumps(body).encode())
+    assert resp.status_code in (200, 400), resp.text
+    answer = resp.json()
+    assert ("NodeNameToMetaVictims" in answer) if resp.status_code == 200 else ("Error" in answer)
+    assert STORE.resource_version == before
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_to_preempt_are_rejected_cleanly(body: bytes) -> None:
+    resp = post("/scheduler/preempt", body)
+    assert resp.status_code in (200, 400), (body, resp.text)
