@@ -326,7 +326,14 @@ class Engine:
                             result.failed[name] = result.unresolvable.pop(name)
         lookup = nodes if nodes is not None else self.state.nodes
         if self.config.device_preemption and result.unresolvable and not result.error:
-            self._preemption_may_help(snapshot, pod, claims, result, lookup, started, node_names, groups)
+            # A node whose allocation ran out of time is not tried again with fewer devices in
+            # use: it would likely spend the budget the same way.
+            to_check = {
+                name: group
+                for name, group in zip(node_names, groups, strict=True)
+                if name in result.unresolvable and not answers[group].timed_out
+            }
+            self._preemption_may_help(snapshot, pod, claims, result, lookup, started, to_check)
         if (
             not result.error
             and not result.passed
@@ -365,15 +372,14 @@ class Engine:
         result: FilterResult,
         lookup: Mapping[str, Node],
         started: float,
-        names: Sequence[str],
-        groups: Sequence[Hashable],
+        group_of: Mapping[str, Hashable],
     ) -> None:
         """Move to ``failed`` (Unschedulable) the rejected nodes where evicting lower-priority pods
         would make room for the pod's claims: kube-scheduler's preemption then considers them
         and asks the preempt verb which pods to evict. The rest stay Unresolvable, as the
-        in-tree plugin reports every rejection."""
-        rejected = {name: lookup[name] for name in result.unresolvable if name in lookup}
-        group_of = {name: group for name, group in zip(names, groups, strict=True) if name in rejected}
+        in-tree plugin reports every rejection. ``group_of``: the rejected nodes to check, with
+        their groups of look-alike nodes."""
+        rejected = {name: lookup[name] for name in group_of if name in lookup}
         found = preemption.where_it_may_help(
             snapshot,
             pod,

@@ -14,6 +14,7 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.model.core import parse_pod
+from extender.scheduling.decision import Assessment
 from extender.scheduling.engine import Engine, EngineConfig
 from extender.scheduling.preemption import MAY_HELP, NOT_CHECKED, Candidate
 from tests.builders import allocated, claim, device, device_class, exact, node, pod, resource_slice
@@ -203,3 +204,11 @@ def test_look_alike_nodes_share_the_check_only_when_evictions_free_the_same_devi
         *pending("vip", 100, 3),
     )
     assert sorted(filtered(e2, "vip").failed) == NODES
+
+
+def test_a_node_whose_allocation_timed_out_is_not_checked_again() -> None:
+    e = engine(*FULL_OF_LOW, *pending("vip", 100, 2))
+    timed_out = Assessment(False, "timed out trying to allocate devices", timed_out=True)
+    e._assessor = lambda snapshot, claims: lambda node: timed_out  # type: ignore[method-assign]
+    result = filtered(e, "vip")
+    assert result.failed == {} and result.unresolvable["node-1"] == timed_out.reason
