@@ -54,16 +54,18 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
             pods_out.append(_bound(state, pod))
             continue
         claims = snapshot.claims_of(pod)
-        victims_of = nominated.no_victims if request.preempt else None
+        nominations = nominated.Nominations() if request.preempt else None
         decisions: dict[str, NodeDecision] = {
-            n.name: nominated.decide(snapshot, pod, claims, n, victims_of=victims_of, timeout=request.timeout)
+            n.name: nominated.decide(
+                snapshot, pod, claims, n, nominations=nominations, timeout=request.timeout
+            )
             for n in nodes
         }
         if request.preempt:
             failing = [n for n in nodes if not decisions[n.name].fits and decisions[n.name].error is None]
             rejected = {n.name: n for n in failing}
             helped = preemption.where_it_may_help(
-                snapshot, pod, claims, rejected, victims_of=victims_of, timeout=request.timeout
+                snapshot, pod, claims, rejected, nominations=nominations, timeout=request.timeout
             )
             for name, addition in helped.items():
                 decisions[name].reason = (decisions[name].reason or "does not fit") + addition
@@ -83,7 +85,10 @@ def _preemption(
 ) -> dict[str, list[str]]:
     """Per node where evicting lower-priority pods makes room: those pods, first to go first."""
     by_uid = {p.uid: p for p in state.pods.values()}
-    answer = preempt(snapshot, pod, {n: Candidate(()) for n in nodes}, timeout=timeout, budget=60.0)
+    candidates = {n: Candidate(()) for n in nodes}
+    answer = preempt(
+        snapshot, pod, candidates, nominations=nominated.Nominations(), timeout=timeout, budget=60.0
+    )
     return {
         node: [f"{by_uid[u].namespace}/{by_uid[u].name}" for u in candidate.uids if u in by_uid]
         for node, candidate in answer.items()

@@ -258,6 +258,10 @@ class Snapshot:
         inside: memoized answers are keyed by the real devices in use.
         """
         allocated = self.allocated
+        uncounted = [d for a in freed for d in a.exclusive if allocated.dedicated.get(d, 0) <= 0]
+        if uncounted:
+            # Counting out what is not counted would corrupt the devices in use for good.
+            raise AssertionError(f"what_if: freed devices not in use: {', '.join(map(str, uncounted[:3]))}")
         for allocation in freed:
             allocated.remove(allocation)
         for allocation in held:

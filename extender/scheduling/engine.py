@@ -385,7 +385,7 @@ class Engine:
             pod,
             claims,
             rejected,
-            victims_of=self._victims_of,
+            nominations=self._nominations(),
             timeout=self.config.node_timeout,
             deadline=started + self.config.filter_budget,
             clock=self.clock,
@@ -398,9 +398,12 @@ class Engine:
         """The victims the preempt verb named on ``node`` for the pod with this UID (if remembered)."""
         return self._preempted.get(uid, {}).get(node, frozenset())
 
-    def _nominations(self) -> nominated.VictimsOf | None:
-        """Whether decisions keep devices for nominated pods (with device preemption only)."""
-        return self._victims_of if self.config.device_preemption else None
+    def _nominations(self) -> nominated.Nominations | None:
+        """Whose nominations keep devices (with device preemption only): pods of the schedulers
+        this extender serves, except those being bound (their writes hold their devices)."""
+        if not self.config.device_preemption:
+            return None
+        return nominated.Nominations(self.config.scheduler_names, self._victims_of, frozenset(self.in_flight))
 
     def _answers(
         self,
@@ -441,8 +444,11 @@ class Engine:
         for group in representatives:  # after an error: the remaining groups are not judged
             if group not in answers:
                 answers[group] = NOT_EVALUATED
-        if self.config.device_preemption and self.state.nominated and claims.allocates:
-            self._nominated_answers(snapshot, pod, claims, names, groups, answers, lookup)
+        nominations = self._nominations()
+        if nominations is not None and self.state.nominated and claims.allocates:
+            self._nominated_answers(
+                snapshot, pod, claims, names, groups, answers, lookup, nominations, deadline
+            )
         return groups, answers
 
     def _nominated_answers(
@@ -454,23 +460,29 @@ class Engine:
         groups: list[Hashable],
         answers: dict[Hashable, Assessment],
         lookup: Mapping[str, Node],
+        nominations: nominated.Nominations,
+        deadline: float,
     ) -> None:
         """Nodes where pods nominated ahead of this one keep devices are judged on their own,
-        with those devices taken (see :mod:`extender.scheduling.nominated`)."""
+        with those devices taken (see :mod:`extender.scheduling.nominated`); within the filter
+        budget, as every node (past it: not evaluated)."""
         if any(a.error is not None for a in answers.values()):
             return
-        targets = {n for n in self.state.nominated if nominated.nominated_here(self.state, pod, n)}
+        state = self.state
+        targets = {n for n in state.nominated if nominated.nominated_here(state, pod, n, nominations)}
         if not targets:
             return
         for i, name in enumerate(names):
             node = lookup.get(name)
             if name not in targets or node is None:
                 continue
-            decision = nominated.decide(
-                snapshot, pod, claims, node, victims_of=self._victims_of, timeout=self.config.node_timeout
-            )
             groups[i] = ("nominated", name)
-            answers[groups[i]] = snapshot.summarize(claims, node, decision)
+            if self.clock() > deadline:
+                answers[groups[i]] = NOT_EVALUATED
+                continue
+            answers[groups[i]] = nominated.assess(
+                snapshot, pod, claims, node, nominations=nominations, timeout=self.config.node_timeout
+            )
 
     # --- prioritize ----------------------------------------------------------------------------
 
@@ -565,7 +577,7 @@ class Engine:
             claims.extended = None  # bound already: its extended-resource claim is what it is
         if node is not None:
             decision = nominated.decide(
-                snapshot, pod, claims, node, victims_of=self._nominations(), timeout=self.config.node_timeout
+                snapshot, pod, claims, node, nominations=self._nominations(), timeout=self.config.node_timeout
             )
         else:  # a bound pod whose node is gone: only reservations of allocated claims can be repaired
             fits = not (claims.reason or claims.error)
@@ -955,11 +967,13 @@ class Engine:
     def preempt(self, pod: Pod, candidates: Mapping[str, Candidate]) -> dict[str, Candidate]:
         """The preempt verb (:func:`extender.scheduling.preemption.preempt` on the current snapshot)."""
         started = self.clock()
+        snapshot = self.snapshot()
         answer = preemption.preempt(
-            self.snapshot(),
+            snapshot,
             pod,
             candidates,
-            victims_of=self._nominations(),
+            claims=self._claims_of(snapshot, pod),
+            nominations=self._nominations(),
             timeout=self.config.node_timeout,
             budget=self.config.filter_budget,
             clock=self.clock,
@@ -987,7 +1001,7 @@ class Engine:
         claims = self._claims_of(snapshot, pod)
         names = sorted(node_names) if node_names is not None else sorted(self.state.nodes)
         deadline = self.clock() + self.config.filter_budget
-        victims_of = self._nominations()
+        nominations = self._nominations()
         out = {}
         for name in names:
             node = self.state.nodes.get(name)
@@ -998,7 +1012,7 @@ class Engine:
                 out[name] = NodeDecision(name, False, reason=reason, timed_out=True)
             else:
                 out[name] = nominated.decide(
-                    snapshot, pod, claims, node, victims_of=victims_of, timeout=self.config.node_timeout
+                    snapshot, pod, claims, node, nominations=nominations, timeout=self.config.node_timeout
                 )
         return out
 

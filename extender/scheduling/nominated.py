@@ -17,14 +17,15 @@ then count as taken for every pod of lower or equal priority. Pure: a snapshot i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, ResourceClaim, parse_allocation
 from extender.model.reader import Reader
 from extender.scheduling import extended as er
-from extender.scheduling.decision import DEFAULT_NODE_TIMEOUT, NodeDecision, Snapshot
+from extender.scheduling.decision import DEFAULT_NODE_TIMEOUT, Assessment, NodeDecision, Snapshot
 from extender.scheduling.prefilter import PodClaims
 
 #: (preemptor UID, node name) -> UIDs of the victims the preempt verb named for it there.
@@ -35,6 +36,19 @@ def no_victims(uid: str, node: str) -> frozenset[str]:
     return frozenset()
 
 
+@dataclass(frozen=True, slots=True)
+class Nominations:
+    """Whose nominations keep devices, and what their preemptions free."""
+
+    #: Only pods of these schedulers (upstream keeps room only for the pods in its own queue);
+    #: None: any pod (offline, where no scheduler is named).
+    scheduler_names: frozenset[str] | None = None
+    #: The victims the preempt verb named, per preemptor and node.
+    victims_of: VictimsOf = no_victims
+    #: UIDs of pods whose bind is being written: those writes hold their devices already.
+    binding: frozenset[str] = frozenset()
+
+
 def importance(pod: Pod) -> tuple[int, float, str, str]:
     """Sort key, most important first: higher priority, then earlier start (upstream's
     ``MoreImportantPod``: a pod not started counts as starting now, the latest), then name."""
@@ -42,18 +56,24 @@ def importance(pod: Pod) -> tuple[int, float, str, str]:
     return (-pod.priority, started, pod.namespace, pod.name)
 
 
-def nominated_here(state: ClusterState, pod: Pod, node_name: str) -> list[Pod]:
+def nominated_here(state: ClusterState, pod: Pod, node_name: str, nominations: Nominations) -> list[Pod]:
     """Pods nominated to ``node_name`` that ``pod`` must leave room for: not bound, not
     terminating, not ``pod`` itself, priority at least ``pod``'s (upstream ``addGENominatedPods``),
-    most important first."""
+    of a scheduler this extender serves and not being bound already, most important first."""
     waiting = state.nominated.get(node_name)
     if not waiting:
         return []
+    names = nominations.scheduler_names
     return sorted(
         (
             q
             for q in waiting.values()
-            if q.uid != pod.uid and q.priority >= pod.priority and not q.deleting and not q.node_name
+            if q.uid != pod.uid
+            and q.priority >= pod.priority
+            and not q.deleting
+            and not q.node_name
+            and (names is None or q.scheduler_name in names)
+            and q.uid not in nominations.binding
         ),
         key=importance,
     )
@@ -79,14 +99,19 @@ def held_claims(claims: Mapping[Key, ResourceClaim], pod: Pod) -> list[ResourceC
 
 
 def freed_allocations(
-    claims: Mapping[Key, ResourceClaim], pods: Iterable[Pod], evicted: frozenset[str] | set[str]
+    claims: Mapping[Key, ResourceClaim],
+    pods: Iterable[Pod],
+    evicted: Collection[str],
+    keep: Collection[Key] = (),
 ) -> list[Allocation]:
     """The allocations that evicting ``evicted`` (UIDs, ``pods`` among them) would release: the
     claims those pods hold that are reserved for nobody else. The resourceclaim controller
     deallocates a claim when its last reservation goes, so a claim shared with a pod that stays
-    keeps its devices."""
+    keeps its devices. ``keep``: claims that stay whoever goes (the pod that asks uses them: it
+    is not in their ``reservedFor`` before its bind, and evicting the others would deallocate
+    them under it)."""
     out: list[Allocation] = []
-    seen: set[Key] = set()
+    seen: set[Key] = set(keep)
     for pod in pods:
         for claim in held_claims(claims, pod):
             if claim.key in seen or claim.allocation is None:
@@ -97,29 +122,34 @@ def freed_allocations(
     return out
 
 
+def own_claims(claims: PodClaims) -> set[Key]:
+    """The keys of the claims a pod uses (never freed by a what-if on its behalf)."""
+    return {c.key for c in claims.ordered}
+
+
 def reservations(
     snapshot: Snapshot,
     pod: Pod,
     node: Node,
+    nominations: Nominations,
     *,
-    victims_of: VictimsOf,
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
 ) -> list[Allocation]:
     """The devices the pods nominated to ``node`` ahead of ``pod`` keep there, most important
     pod first (each allocated with the devices of those before it taken)."""
     held: list[Allocation] = []
     state = snapshot.state
-    for waiting in nominated_here(state, pod, node.name):
+    for waiting in nominated_here(state, pod, node.name, nominations):
         claims = snapshot.claims_of(waiting)
         if claims.error is not None or claims.reason is not None or not claims.allocates:
             continue  # nothing to keep: it cannot be allocated anyway, or it holds its devices already
-        named = victims_of(waiting.uid, node.name)
+        named = nominations.victims_of(waiting.uid, node.name)
         gone = [
             p
             for p in state.pods_by_node.get(node.name, {}).values()
             if p.uid in named or (p.deleting and p.priority < waiting.priority)
         ]
-        freed = freed_allocations(snapshot.claims, gone, {p.uid for p in gone})
+        freed = freed_allocations(snapshot.claims, gone, {p.uid for p in gone}, own_claims(claims))
         with snapshot.what_if(freed=freed, held=held):
             decision = snapshot.decide(claims, node, timeout=timeout)
         if decision.fits:
@@ -133,29 +163,68 @@ def decide(
     claims: PodClaims,
     node: Node,
     *,
-    victims_of: VictimsOf | None,
+    nominations: Nominations | None,
     freed: Sequence[Allocation] = (),
+    held: Sequence[Allocation] | None = None,
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
 ) -> NodeDecision:
     """:meth:`Snapshot.decide` with the devices of ``freed`` free and those that pods nominated
-    to the node ahead of ``pod`` keep taken (``victims_of`` None: nominations are ignored, as
-    the in-tree plugin does)."""
-    held = (
-        reservations(snapshot, pod, node, victims_of=victims_of, timeout=timeout)
-        if victims_of is not None and claims.allocates
-        else []
-    )
-    if not held and not freed:
-        return snapshot.decide(claims, node, timeout=timeout)
+    to the node ahead of ``pod`` keep taken (``nominations`` None: nominations are ignored, as
+    the in-tree plugin does; ``held``: those devices, when the caller has them already)."""
+    return _judge(snapshot, pod, claims, node, nominations, freed, held, timeout, summarize=False)[0]
+
+
+def assess(
+    snapshot: Snapshot,
+    pod: Pod,
+    claims: PodClaims,
+    node: Node,
+    *,
+    nominations: Nominations,
+    timeout: float | None = DEFAULT_NODE_TIMEOUT,
+) -> Assessment:
+    """Filter's and prioritize's answer for a node where nominated pods may keep devices: like
+    :meth:`Snapshot.summarize`, with the kept devices taken (free devices left counted too)."""
+    _, assessment = _judge(snapshot, pod, claims, node, nominations, (), None, timeout, summarize=True)
+    assert assessment is not None
+    return assessment
+
+
+def _judge(
+    snapshot: Snapshot,
+    pod: Pod,
+    claims: PodClaims,
+    node: Node,
+    nominations: Nominations | None,
+    freed: Sequence[Allocation],
+    held: Sequence[Allocation] | None,
+    timeout: float | None,
+    *,
+    summarize: bool,
+) -> tuple[NodeDecision, Assessment | None]:
+    if held is None:
+        held = (
+            reservations(snapshot, pod, node, nominations, timeout=timeout)
+            if nominations is not None and claims.allocates
+            else []
+        )
+    if not freed and not held:
+        decision = snapshot.decide(claims, node, timeout=timeout)
+        return decision, snapshot.summarize(claims, node, decision) if summarize else None
     with snapshot.what_if(freed=freed, held=held):
         decision = snapshot.decide(claims, node, timeout=timeout)
+        assessment = snapshot.summarize(claims, node, decision) if summarize else None
     kept = bool(held) and not decision.fits and bool(decision.reason)
-    if kept and _fits_unheld(snapshot, claims, node, freed, timeout):
-        waiting = ", ".join(f"{q.namespace}/{q.name}" for q in nominated_here(snapshot.state, pod, node.name))
+    if kept and nominations is not None and _fits_unheld(snapshot, claims, node, freed, timeout):
+        waiting = ", ".join(
+            f"{q.namespace}/{q.name}" for q in nominated_here(snapshot.state, pod, node.name, nominations)
+        )
         decision.reason = (
             f"{decision.reason} (devices here are kept for {waiting}, nominated to this node by a preemption)"
         )
-    return decision
+        if assessment is not None:
+            assessment = Assessment(False, decision.reason, decision.error, timed_out=decision.timed_out)
+    return decision, assessment
 
 
 def _fits_unheld(

@@ -23,7 +23,7 @@ freed claims' devices counted out (:meth:`Snapshot.what_if`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.cluster.state import ClusterState
@@ -32,7 +32,7 @@ from extender.model.dra import Allocation
 from extender.model.policy import PodDisruptionBudget
 from extender.scheduling import nominated
 from extender.scheduling.decision import DEFAULT_NODE_TIMEOUT, Snapshot
-from extender.scheduling.nominated import VictimsOf, importance
+from extender.scheduling.nominated import Nominations, importance
 from extender.scheduling.prefilter import PodClaims
 
 #: Added to filter's reason where evicting lower-priority pods would make room (Unschedulable, not
@@ -84,7 +84,9 @@ def pdb_violating(pods: Sequence[Pod], pdbs: Iterable[PodDisruptionBudget]) -> s
 
 
 class _WhatIf:
-    """Does the preemptor fit on the node with a given set of its pods gone?"""
+    """Does the preemptor fit on the node with a given set of its pods gone? (None: the
+    allocation ran out of time, so it cannot be told.) The devices pods nominated ahead of it
+    keep are computed once per node."""
 
     def __init__(
         self,
@@ -92,28 +94,42 @@ class _WhatIf:
         preemptor: Pod,
         claims: PodClaims,
         node: Node,
-        victims_of: VictimsOf | None,
+        nominations: Nominations | None,
         timeout: float | None,
     ) -> None:
         self.snapshot, self.preemptor, self.claims, self.node = snapshot, preemptor, claims, node
-        self.victims_of, self.timeout = victims_of, timeout
+        self.nominations, self.timeout = nominations, timeout
         self.on_node = {p.uid: p for p in snapshot.state.pods_by_node.get(node.name, {}).values()}
+        self.own = nominated.own_claims(claims)
+        self._held: list[Allocation] | None = None
 
-    def fits(self, gone: set[str], freed: Sequence[Allocation] | None = None) -> bool:
-        """``freed``: what their eviction releases, when the caller knows it already."""
-        if freed is None:
+    def freed(self, gone: Collection[str], pods: Iterable[Pod] | None = None) -> list[Allocation]:
+        """What evicting ``gone`` releases (never a claim the preemptor uses)."""
+        if pods is None:
             pods = [self.on_node[uid] for uid in gone if uid in self.on_node]
-            freed = nominated.freed_allocations(self.snapshot.claims, pods, gone)
+        return nominated.freed_allocations(self.snapshot.claims, pods, gone, self.own)
+
+    def fits(self, gone: Collection[str], freed: Sequence[Allocation] | None = None) -> bool | None:
+        """``freed``: what their eviction releases, when the caller knows it already."""
+        if self._held is None:
+            self._held = (
+                nominated.reservations(
+                    self.snapshot, self.preemptor, self.node, self.nominations, timeout=self.timeout
+                )
+                if self.nominations is not None and self.claims.allocates
+                else []
+            )
         decision = nominated.decide(
             self.snapshot,
             self.preemptor,
             self.claims,
             self.node,
-            victims_of=self.victims_of,
-            freed=freed,
+            nominations=self.nominations,
+            freed=self.freed(gone) if freed is None else freed,
+            held=self._held,
             timeout=self.timeout,
         )
-        return decision.fits
+        return None if decision.timed_out else decision.fits
 
 
 def may_help(
@@ -122,17 +138,18 @@ def may_help(
     claims: PodClaims,
     node: Node,
     *,
-    victims_of: VictimsOf | None = None,
+    nominations: Nominations | None = None,
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
 ) -> bool:
     """Filter's question: would the pod's claims fit on ``node`` if every lower-priority pod
     there were evicted (so preemption may help: Unschedulable rather than Unresolvable)?"""
     lower = potential_victims(snapshot.state, preemptor, node.name)
+    what_if = _WhatIf(snapshot, preemptor, claims, node, nominations, timeout)
     gone = {p.uid for p in lower}
-    freed = nominated.freed_allocations(snapshot.claims, lower, gone) if lower else []
+    freed = what_if.freed(gone, lower) if lower else []
     if not freed:
         return False  # they hold no device that evicting them would free
-    return _WhatIf(snapshot, preemptor, claims, node, victims_of, timeout).fits(gone, freed)
+    return bool(what_if.fits(gone, freed))
 
 
 def where_it_may_help(
@@ -141,7 +158,7 @@ def where_it_may_help(
     claims: PodClaims,
     rejected: Mapping[str, Node],
     *,
-    victims_of: VictimsOf | None = None,
+    nominations: Nominations | None = None,
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
     deadline: float | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -167,20 +184,24 @@ def where_it_may_help(
     for name, node in rejected.items():
         if name not in state.pods_by_node:
             continue
+        lower = potential_victims(state, pod, name)
+        if not lower:
+            continue
+        what_if = _WhatIf(snapshot, pod, claims, node, nominations, timeout)
+        gone = {p.uid for p in lower}
+        freed = what_if.freed(gone, lower)
+        if not freed:
+            continue
         if deadline is not None and clock() > deadline:
             out[name] = NOT_CHECKED
             continue
-        lower = potential_victims(state, pod, name)
-        gone = {p.uid for p in lower}
-        freed = nominated.freed_allocations(snapshot.claims, lower, gone) if lower else []
-        if not freed:
-            continue
-        held_back = victims_of is not None and name in state.nominated  # nominations: judged alone
+        held_back = nominations is not None and name in state.nominated  # nominations: judged alone
         key = None if held_back else _look_alike_key(snapshot, node, groups, freed)
         found = answers.get(key) if key is not None else None
         if found is None:
-            found = _WhatIf(snapshot, pod, claims, node, victims_of, timeout).fits(gone, freed)
-            if key is not None:
+            fits = what_if.fits(gone, freed)
+            found = bool(fits)
+            if key is not None and fits is not None:
                 answers[key] = found
         if found:
             out[name] = MAY_HELP
@@ -219,19 +240,23 @@ def select_victims(
     *,
     claims: PodClaims | None = None,
     pdbs: Iterable[PodDisruptionBudget] = (),
-    victims_of: VictimsOf | None = None,
+    nominations: Nominations | None = None,
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
     evicted: frozenset[str] = frozenset(),
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> NodeVictims | None:
     """The victims on ``node`` that make room for ``preemptor``'s claims, or None when evicting
-    every lower-priority pod there would still not be enough.
+    every lower-priority pod there would still not be enough, or when that cannot be told in
+    time (an allocation ran out of its time, or ``deadline`` passed): better no candidate than
+    more victims than needed.
 
     ``evicted``: UIDs of pods kube-scheduler already chose (for CPU, memory...): gone in every
     what-if, never reprieved, and not among the returned pods."""
     claims = claims if claims is not None else snapshot.claims_of(preemptor)
     everyone = potential_victims(snapshot.state, preemptor, node.name)
     lower = [p for p in everyone if p.uid not in evicted]
-    what_if = _WhatIf(snapshot, preemptor, claims, node, victims_of, timeout)
+    what_if = _WhatIf(snapshot, preemptor, claims, node, nominations, timeout)
     victims = {*evicted, *(p.uid for p in lower)}
     if not what_if.fits(victims):
         return None
@@ -239,8 +264,13 @@ def select_victims(
     chosen: list[Pod] = []
     violations = 0
     for pod in [*(p for p in lower if p.uid in violating), *(p for p in lower if p.uid not in violating)]:
+        if deadline is not None and clock() > deadline:
+            return None
         victims.discard(pod.uid)
-        if what_if.fits(victims):
+        fits = what_if.fits(victims)
+        if fits is None:
+            return None
+        if fits:
             continue  # reprieved
         victims.add(pod.uid)
         chosen.append(pod)
@@ -253,7 +283,8 @@ def preempt(
     preemptor: Pod,
     candidates: Mapping[str, Candidate],
     *,
-    victims_of: VictimsOf | None = None,
+    claims: PodClaims | None = None,
+    nominations: Nominations | None = None,
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
     budget: float = 3.0,
     clock: Callable[[], float] = time.monotonic,
@@ -266,8 +297,9 @@ def preempt(
     claims cannot be resolved (a missing claim or class) gets none: no eviction helps it.
     Nodes not judged within ``budget`` seconds are dropped too (the answer must arrive within
     the scheduler's timeout). PodDisruptionBudgets are the cache's (``snapshot.state.pdbs``).
+    ``claims``: the preemptor's, as the caller's PreFilter resolved them.
     """
-    claims = snapshot.claims_of(preemptor)
+    claims = claims if claims is not None else snapshot.claims_of(preemptor)
     if claims.error is None and claims.reason is None and not claims.allocates:
         return dict(candidates)
     if claims.error is not None or claims.reason is not None:
@@ -286,9 +318,11 @@ def preempt(
             node,
             claims=claims,
             pdbs=pdbs,
-            victims_of=victims_of,
+            nominations=nominations,
             timeout=timeout,
             evicted=frozenset(proposed.uids),
+            deadline=deadline,
+            clock=clock,
         )
         if found is not None:
             out[name] = Candidate(

@@ -140,7 +140,10 @@ def pod(engine: Engine, target: Pod) -> dict[str, Any]:
             ]
             entry["moreHolders"] = max(0, len(ranked) - MAX_HOLDERS)
         nodes[name] = entry
-    return {"pod": f"{target.namespace}/{target.name}", "nodes": nodes}
+    out: dict[str, Any] = {"pod": f"{target.namespace}/{target.name}", "nodes": nodes}
+    if target.nominated_node_name and not target.node_name:
+        out["nominatedNodeName"] = target.nominated_node_name  # where a preemption made room for it
+    return out
 
 
 def _reserved_for(claims: Mapping[tuple[str, str], ResourceClaim], owner: str) -> list[str]:
@@ -296,7 +299,10 @@ def render_text(view: str, data: dict[str, Any]) -> str:
                 freeing.append([node, held["claim"], pods, str(len(held["devices"]))])
             if d.get("moreHolders"):
                 freeing.append([node, f"... {d['moreHolders']} more claims", "", ""])
-        text = f"pod {data['pod']}\n" + _table(["NODE", "FITS", "DETAIL"], rows)
+        text = f"pod {data['pod']}\n"
+        if data.get("nominatedNodeName"):
+            text += f"nominated to {data['nominatedNodeName']} by a preemption\n"
+        text += _table(["NODE", "FITS", "DETAIL"], rows)
         if freeing:
             text += "\nwhat would free room (claims holding devices the pod's requests select):\n"
             text += _table(["NODE", "CLAIM", "RESERVED FOR", "DEVICES"], freeing)

@@ -13,9 +13,16 @@ from tests.builders import pod
 
 
 def pod_on(
-    name: str, node: str | None, priority: int = 0, nominated: str | None = None, phase: str = ""
+    name: str,
+    node: str | None,
+    priority: int = 0,
+    nominated: str | None = None,
+    phase: str = "",
+    deleting: bool = False,
 ) -> dict[str, Any]:
     p = pod(name, node_name=node, priority=priority)
+    if deleting:
+        p["metadata"]["deletionTimestamp"] = "2026-11-24T00:00:00Z"
     status: dict[str, Any] = {}
     if nominated:
         status["nominatedNodeName"] = nominated
@@ -42,6 +49,10 @@ def expected(state: ClusterState) -> tuple[dict[str, set[str]], dict[str, set[st
 
 
 def actual(state: ClusterState) -> tuple[dict[str, set[str]], dict[str, set[str]], dict[int, int]]:
+    # Every indexed record is the table's current record, not a stale copy.
+    for index in (state.pods_by_node, state.nominated):
+        for pods in index.values():
+            assert all(state.pods.get(key) is p for key, p in pods.items())
     return (
         {n: {p.name for p in pods.values()} for n, pods in state.pods_by_node.items()},
         {n: {p.name for p in pods.values()} for n, pods in state.nominated.items()},
@@ -71,6 +82,7 @@ OPS = st.lists(
         st.integers(-2, 2),
         st.sampled_from([None, "node-1", "node-2"]),
         st.sampled_from(["", "Running", "Failed"]),
+        st.booleans(),
     ),
     max_size=30,
 )
@@ -80,8 +92,8 @@ OPS = st.lists(
 @given(OPS)
 def test_the_indexes_always_equal_a_recount(ops: list[Any]) -> None:
     state = ClusterState()
-    for op, name, node, priority, nominated, phase in ops:
-        obj = pod_on(name, node, priority, nominated, phase)
+    for op, name, node, priority, nominated, phase, deleting in ops:
+        obj = pod_on(name, node, priority, nominated, phase, deleting)
         if op == "apply":
             state.apply(obj)
         elif op == "remove":

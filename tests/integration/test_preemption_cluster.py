@@ -151,6 +151,10 @@ def test_a_high_priority_pod_preempts_the_low_priority_pod_holding_all_gpus(
         # The scheduler nominates gpu-node for high and evicts low; the claim controller releases
         # low's claim once low is gone.
         nominate(fake, "high", "gpu-node")
+        wait_until(lambda: http.get("/debug/pods/default/high").json().get("nominatedNodeName") == "gpu-node")
+        assert (
+            "nominated to gpu-node by a preemption" in http.get("/debug/pods/default/high?format=text").text
+        )
         evict(fake, "low")
         in_cache(
             http, lambda claims: not any(c["claim"] == "default/low-gpus" and c["allocated"] for c in claims)

@@ -212,3 +212,25 @@ def test_a_node_whose_allocation_timed_out_is_not_checked_again() -> None:
     e._assessor = lambda snapshot, claims: lambda node: timed_out  # type: ignore[method-assign]
     result = filtered(e, "vip")
     assert result.failed == {} and result.unresolvable["node-1"] == timed_out.reason
+
+
+def test_nodes_judged_for_nominations_count_against_the_filter_budget() -> None:
+    now = [0.0]
+    e = engine(*NOMINATED, filter_budget=5.0)
+    terminating(e, "victim")
+    e.clock = lambda: now[0]
+    original = e._assessor
+
+    def slow(snapshot: Any, claims: Any) -> Any:
+        assess = original(snapshot, claims)
+
+        def each(node: Any) -> Any:
+            now[0] += 3.0  # two allocations (node-1 holds a victim: two groups) fit in 5 s, no more
+            return assess(node)
+
+        return each
+
+    e._assessor = slow  # type: ignore[method-assign]
+    result = filtered(e, "other")
+    assert result.passed == ["node-2"]
+    assert "not evaluated" in result.failed["node-1"]

@@ -114,7 +114,11 @@ def test_devices_kept_for_nominated_pods(case: Case) -> None:
         return case.remembered.get(node_name, frozenset()) if uid == "uid-q" else frozenset()
 
     decision = nominated.decide(
-        snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], victims_of=remembered
+        snapshot,
+        p,
+        snapshot.claims_of(p),
+        state.nodes["node-1"],
+        nominations=nominated.Nominations(victims_of=remembered),
     )
     assert decision.fits is case.fits, decision.reason
     if not case.fits:
@@ -124,7 +128,7 @@ def test_devices_kept_for_nominated_pods(case: Case) -> None:
 def test_nominations_ignored_keep_nothing_as_the_in_tree_plugin() -> None:
     snapshot, state = snapshot_with(Case([*victim(terminating=True), *waiting("q", 100, 4)], 50, 1, False))
     p = state.pods[("default", "p")]
-    assert nominated.decide(snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], victims_of=None).fits
+    assert nominated.decide(snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], nominations=None).fits
 
 
 def test_the_nominated_pod_itself_is_not_held_back_by_its_own_nomination() -> None:
@@ -133,7 +137,7 @@ def test_the_nominated_pod_itself_is_not_held_back_by_its_own_nomination() -> No
     snapshot = Snapshot(state, Features(), CEL)
     q = state.pods[("default", "q")]
     decision = nominated.decide(
-        snapshot, q, snapshot.claims_of(q), state.nodes["node-1"], victims_of=nominated.no_victims
+        snapshot, q, snapshot.claims_of(q), state.nodes["node-1"], nominations=nominated.Nominations()
     )
     assert decision.fits  # gpu-0 and gpu-1 are free; its own nomination keeps nothing from it
 
@@ -143,7 +147,7 @@ def test_the_devices_in_use_are_unchanged_afterwards() -> None:
     before = dict(snapshot.allocated.dedicated)
     p = state.pods[("default", "p")]
     nominated.decide(
-        snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], victims_of=nominated.no_victims
+        snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], nominations=nominated.Nominations()
     )
     assert snapshot.allocated.dedicated == before
 
@@ -157,3 +161,35 @@ def test_held_claims_include_the_extended_resource_claim_recorded_in_status() ->
     state = ClusterState.from_objects([ext, other, p])
     held = nominated.held_claims(state.claims, state.pods[("default", "p")])
     assert [c.name for c in held] == ["p-extended-resources-abcde"]  # "unreserved" is not reserved for it
+
+
+def test_pods_of_other_schedulers_keep_nothing() -> None:
+    # Upstream keeps room only for pods in its own queue: a default-scheduler pod nominated
+    # after a CPU preemption is not this scheduler's to keep devices for.
+    objects = [
+        *BASE,
+        *victim(terminating=True),
+        *waiting("q", 100, 4),
+        *waiting("p", 50, 1, nominated_to=None),
+    ]
+    objects[-3]["spec"]["schedulerName"] = "default-scheduler"  # q
+    state = ClusterState.from_objects(objects)
+    assert state.pods[("default", "q")].scheduler_name == "default-scheduler"
+    snapshot = Snapshot(state, Features(), CEL)
+    p = state.pods[("default", "p")]
+    ours = nominated.Nominations(scheduler_names=frozenset({"dra-extender-scheduler"}))
+    assert nominated.decide(snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], nominations=ours).fits
+    anyone = nominated.Nominations()
+    assert not nominated.decide(
+        snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], nominations=anyone
+    ).fits
+
+
+def test_a_nominated_pod_being_bound_keeps_nothing_more() -> None:
+    # Its bind's writes hold its devices already; keeping them again would refuse others twice.
+    snapshot, state = snapshot_with(Case([*victim(terminating=True), *waiting("q", 100, 4)], 50, 1, False))
+    p = state.pods[("default", "p")]
+    binding = nominated.Nominations(binding=frozenset({"uid-q"}))
+    assert nominated.decide(
+        snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], nominations=binding
+    ).fits

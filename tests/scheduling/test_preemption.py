@@ -17,6 +17,7 @@ from extender.model.policy import parse_pod_disruption_budget
 from extender.scheduling.decision import Snapshot
 from extender.scheduling.preemption import (
     Candidate,
+    _WhatIf,
     may_help,
     pdb_violating,
     potential_victims,
@@ -374,12 +375,52 @@ def test_nodes_where_no_eviction_helps_and_unknown_nodes_are_dropped() -> None:
     assert answer == {}
 
 
+class Ticking:
+    """A clock that reads ``step`` seconds later every time."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
 def test_nodes_left_when_the_budget_is_spent_are_dropped() -> None:
-    holders, candidates = [Holder("a", 1, (0, 1, 2, 3))], {"node-1": Candidate(())}
-    in_time = iter([0.0, 0.5])
-    assert list(preempt_on(holders, 1, candidates, budget=1.0, clock=lambda: next(in_time))) == ["node-1"]
-    too_late = iter([0.0, 1.5])
-    assert preempt_on(holders, 1, candidates, budget=1.0, clock=lambda: next(too_late)) == {}
+    holders = [Holder("a", 1, (0, 1)), Holder("b", 1, (2, 3))]
+    candidates = {"node-1": Candidate(())}
+    assert list(preempt_on(holders, 2, candidates, budget=10.0, clock=Ticking(0.1))) == ["node-1"]
+    assert preempt_on(holders, 2, candidates, budget=1.0, clock=Ticking(2.0)) == {}
+
+
+def test_a_node_whose_reprieves_outlast_the_budget_is_dropped_not_over_evicted() -> None:
+    # Two readings fit the budget (the start and the node's first check), the third does not:
+    # the reprieve loop stops, and rather than naming both pods the node is left out.
+    holders = [Holder("a", 1, (0, 1)), Holder("b", 1, (2, 3))]
+    assert preempt_on(holders, 2, {"node-1": Candidate(())}, budget=2.5, clock=Ticking(1.0)) == {}
+
+
+def test_a_what_if_that_runs_out_of_time_drops_the_node() -> None:
+    gpus = [device(f"gpu-{i}") for i in range(20)]
+    held = claim("low-claim", allocation=allocated(*(("driver-a", "node-1", f"gpu-{i}") for i in range(20))))
+    held["status"]["reservedFor"] = [{"resource": "pods", "name": "low", "uid": "uid-low"}]
+    state = ClusterState.from_objects(
+        [
+            device_class(),
+            node("node-1"),
+            resource_slice("s", gpus, pool="node-1", node="node-1"),
+            held,
+            running("low", 1, ["low-claim"], "2026-11-01T00:00:00Z"),
+            claim("wanted", requests=[exact(count=17)]),  # 17 picks: past the allocator's 16-step check
+            pod("preemptor", ["wanted"], priority=100),
+        ]
+    )
+    snapshot = Snapshot(state, Features(), CEL, clock=Ticking(10.0))  # every allocation overruns 1 s
+    preemptor = state.pods[("default", "preemptor")]
+    what_if = _WhatIf(snapshot, preemptor, snapshot.claims_of(preemptor), state.nodes["node-1"], None, 1.0)
+    assert what_if.fits({"uid-low"}) is None  # "cannot tell", not "does not fit" (never reprieved for it)
+    assert select_victims(snapshot, preemptor, state.nodes["node-1"]) is None
+    assert select_victims(Snapshot(state, Features(), CEL), preemptor, state.nodes["node-1"]) is not None
 
 
 def test_a_pod_without_claims_gets_the_candidates_back_and_a_pod_with_a_missing_claim_none() -> None:
@@ -390,3 +431,70 @@ def test_a_pod_without_claims_gets_the_candidates_back_and_a_pod_with_a_missing_
     missing = ClusterState.from_objects([device_class(), node("node-1"), pod("lost", ["nowhere"])])
     lost = missing.pods[("default", "lost")]
     assert preempt(Snapshot(missing, Features(), CEL), lost, candidates) == {}
+
+
+def sharing(
+    victims: list[tuple[str, tuple[int, ...]]], preemptor_claims: list[str]
+) -> tuple[Snapshot, ClusterState]:
+    """node-1 with 4 GPUs; each (name, gpus) is a priority-1 pod whose claim ``<name>-claim``
+    holds those GPUs (started in list order); the preemptor uses ``preemptor_claims`` (an
+    allocated claim of a victim, and ``more``: one more GPU)."""
+    objects: list[dict[str, Any]] = [
+        device_class(),
+        node("node-1"),
+        resource_slice("s", [device(f"gpu-{i}") for i in range(4)], pool="node-1", node="node-1"),
+        claim("more", requests=[exact(count=1)]),
+        pod("preemptor", preemptor_claims, priority=100),
+    ]
+    for day, (name, gpus) in enumerate(victims, start=1):
+        held = claim(
+            f"{name}-claim", allocation=allocated(*(("driver-a", "node-1", f"gpu-{i}") for i in gpus))
+        )
+        held["status"]["reservedFor"] = [{"resource": "pods", "name": name, "uid": f"uid-{name}"}]
+        objects += [held, running(name, 1, [f"{name}-claim"], f"2026-11-{day:02d}T00:00:00Z")]
+    state = ClusterState.from_objects(objects)
+    assert not state.problems, state.problems
+    return Snapshot(state, Features(), CEL), state
+
+
+def test_a_claim_the_preemptor_shares_with_a_victim_is_never_counted_as_freed() -> None:
+    # Evicting the only pod reserving "low-claim" would deallocate the claim the preemptor
+    # itself uses: that helps nobody. (The preemptor is not in its reservedFor before its bind.)
+    snapshot, state = sharing([("low", (0, 1, 2, 3))], ["low-claim", "more"])
+    vip, node_1 = state.pods[("default", "preemptor")], state.nodes["node-1"]
+    assert not may_help(snapshot, vip, snapshot.claims_of(vip), node_1)
+    assert preempt(snapshot, vip, {"node-1": Candidate(())}) == {}
+
+
+def test_the_victim_is_the_one_whose_devices_help_not_the_one_sharing_the_preemptors_claim() -> None:
+    # low-w (started first) holds gpu-2,3; low-v holds gpu-0,1 through the claim the preemptor
+    # shares. Only evicting low-w frees a device for "more".
+    snapshot, state = sharing([("low-w", (2, 3)), ("low-v", (0, 1))], ["low-v-claim", "more"])
+    answer = preempt(snapshot, state.pods[("default", "preemptor")], {"node-1": Candidate(())})
+    assert answer == {"node-1": Candidate(("uid-low-w",))}
+
+
+def test_the_schedulers_victims_use_up_a_budget_before_the_extenders() -> None:
+    # One disruption allowed for app=a: kube-scheduler's victim a1 takes it, so a2, which the
+    # devices need too, violates the budget.
+    snapshot, state = cluster(
+        [
+            Holder("a1", 1, (0, 1), labels=APP_A),
+            Holder("a2", 1, (2, 3), labels=APP_A, started="2026-11-02T00:00:00Z"),
+        ],
+        4,
+        extra=[pod_disruption_budget("protect-a", APP_A, allowed=1)],
+    )
+    answer = preempt(snapshot, state.pods[("default", "preemptor")], {"node-1": Candidate(("uid-a1",))})
+    assert answer == {"node-1": Candidate(("uid-a1", "uid-a2"), 1)}
+
+
+def test_freeing_an_allocation_that_is_not_counted_is_refused() -> None:
+    snapshot, state = cluster([Holder("a", 1, (0, 1))], 1)
+    allocation = state.claims[("default", "a-claim")].allocation
+    assert allocation is not None
+    with snapshot.what_if(freed=[allocation]):
+        with pytest.raises(AssertionError, match="not in use"), snapshot.what_if(freed=[allocation]):
+            pass  # never entered: freeing it twice would corrupt the devices in use
+        assert not snapshot.allocated.dedicated
+    assert len(snapshot.allocated.dedicated) == 2
