@@ -7,6 +7,7 @@ from fractions import Fraction
 
 from extender.allocator.features import Features
 from extender.model.dra import Allocation, DeviceID
+from extender.tally import tally
 
 
 class AllocatedState:
@@ -53,17 +54,17 @@ class AllocatedState:
     def _apply(self, allocation: Allocation, sign: int) -> set[DeviceID]:
         touched: set[DeviceID] = set()
         for device in allocation.exclusive:
-            _count(self.dedicated, device, sign)
+            tally(self.dedicated, device, sign)
             touched.add(device)
         for result in allocation.shares:
             touched.add(result.id)
             if not self.features.consumable_capacity:
-                _count(self.dedicated, result.id, sign)  # without the gate a share holds the device
+                tally(self.dedicated, result.id, sign)  # without the gate a share holds the device
                 continue
-            _count(self.shared_ids, result.id, sign)
+            tally(self.shared_ids, result.id, sign)
             if not result.consumed_capacity:
                 continue
-            _count(self._capacity_shares, result.id, sign)
+            tally(self._capacity_shares, result.id, sign)
             if result.id not in self._capacity_shares:
                 self.capacity.pop(result.id, None)
                 continue
@@ -91,11 +92,3 @@ class AllocatedState:
 
 #: AllocatedState.key of a device no one holds.
 _FREE = (False, False, None)
-
-
-def _count(table: dict[DeviceID, int], device: DeviceID, sign: int) -> None:
-    n = table.get(device, 0) + sign
-    if n > 0:
-        table[device] = n
-    else:
-        table.pop(device, None)

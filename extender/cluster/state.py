@@ -26,6 +26,7 @@ from extender.model.dra import (
 from extender.model.errors import ObjectError
 from extender.model.policy import PodDisruptionBudget, parse_pod_disruption_budget
 from extender.model.versions import SUPPORTED_VERSIONS, resource_version_of
+from extender.tally import tally
 
 Key = tuple[str, str]  # (namespace, name); namespace '' for cluster-scoped objects
 
@@ -246,36 +247,23 @@ class ClusterState:
         return min(self.bound_priorities, default=None)
 
     def _index_pod(self, old: Pod | None, new: Pod | None) -> None:
-        if old is not None:
-            if old.node_name:
-                on_node = self.pods_by_node.get(old.node_name)
-                if on_node is not None:
-                    on_node.pop(old.key, None)
-                    if not on_node:
-                        del self.pods_by_node[old.node_name]
-                if not old.terminal:
-                    _count(self.bound_priorities, old.priority, -1)
-            elif old.nominated_node_name:
-                nominated = self.nominated.get(old.nominated_node_name)
-                if nominated is not None:
-                    nominated.pop(old.key, None)
-                    if not nominated:
-                        del self.nominated[old.nominated_node_name]
-        if new is not None:
-            if new.node_name:
-                self.pods_by_node.setdefault(new.node_name, {})[new.key] = new
-                if not new.terminal:
-                    _count(self.bound_priorities, new.priority, 1)
-            elif new.nominated_node_name:
-                self.nominated.setdefault(new.nominated_node_name, {})[new.key] = new
-
-
-def _count(table: dict[int, int], key: int, sign: int) -> None:
-    n = table.get(key, 0) + sign
-    if n > 0:
-        table[key] = n
-    else:
-        table.pop(key, None)
+        """Move a pod's entries from its old record (None: added) to its new one (None: removed)."""
+        for pod, sign in ((old, -1), (new, 1)):
+            if pod is None:
+                continue
+            if pod.node_name:
+                index, node = self.pods_by_node, pod.node_name
+            else:
+                index, node = self.nominated, pod.nominated_node_name
+            if node and sign > 0:
+                index.setdefault(node, {})[pod.key] = pod
+            elif node:
+                entries = index.get(node, {})
+                entries.pop(pod.key, None)
+                if not entries:
+                    index.pop(node, None)
+            if pod.node_name and not pod.terminal:
+                tally(self.bound_priorities, pod.priority, sign)
 
 
 def is_newer(cached: str, reference: str) -> bool:
