@@ -325,7 +325,12 @@ class Engine:
                         if group in skipped and name in result.unresolvable:
                             result.failed[name] = result.unresolvable.pop(name)
         lookup = nodes if nodes is not None else self.state.nodes
-        if self.config.device_preemption and result.unresolvable and not result.error:
+        if (
+            self.config.device_preemption
+            and result.unresolvable
+            and not result.error
+            and preemption.may_preempt(self.state, pod, claims)
+        ):
             # A node whose allocation ran out of time is not tried again with fewer devices in
             # use: it would likely spend the budget the same way.
             to_check = {

@@ -132,24 +132,14 @@ class _WhatIf:
         return None if decision.timed_out else decision.fits
 
 
-def may_help(
-    snapshot: Snapshot,
-    preemptor: Pod,
-    claims: PodClaims,
-    node: Node,
-    *,
-    nominations: Nominations | None = None,
-    timeout: float | None = DEFAULT_NODE_TIMEOUT,
-) -> bool:
-    """Filter's question: would the pod's claims fit on ``node`` if every lower-priority pod
-    there were evicted (so preemption may help: Unschedulable rather than Unresolvable)?"""
-    lower = potential_victims(snapshot.state, preemptor, node.name)
-    what_if = _WhatIf(snapshot, preemptor, claims, node, nominations, timeout)
-    gone = {p.uid for p in lower}
-    freed = what_if.freed(gone, lower) if lower else []
-    if not freed:
-        return False  # they hold no device that evicting them would free
-    return bool(what_if.fits(gone, freed))
+def may_preempt(state: ClusterState, pod: Pod, claims: PodClaims) -> bool:
+    """Whether preemption could make room for the pod's devices anywhere: it may preempt, its
+    claims resolve and need devices, and some running pod is less important. The last is the
+    common ``False`` and costs a ``min`` over the distinct running priorities."""
+    if pod.preemption_policy == "Never" or claims.error or claims.reason or not claims.allocates:
+        return False
+    lowest = state.lowest_bound_priority()
+    return lowest is not None and lowest < pod.priority
 
 
 def where_it_may_help(
@@ -173,12 +163,9 @@ def where_it_may_help(
     devices, equal devices in use). Two nodes of a group whose evictions would free the devices
     at the same positions get the same answer, so it is computed once per call.
     """
-    if pod.preemption_policy == "Never" or claims.error or claims.reason or not claims.allocates:
-        return {}
     state = snapshot.state
-    lowest = state.lowest_bound_priority()
-    if lowest is None or lowest >= pod.priority:
-        return {}  # the common case: no running pod is less important than this one
+    if not may_preempt(state, pod, claims):
+        return {}
     out: dict[str, str] = {}
     answers: dict[Hashable, bool] = {}
     for name, node in rejected.items():

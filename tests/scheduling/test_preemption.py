@@ -16,13 +16,16 @@ from extender.model.core import parse_pod
 from extender.model.policy import parse_pod_disruption_budget
 from extender.scheduling.decision import Snapshot
 from extender.scheduling.preemption import (
+    MAY_HELP as MAY_HELP_REASON,
+)
+from extender.scheduling.preemption import (
     Candidate,
     _WhatIf,
-    may_help,
     pdb_violating,
     potential_victims,
     preempt,
     select_victims,
+    where_it_may_help,
 )
 from tests.builders import (
     allocated,
@@ -303,13 +306,19 @@ MAY_HELP = {
 }
 
 
+def helps_on_node_1(snapshot: Snapshot, preemptor: Any) -> bool:
+    """Filter's question for node-1: would evicting every lower-priority pod there make room?"""
+    node_1 = {"node-1": snapshot.state.nodes["node-1"]}
+    found = where_it_may_help(snapshot, preemptor, snapshot.claims_of(preemptor), node_1)
+    assert found in ({}, {"node-1": MAY_HELP_REASON})
+    return bool(found)
+
+
 @pytest.mark.parametrize("case", MAY_HELP.values(), ids=MAY_HELP.keys())
 def test_may_help_is_filters_question(case: Any) -> None:
     holders, wanted, expected = case
     snapshot, state = cluster(holders, wanted)
-    preemptor = state.pods[("default", "preemptor")]
-    claims = snapshot.claims_of(preemptor)
-    assert may_help(snapshot, preemptor, claims, state.nodes["node-1"]) is expected
+    assert helps_on_node_1(snapshot, state.pods[("default", "preemptor")]) is expected
 
 
 def test_potential_victims_are_the_running_lower_pods_most_important_first() -> None:
@@ -461,8 +470,8 @@ def test_a_claim_the_preemptor_shares_with_a_victim_is_never_counted_as_freed() 
     # Evicting the only pod reserving "low-claim" would deallocate the claim the preemptor
     # itself uses: that helps nobody. (The preemptor is not in its reservedFor before its bind.)
     snapshot, state = sharing([("low", (0, 1, 2, 3))], ["low-claim", "more"])
-    vip, node_1 = state.pods[("default", "preemptor")], state.nodes["node-1"]
-    assert not may_help(snapshot, vip, snapshot.claims_of(vip), node_1)
+    vip = state.pods[("default", "preemptor")]
+    assert not helps_on_node_1(snapshot, vip)
     assert preempt(snapshot, vip, {"node-1": Candidate(())}) == {}
 
 
