@@ -119,7 +119,7 @@ WATCHED = (
 #: (without PodDisruptionBudgets, preemption spares no pod for a budget it does not know).
 OPTIONAL = {"PodDisruptionBudget"}
 #: The API group/version of the kinds outside resource.k8s.io.
-CORE_KINDS = {"Node": "v1", "Pod": "v1", "PodDisruptionBudget": "policy/v1"}
+OUTSIDE_DRA = {"Node": "v1", "Pod": "v1", "PodDisruptionBudget": "policy/v1"}
 
 
 class ClusterHealth:
@@ -127,9 +127,8 @@ class ClusterHealth:
 
     def __init__(self, stale_after: float) -> None:
         self.stale_after = stale_after
+        #: The informers binds depend on (those of OPTIONAL kinds log their outages, nothing more).
         self.reflectors: list[Reflector] = []
-        #: Informers of OPTIONAL kinds (logged, shown, never a reason to refuse binds).
-        self.optional: list[Reflector] = []
         #: Why discovery has not succeeded yet ('' once it has).
         self.discovery = "not started"
         self._synced_lock = threading.Lock()
@@ -246,10 +245,10 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         for kind, resource in WATCHED:
             if resource == "devicetaintrules" and (not features.device_taint_rules or resource not in served):
                 continue
-            if kind not in CORE_KINDS and resource not in served:
+            if kind not in OUTSIDE_DRA and resource not in served:
                 log.warning("%s/%s does not serve %s", RESOURCE_GROUP, version, resource)
                 continue
-            group_version = CORE_KINDS.get(kind, f"{RESOURCE_GROUP}/{version}")
+            group_version = OUTSIDE_DRA.get(kind, f"{RESOURCE_GROUP}/{version}")
             (optional if kind in OPTIONAL else reflectors).append(
                 Reflector(
                     raw,
@@ -262,7 +261,6 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
                 )
             )
         health.reflectors = reflectors
-        health.optional = optional
         health.discovery = ""
         for reflector in [*reflectors, *optional]:
             reflector.start()
