@@ -244,3 +244,11 @@ def pod_disruption_budget(
             "disruptedPods": dict.fromkeys(disrupted, "2026-11-24T00:00:00Z"),
         },
     }
+
+
+def reserve(claim_obj: dict[str, Any], *pods: str) -> dict[str, Any]:
+    """``claim_obj`` (allocated) with ``status.reservedFor`` naming these pods (UID ``uid-<pod>``)."""
+    claim_obj.setdefault("status", {})["reservedFor"] = [
+        {"resource": "pods", "name": p, "uid": f"uid-{p}"} for p in pods
+    ]
+    return claim_obj

@@ -12,6 +12,18 @@ import pytest
 import yaml
 
 from extender.cli import main
+from tests.builders import (
+    allocated,
+    claim,
+    device,
+    device_class,
+    exact,
+    node,
+    pod,
+    pod_disruption_budget,
+    reserve,
+    resource_slice,
+)
 from tests.shared import REPO
 
 EXAMPLES = REPO / "examples"
@@ -175,14 +187,12 @@ def test_a_multi_line_cel_error_continues_under_its_row(tmp_path: Path) -> None:
 
 
 def preemption_state(tmp_path: Path, low_priority: int) -> str:
-    from tests.builders import allocated, claim, device, device_class, exact, node, pod, resource_slice
-
     low = pod("low", ["low-claim"], node_name="node-1")
     low["spec"]["priority"] = low_priority
     held = claim(
         "low-claim", allocation=allocated(("driver-a", "pool-1", "d0"), ("driver-a", "pool-1", "d1"))
     )
-    held["status"]["reservedFor"] = [{"resource": "pods", "name": "low", "uid": "uid-low"}]
+    reserve(held, "low")
     high = pod("high", ["wanted"])
     high["spec"]["priority"] = 1000
     objects = [
@@ -211,18 +221,6 @@ def test_simulate_preempt_names_the_pods_to_evict(tmp_path: Path) -> None:
 
 
 def test_simulate_preempt_spares_a_pod_a_disruption_budget_protects(tmp_path: Path) -> None:
-    from tests.builders import (
-        allocated,
-        claim,
-        device,
-        device_class,
-        exact,
-        node,
-        pod,
-        pod_disruption_budget,
-        resource_slice,
-    )
-
     objects: list[dict[str, object]] = [
         device_class(),
         node("node-1"),
@@ -230,7 +228,7 @@ def test_simulate_preempt_spares_a_pod_a_disruption_budget_protects(tmp_path: Pa
     ]
     for i, app in enumerate(["guarded", "plain"]):
         held = claim(f"{app}-claim", allocation=allocated(("driver-a", "pool-1", f"d{i}")))
-        held["status"]["reservedFor"] = [{"resource": "pods", "name": app, "uid": f"uid-{app}"}]
+        reserve(held, app)
         objects += [held, pod(app, [f"{app}-claim"], node_name="node-1", priority=1, labels={"app": app})]
     objects += [
         pod_disruption_budget("keep-guarded", {"app": "guarded"}, allowed=0),

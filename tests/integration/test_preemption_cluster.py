@@ -23,6 +23,7 @@ from tests.builders import (
     node,
     pod,
     pod_disruption_budget,
+    reserve,
     resource_slice,
 )
 from tests.fakeapi.server import FakeApiServer
@@ -42,7 +43,7 @@ def running(
         f"{name}-gpus", allocation=allocated(*(("gpu.example.com", "gpu-node", f"gpu-{i}") for i in gpus))
     )
     held["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
-    held["status"]["reservedFor"] = [{"resource": "pods", "name": name, "uid": f"uid-{name}"}]
+    reserve(held, name)
     p = pod(name, [f"{name}-gpus"], node_name="gpu-node", priority=priority, labels=labels)
     p["status"] = {"phase": "Running", "startTime": "2026-11-24T00:00:00Z"}
     return [held, p]

@@ -17,14 +17,14 @@ from extender.model.core import parse_pod
 from extender.scheduling.decision import Assessment
 from extender.scheduling.engine import Engine, EngineConfig
 from extender.scheduling.preemption import MAY_HELP, NOT_CHECKED, Candidate
-from tests.builders import allocated, claim, device, device_class, exact, node, pod, resource_slice
+from tests.builders import allocated, claim, device, device_class, exact, node, pod, reserve, resource_slice
 
 NODES = ["node-1", "node-2"]
 
 
 def holder(name: str, node_name: str, priority: int, gpus: tuple[int, ...]) -> list[dict[str, Any]]:
     c = claim(f"{name}-claim", allocation=allocated(*(("driver-a", node_name, f"gpu-{i}") for i in gpus)))
-    c["status"]["reservedFor"] = [{"resource": "pods", "name": name, "uid": f"uid-{name}"}]
+    reserve(c, name)
     p = pod(name, [f"{name}-claim"], node_name=node_name, priority=priority)
     p["status"] = {"startTime": "2026-11-01T00:00:00Z", "phase": "Running"}
     return [c, p]

@@ -13,14 +13,14 @@ from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
 from extender.scheduling import nominated
 from extender.scheduling.decision import Snapshot
-from tests.builders import allocated, claim, device, device_class, exact, node, pod, resource_slice
+from tests.builders import allocated, claim, device, device_class, exact, node, pod, reserve, resource_slice
 
 CEL = CelEnvironment()
 
 
 def gpus_claim(name: str, gpus: tuple[int, ...], reserved_for: str) -> dict[str, Any]:
     c = claim(name, allocation=allocated(*(("driver-a", "node-1", f"gpu-{i}") for i in gpus)))
-    c["status"]["reservedFor"] = [{"resource": "pods", "name": reserved_for, "uid": f"uid-{reserved_for}"}]
+    reserve(c, reserved_for)
     return c
 
 
@@ -154,7 +154,7 @@ def test_the_devices_in_use_are_unchanged_afterwards() -> None:
 
 def test_held_claims_include_the_extended_resource_claim_recorded_in_status() -> None:
     ext = claim("p-extended-resources-abcde", allocation=allocated(("driver-a", "node-1", "gpu-0")))
-    ext["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "uid-p"}]
+    reserve(ext, "p")
     other = claim("unreserved", allocation=allocated(("driver-a", "node-1", "gpu-1")))
     p = pod("p", ["unreserved"], node_name="node-1")
     p["status"] = {"extendedResourceClaimStatus": {"resourceClaimName": "p-extended-resources-abcde"}}

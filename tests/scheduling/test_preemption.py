@@ -36,6 +36,7 @@ from tests.builders import (
     node,
     pod,
     pod_disruption_budget,
+    reserve,
     resource_slice,
 )
 
@@ -85,13 +86,10 @@ def cluster(
         resource_slice("s", [device(f"gpu-{i}") for i in range(4)], pool="node-1", node="node-1"),
     ]
     for h in holders:
-        reserved = [{"resource": "pods", "name": h.name, "uid": f"uid-{h.name}"}]
-        reserved += [{"resource": "pods", "name": n, "uid": f"uid-{n}"} for n in h.shared_with]
         c = claim(
             f"{h.name}-claim", allocation=allocated(*(("driver-a", "node-1", f"gpu-{i}") for i in h.gpus))
         )
-        c["status"]["reservedFor"] = reserved
-        objects.append(c)
+        objects.append(reserve(c, h.name, *h.shared_with))
         objects.append(
             running(h.name, h.priority, [f"{h.name}-claim"], h.started, labels=h.labels, phase=h.phase)
         )
@@ -412,7 +410,7 @@ def test_a_node_whose_reprieves_outlast_the_budget_is_dropped_not_over_evicted()
 def test_a_what_if_that_runs_out_of_time_drops_the_node() -> None:
     gpus = [device(f"gpu-{i}") for i in range(20)]
     held = claim("low-claim", allocation=allocated(*(("driver-a", "node-1", f"gpu-{i}") for i in range(20))))
-    held["status"]["reservedFor"] = [{"resource": "pods", "name": "low", "uid": "uid-low"}]
+    reserve(held, "low")
     state = ClusterState.from_objects(
         [
             device_class(),
@@ -459,7 +457,7 @@ def sharing(
         held = claim(
             f"{name}-claim", allocation=allocated(*(("driver-a", "node-1", f"gpu-{i}") for i in gpus))
         )
-        held["status"]["reservedFor"] = [{"resource": "pods", "name": name, "uid": f"uid-{name}"}]
+        reserve(held, name)
         objects += [held, running(name, 1, [f"{name}-claim"], f"2026-11-{day:02d}T00:00:00Z")]
     state = ClusterState.from_objects(objects)
     assert not state.problems, state.problems
