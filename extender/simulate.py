@@ -83,7 +83,8 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
 def _preemption(
     state: ClusterState, snapshot: Snapshot, pod: Pod, nodes: list[str], timeout: float | None
 ) -> dict[str, list[str]]:
-    """Per node where evicting lower-priority pods makes room: those pods, first to go first."""
+    """Per node where evicting lower-priority pods makes room: those pods, most important first
+    (the preempt verb's order)."""
     by_uid = {p.uid: p for p in state.pods.values()}
     candidates = {n: Candidate(()) for n in nodes}
     answer = preempt(
