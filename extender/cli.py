@@ -209,8 +209,23 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-concurrency",
         type=positive_int,
-        default=64,
-        help="connections served at once per listener; more get 503 (default 64)",
+        default=Limits.max_requests,
+        help="requests other than binds (filter, prioritize, preempt, debug views) served at once; "
+        f"more get 503 (default {Limits.max_requests})",
+    )
+    serve.add_argument(
+        "--max-binds",
+        type=positive_int,
+        default=Limits.max_binds,
+        help="binds in flight at once, counted apart so that binds never crowd out filter and "
+        f"prioritize; more get 503 (default {Limits.max_binds})",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=Limits.max_connections,
+        help="open connections per listener; a request on one more gets 503 "
+        f"(default {Limits.max_connections})",
     )
     serve.add_argument("--prefix", default="/scheduler", help="URL prefix of the verbs (default /scheduler)")
     serve.add_argument(
@@ -470,7 +485,9 @@ def _serve(args: argparse.Namespace) -> int:
         )
     verbs = Listener(args.host, args.port, tls)
     ops = Listener(args.ops_host, args.ops_port)
-    limits = Limits(max_concurrency=args.max_concurrency)
+    limits = Limits(
+        max_connections=args.max_connections, max_requests=args.max_concurrency, max_binds=args.max_binds
+    )
     run(serve(app, create_ops_app(service), verbs, ops, limits, config.prefix))
     return 0
 

@@ -24,7 +24,7 @@ from extender.allocator import AllocatedState, Features
 from extender.cel import CelEnvironment
 from extender.cluster.api import ApiNotFound, ClusterAPI, ClusterAPIError
 from extender.cluster.state import ClusterState, Key
-from extender.model.core import Node, Pod
+from extender.model.core import Node, Pod, parse_pod
 from extender.model.dra import Allocation, DeviceID, ResourceClaim, parse_resource_claim, rfc3339
 from extender.model.errors import ObjectError
 from extender.model.labels import Labels
@@ -518,6 +518,10 @@ class Engine:
         """
         started = self.clock()
         pod = self.state.pods.get((namespace, name))
+        if uid and (pod is None or pod.uid != uid) and self.may_bind() and self.cache_stale() is None:
+            # kube-scheduler's pod watch ran ahead of ours: it can bind a pod within milliseconds
+            # of its creation (seen with a real kube-scheduler). The API server has it.
+            pod = await self._pod_from_api(namespace, name, uid) or pod
         refused = self._refuse_bind(pod, uid, node_name)
         if refused is not None:
             return self._bind_done(pod, namespace, name, node_name, started, refused)
@@ -546,6 +550,15 @@ class Engine:
                 entry.done.set_result(error)
         return self._bind_done(pod, namespace, name, node_name, started, error, note=note, decision=decision)
 
+    async def _pod_from_api(self, namespace: str, name: str, uid: str) -> Pod | None:
+        """The pod as the API server has it, if it is the one with this UID (used for this bind
+        only: the cache keeps following its watch)."""
+        try:
+            found = parse_pod(await self.api.get_pod(namespace, name))
+        except (ClusterAPIError, ObjectError):
+            return None
+        return found if found.uid == uid else None
+
     def _refuse_bind(self, pod: Pod | None, uid: str, node_name: str) -> str | None:
         if not self.may_bind():
             return "this dra-extender replica is not the leader"
@@ -556,7 +569,7 @@ class Engine:
         if not uid:
             return "refused: the request names no PodUID (kube-scheduler always sends one)"
         if pod is None:
-            return "pod not found in the DRA extender's cache"
+            return "pod not found (neither in the DRA extender's cache nor in the API server)"
         if pod.uid != uid:
             return f"pod UID mismatch: the cache has {pod.uid}, the request names {uid}"
         if pod.scheduler_name not in self.config.scheduler_names:

@@ -91,6 +91,11 @@ def _bad_request(message: str, status: int = 400) -> Response:
     return _json(wire.encode({"Error": message}), status)
 
 
+def verb_prefix(prefix: str) -> str:
+    """``--prefix`` as the verbs' routes use it: ``/scheduler``, or ``""`` for the root."""
+    return "/" + prefix.strip("/") if prefix.strip("/") else ""
+
+
 def create_app(
     service: Service, *, prefix: str = "/scheduler", max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 ) -> FastAPI:
@@ -115,7 +120,7 @@ def create_app(
         lifespan=lifespan,
     )
     engine, metrics, worker = service.engine, service.metrics, service.worker
-    prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
+    prefix = verb_prefix(prefix)
 
     def refuse(request: Request, verb: str, reason: str, status: int = 400) -> Response:
         """A malformed request's answer; counted and logged with the caller's address."""

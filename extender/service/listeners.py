@@ -21,6 +21,9 @@ import uvicorn
 import uvloop
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from extender.service.admission import Admission
+from extender.service.app import verb_prefix
+
 T = TypeVar("T")
 log = logging.getLogger("dra_extender")
 
@@ -45,10 +48,17 @@ class Listener:
 class Limits:
     """Bounds against clients that send too much or too slowly."""
 
-    #: Connections and requests served at once; more are answered 503.
-    max_concurrency: int = 64
-    #: Idle keep-alive connections are closed after this many seconds.
-    keep_alive_seconds: int = 5
+    #: Open connections per listener; a request on one more is answered 503 (uvicorn's limit).
+    max_connections: int = 1024
+    #: Requests other than binds (filter, prioritize, preempt, debug views) served at once.
+    max_requests: int = 64
+    #: Binds in flight at once; a bind holds its request open while it writes to the API server.
+    max_binds: int = 512
+    #: Idle keep-alive connections are closed after this many seconds: longer than Go's
+    #: transport keeps an idle connection (90 s, kube-scheduler's extender client), so the client
+    #: always closes first and never sends a request on a connection the server is closing
+    #: (a POST it would not retry: "failed filter with extender ... EOF").
+    keep_alive_seconds: int = 120
     #: Largest request head (request line and headers), bytes.
     max_header_bytes: int = 16 * 1024
 
@@ -107,7 +117,7 @@ def _config(
         lifespan=lifespan,
         log_config=None,
         access_log=False,
-        limit_concurrency=limits.max_concurrency,
+        limit_concurrency=limits.max_connections,
         timeout_keep_alive=limits.keep_alive_seconds,
         h11_max_incomplete_event_size=limits.max_header_bytes,
         **options,
@@ -129,7 +139,13 @@ async def serve(
     and metrics) runs on a thread and loop of its own, so a long allocation never delays a
     probe.
     """
-    main = uvicorn.Server(_config(app, verbs, limits, lifespan="on"))
+    admitted = Admission(
+        app,
+        bind_path=f"{verb_prefix(prefix)}/bind",
+        max_binds=limits.max_binds,
+        max_requests=limits.max_requests,
+    )
+    main = uvicorn.Server(_config(admitted, verbs, limits, lifespan="on"))
     ops_server: uvicorn.Server | None = None
     ops_thread: threading.Thread | None = None
     if ops is not None:

@@ -17,15 +17,22 @@ from typing import Any
 
 from tests.fakeapi.server import FakeApiServer
 
+Objects = dict[str, list[dict[str, Any]]]
+"""The store's objects by resource: ``resourceclaims``, ``pods``, ``resourceslices``."""
 
-def _objects(fake: FakeApiServer, resource: str) -> list[dict[str, Any]]:
+
+def _objects(fake: FakeApiServer) -> Objects:
     with fake.store.cond:
-        return [o for (r, _, _), o in fake.store.objects.items() if r == resource]
+        out: Objects = {"resourceclaims": [], "pods": [], "resourceslices": []}
+        for (resource, _, _), obj in fake.store.objects.items():
+            if resource in out:
+                out[resource].append(obj)
+        return out
 
 
-def _multi_allocatable(fake: FakeApiServer) -> set[tuple[str, str, str]]:
+def _multi_allocatable(objects: Objects) -> set[tuple[str, str, str]]:
     out = set()
-    for s in _objects(fake, "resourceslices"):
+    for s in objects["resourceslices"]:
         spec = s.get("spec") or {}
         for d in spec.get("devices") or []:
             if d.get("allowMultipleAllocations"):
@@ -65,12 +72,16 @@ def pod_claim_names(pod: dict[str, Any]) -> list[str]:
 
 
 def violations(fake: FakeApiServer, *, allow_unbound: set[str] | None = None) -> list[str]:
+    """The invariants on the fake API server's store."""
+    return check(_objects(fake), allow_unbound=allow_unbound)
+
+
+def check(objects: Objects, *, allow_unbound: set[str] | None = None) -> list[str]:
+    """The invariants on any store's objects (the fake's, or a real API server's lists)."""
     problems: list[str] = []
-    claims = {
-        (c["metadata"]["namespace"], c["metadata"]["name"]): c for c in _objects(fake, "resourceclaims")
-    }
-    pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in _objects(fake, "pods")}
-    multi = _multi_allocatable(fake)
+    claims = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in objects["resourceclaims"]}
+    pods = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in objects["pods"]}
+    multi = _multi_allocatable(objects)
     holders: dict[tuple[str, str, str], list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     for (ns, name), c in claims.items():
         status = c.get("status") or {}

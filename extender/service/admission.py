@@ -1,0 +1,66 @@
+"""How many requests of each kind the verbs' listener serves at once.
+
+kube-scheduler binds asynchronously, one goroutine per pod, while its scheduling loop goes on
+calling filter and prioritize. Each bind holds a request open for the length of its API writes,
+and Go's transport keeps only two idle connections per host, so a burst of binds opens dozens
+of connections. One shared limit then answered *filter* with 503 because binds were in flight
+(measured with a real kube-scheduler 1.36: 34 of 800 pods failed a scheduling attempt so).
+Binds and everything else therefore have separate limits here; uvicorn's own limit counts
+connections only, against floods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass
+class Counter:
+    name: str
+    limit: int
+    in_flight: int = 0
+
+
+class Admission:
+    """ASGI middleware: at most ``max_binds`` binds and ``max_requests`` other HTTP requests at
+    once; one more of a kind is answered 503 with the verbs' ``{"Error"}`` body, and nothing of
+    the other kind is affected."""
+
+    def __init__(self, app: App, *, bind_path: str, max_binds: int, max_requests: int) -> None:
+        self.app = app
+        self.bind_path = bind_path
+        self.binds = Counter("binds", max_binds)
+        self.requests = Counter("requests", max_requests)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        counter = self.binds if scope.get("path") == self.bind_path else self.requests
+        if counter.in_flight >= counter.limit:
+            body = b'{"Error":"too many %s in flight (limit %d); retry later"}' % (
+                counter.name.encode(),
+                counter.limit,
+            )
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 503,
+                    "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        counter.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            counter.in_flight -= 1

@@ -1,0 +1,90 @@
+"""Where the real control plane's binaries are found, the way controller-runtime's envtest looks.
+
+1. ``KUBEBUILDER_ASSETS``: a folder holding ``etcd``, ``kube-apiserver`` and ``kube-scheduler``
+   (``kube-controller-manager`` too, for the tests that need the real resourceclaim controller);
+2. setup-envtest's default folder, ``$XDG_DATA_HOME/kubebuilder-envtest/k8s/<version>-linux-amd64``
+   (``~/.local/share`` when unset), newest version first;
+3. ``/usr/local/kubebuilder/bin``.
+
+``etcd`` is also taken from ``PATH`` (Debian's ``etcd-server`` installs it). Nothing here builds
+or downloads a binary: where one is missing, the tests that need it are skipped with a line that
+says which one and how to provide it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+REQUIRED = ("kube-apiserver", "kube-scheduler")
+OPTIONAL = ("kube-controller-manager",)
+
+HOW_TO_PROVIDE = (
+    "put the official release binaries of one Kubernetes version (as setup-envtest downloads "
+    "them: kube-apiserver, kube-scheduler, optionally kube-controller-manager, and etcd) in a "
+    "folder named by KUBEBUILDER_ASSETS, or in ~/.local/share/kubebuilder-envtest/k8s/"
+    "<version>-linux-amd64 or /usr/local/kubebuilder/bin; etcd may come from PATH "
+    "(apt-get install etcd-server)"
+)
+
+
+@dataclass(frozen=True)
+class Binaries:
+    etcd: Path
+    kube_apiserver: Path
+    kube_scheduler: Path
+    kube_controller_manager: Path | None
+    #: Where kube-apiserver was found.
+    folder: Path
+
+
+def _version_key(path: Path) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", path.name.split("-")[0]))
+
+
+def candidate_folders(env: dict[str, str] | None = None) -> list[Path]:
+    env = dict(os.environ) if env is None else env
+    folders: list[Path] = []
+    if env.get("KUBEBUILDER_ASSETS"):
+        folders.append(Path(env["KUBEBUILDER_ASSETS"]))
+    data_home = Path(env.get("XDG_DATA_HOME") or Path(env.get("HOME", "~")).expanduser() / ".local/share")
+    envtest = data_home / "kubebuilder-envtest" / "k8s"
+    if envtest.is_dir():
+        folders += sorted(
+            (p for p in envtest.iterdir() if p.is_dir() and p.name.endswith("-linux-amd64")),
+            key=_version_key,
+            reverse=True,
+        )
+    folders.append(Path("/usr/local/kubebuilder/bin"))
+    return folders
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def find(env: dict[str, str] | None = None) -> Binaries | str:
+    """The binaries, or one line saying what is missing and how to provide it."""
+    folders = candidate_folders(env)
+    for folder in folders:
+        if not all(_executable(folder / name) for name in REQUIRED):
+            continue
+        etcd = folder / "etcd"
+        if not _executable(etcd):
+            found = shutil.which("etcd", path=(env or os.environ).get("PATH"))
+            if found is None:
+                return f"no etcd beside {folder} nor on PATH: {HOW_TO_PROVIDE}"
+            etcd = Path(found)
+        kcm = folder / "kube-controller-manager"
+        return Binaries(
+            etcd=etcd,
+            kube_apiserver=folder / "kube-apiserver",
+            kube_scheduler=folder / "kube-scheduler",
+            kube_controller_manager=kcm if _executable(kcm) else None,
+            folder=folder,
+        )
+    looked = ", ".join(str(f) for f in folders)
+    return f"no folder with {' and '.join(REQUIRED)} (looked in {looked}): {HOW_TO_PROVIDE}"

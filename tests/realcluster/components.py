@@ -1,0 +1,180 @@
+"""kube-scheduler and dra-extender beside a real control plane, configured as the project ships them.
+
+The scheduler's configuration is ``scheduler-config/second-scheduler.yaml`` as shipped, changed
+only where a test machine differs from a pod (the kubeconfig path, the extender's port) and,
+for the in-tree comparison, with the extender removed and DynamicResources enabled again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from tests.realcluster.controlplane import ControlPlane, Process, free_port, wait_http
+from tests.shared import REPO
+
+SCHEDULER_NAME = "dra-extender-scheduler"
+SHIPPED_CONFIG = REPO / "scheduler-config" / "second-scheduler.yaml"
+
+#: kube-scheduler 1.36.3 is the version the suite ran with; where the extender's 1.37 defaults
+#: differ from 1.36's, the extender is given 1.36's value: DRADeviceTaintRules is beta and off
+#: in 1.36 (GA and on in 1.37).
+EXTENDER_GATES_FOR_136 = "DRADeviceTaintRules=false"
+
+
+def scheduler_config(
+    kubeconfig: Path,
+    *,
+    extender_url: str | None,
+    client_qps: float | None = None,
+    leader_elect: bool | None = None,
+) -> dict[str, Any]:
+    """The shipped configuration for this machine; ``extender_url=None``: the in-tree plugin."""
+    config: dict[str, Any] = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+    if client_qps is not None:
+        config["clientConnection"].update(qps=client_qps, burst=int(client_qps))
+    if leader_elect is not None:
+        config["leaderElection"]["leaderElect"] = leader_elect
+    if extender_url is None:
+        del config["extenders"]
+        for profile in config["profiles"]:
+            disabled = profile["plugins"]["multiPoint"]["disabled"]
+            disabled[:] = [p for p in disabled if p["name"] != "DynamicResources"]
+    else:
+        (extender,) = config["extenders"]
+        extender["urlPrefix"] = extender_url.rstrip("/") + "/scheduler"
+    return config
+
+
+class Scheduler:
+    """A kube-scheduler process; its /metrics and /readyz are reachable without credentials."""
+
+    def __init__(self, plane: ControlPlane, config: dict[str, Any], name: str = "kube-scheduler"):
+        self.plane = plane
+        self.port = free_port()
+        folder = plane.folder
+        config_file = folder / f"{name}-{self.port}.yaml"
+        config_file.write_text(yaml.safe_dump(config))
+        kubeconfig = config["clientConnection"]["kubeconfig"]
+        self.process = Process(
+            name,
+            [
+                str(plane.binaries.kube_scheduler),
+                f"--config={config_file}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+                "--v=2",
+            ],
+            folder / f"{name}-{self.port}.log",
+        )
+
+    def start(self) -> Scheduler:
+        self.process.start()
+        wait_http(f"https://127.0.0.1:{self.port}/healthz", timeout=60, process=self.process, verify=False)
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def metrics(self) -> str:
+        return httpx.get(f"https://127.0.0.1:{self.port}/metrics", verify=False, timeout=10).text
+
+    def log(self) -> str:
+        return self.process.log.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def scheduler(
+    plane: ControlPlane, config: dict[str, Any], name: str = "kube-scheduler"
+) -> Iterator[Scheduler]:
+    s = Scheduler(plane, config, name)
+    try:
+        yield s.start()
+    finally:
+        s.stop()
+
+
+class Extender:
+    """``dra-extender serve --kubeconfig`` as the sidecar's ServiceAccount."""
+
+    def __init__(self, plane: ControlPlane, *args: str, name: str = "dra-extender") -> None:
+        self.plane = plane
+        self.name = name
+        self.args = args
+        self.url = ""
+        self.ops_url = ""
+        self.process = Process(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "extender.cli",
+                "serve",
+                "--kubeconfig",
+                str(plane.extender_kubeconfig()),
+                "--port",
+                "0",
+                "--ops-port",
+                "0",
+                "--ops-host",
+                "127.0.0.1",
+                "--feature-gates",
+                EXTENDER_GATES_FOR_136,
+                *args,
+            ],
+            plane.folder / f"{name}.log",
+        )
+
+    def start(self, *, ready: bool = True) -> Extender:
+        self.process.log.unlink(missing_ok=True)
+        self.process.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not self.url:
+            if not self.process.alive():
+                raise RuntimeError(f"{self.name} exited:\n{self.process.tail()}")
+            match = re.search(
+                r"verbs and debug views on (https?://[^/\s]+)\S* ?; probes and metrics on (https?://[^/\s]+)",
+                self.process.log.read_text(errors="replace") if self.process.log.exists() else "",
+            )
+            if match:
+                self.url, self.ops_url = match.group(1), match.group(2)
+            else:
+                time.sleep(0.1)
+        if not self.url:
+            raise RuntimeError(f"{self.name} did not start:\n{self.process.tail()}")
+        if ready:
+            wait_http(f"{self.ops_url}/readyz", timeout=60, process=self.process)
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def get(self, path: str) -> Any:
+        return httpx.get(self.url + path, timeout=30).json()
+
+    def metrics(self) -> str:
+        return httpx.get(self.ops_url + "/metrics", timeout=10).text
+
+    def log(self) -> str:
+        return self.process.log.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def extender(plane: ControlPlane, *args: str, name: str = "dra-extender") -> Iterator[Extender]:
+    e = Extender(plane, *args, name=name)
+    try:
+        yield e.start()
+    finally:
+        e.stop()

@@ -1,0 +1,105 @@
+"""Fixtures of the real-control-plane suite (marker ``realcluster``).
+
+One etcd and kube-apiserver serve the whole session (starting them costs ~10 s on two cores);
+each test gets the cluster emptied of what the tests create, and starts the kube-scheduler and
+extender processes it needs. Without the binaries every test here is skipped with one line that
+says which binary is missing and how to provide it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.realcluster import binaries as found
+from tests.realcluster.api import Api, ApiError
+from tests.realcluster.controlplane import ControlPlane
+
+#: Namespaced kinds the tests create, in the order they are removed.
+NAMESPACED = ("Pod", "ResourceClaim", "ResourceClaimTemplate", "PodDisruptionBudget", "Lease")
+#: Cluster-scoped kinds the tests create.
+CLUSTER = ("ResourceSlice", "DeviceClass", "DeviceTaintRule", "Node", "PriorityClass")
+TEST_NAMESPACES = ("default", "team-a")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.realcluster)
+
+
+@pytest.fixture(scope="session")
+def binaries() -> found.Binaries:
+    located = found.find()
+    if isinstance(located, str):
+        pytest.skip(f"real control plane: {located}")
+    return located
+
+
+@pytest.fixture(scope="session")
+def control_plane(
+    binaries: found.Binaries, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    plane = ControlPlane(binaries, tmp_path_factory.mktemp("controlplane"))
+    try:
+        plane.start()
+        plane.add_namespace("team-a")
+        with contextlib.suppress(ApiError):
+            plane.api.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": "default", "namespace": "default"},
+                }
+            )
+        yield plane
+    finally:
+        plane.stop()
+
+
+def empty(api: Api) -> None:
+    """Remove everything the tests create (claims' finalizers first: no controller does it)."""
+    for namespace in TEST_NAMESPACES:
+        for kind in NAMESPACED:
+            for obj in api.list(kind, namespace):
+                name = obj["metadata"]["name"]
+                if kind == "Lease" and not name.startswith("test-"):
+                    continue
+                if obj["metadata"].get("finalizers"):
+                    with contextlib.suppress(ApiError):
+                        api.patch(kind, name, namespace, {"metadata": {"finalizers": None}})
+                api.delete(kind, name, namespace)
+        for event in api.list("Event", namespace):
+            api.delete("Event", event["metadata"]["name"], namespace)
+    # Leases of the schedulers and extenders of earlier tests: a new one need not wait them out.
+    for lease in api.list("Lease", "dra-extender"):
+        api.delete("Lease", lease["metadata"]["name"], "dra-extender")
+    for kind in CLUSTER:
+        try:
+            objects = api.list(kind)
+        except ApiError as exc:
+            if exc.code != 404:  # a kind this API server does not serve (DeviceTaintRule, gate off)
+                raise
+            continue
+        for obj in objects:
+            name = obj["metadata"]["name"]
+            if kind == "PriorityClass" and name.startswith("system-"):
+                continue
+            api.delete(kind, name)
+
+    def emptied() -> bool:
+        return not any(api.list(kind, ns) for ns in TEST_NAMESPACES for kind in ("Pod", "ResourceClaim"))
+
+    api.wait_for(emptied, what="test namespaces emptied")
+
+
+@pytest.fixture
+def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """The session's control plane, emptied before and after the test."""
+    empty(control_plane.api)
+    yield control_plane
+    empty(control_plane.api)

@@ -1,0 +1,459 @@
+"""A real control plane on 127.0.0.1: etcd, kube-apiserver, kube-scheduler (and optionally
+kube-controller-manager) as child processes, with certificates made here, for the tests.
+
+There is no kubelet: Nodes are objects the tests create (status patched, the not-ready taint
+removed). The extender and the scheduler act as the project's manifests make them act: the
+sidecar ServiceAccount ``dra-extender/dra-extender`` with ``manifests/rbac.yaml`` applied, through
+a token from the TokenRequest API, never as the admin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trustme
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.realcluster.api import Api, ApiError, tls_context
+from tests.realcluster.binaries import Binaries
+
+#: The Kubernetes version the binaries are expected to be (the suite was run with these).
+EXTENDER_NAMESPACE = "dra-extender"
+EXTENDER_ACCOUNT = "dra-extender"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Certificates:
+    folder: Path
+    ca: trustme.CA = field(default_factory=trustme.CA)
+    front_proxy_ca: trustme.CA = field(default_factory=trustme.CA)
+
+    def __post_init__(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.ca.cert_pem.write_to_path(str(self.ca_file))
+        self.front_proxy_ca.cert_pem.write_to_path(str(self.folder / "front-proxy-ca.crt"))
+        self._leaf(self.ca, "server", "127.0.0.1", "localhost", common_name="kube-apiserver")
+        self._leaf(self.ca, "admin", common_name="test-admin", organization="system:masters")
+        self._leaf(self.front_proxy_ca, "proxy-client", common_name="front-proxy-client")
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        (self.folder / "sa.key").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.TraditionalOpenSSL,
+                serialization.NoEncryption(),
+            )
+        )
+        (self.folder / "sa.pub").write_bytes(
+            key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+
+    @property
+    def ca_file(self) -> Path:
+        return self.folder / "ca.crt"
+
+    def _leaf(
+        self, ca: trustme.CA, name: str, *hosts: str, common_name: str, organization: str | None = None
+    ) -> None:
+        leaf = ca.issue_cert(
+            *(hosts or (common_name,)),
+            common_name=common_name,
+            organization_name=organization,
+            not_after=datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=2),
+        )
+        leaf.cert_chain_pems[0].write_to_path(str(self.folder / f"{name}.crt"))
+        leaf.private_key_pem.write_to_path(str(self.folder / f"{name}.key"))
+
+    def pair(self, name: str) -> tuple[str, str]:
+        return str(self.folder / f"{name}.crt"), str(self.folder / f"{name}.key")
+
+
+class Process:
+    """A child process whose output goes to a log file; stopped (TERM, then KILL) on exit."""
+
+    def __init__(self, name: str, command: list[str], log: Path, env: dict[str, str] | None = None):
+        self.name = name
+        self.command = command
+        self.log = log
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        handle = self.log.open("ab")
+        self.proc = subprocess.Popen(
+            self.command,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(self.env or {})},
+            start_new_session=True,
+        )
+        handle.close()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGCONT)  # a stopped process cannot handle TERM
+            self.proc.terminate()
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=timeout)
+
+    def tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def wait_http(url: str, *, timeout: float, process: Process, **kw: Any) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if not process.alive():
+            raise RuntimeError(f"{process.name} exited:\n{process.tail()}")
+        try:
+            answer = httpx.get(url, timeout=2, **kw)
+            if answer.status_code == 200:
+                return
+            last = f"{answer.status_code} {answer.text[:300]}"
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(0.2)
+    raise RuntimeError(
+        f"{process.name} not ready at {url} within {timeout:.0f} s ({last}):\n{process.tail()}"
+    )
+
+
+class ControlPlane:
+    """etcd and kube-apiserver, the project's RBAC applied, and the extender's identity."""
+
+    def __init__(self, binaries: Binaries, folder: Path, *, feature_gates: str = "") -> None:
+        self.binaries = binaries
+        self.folder = folder
+        self.feature_gates = feature_gates
+        self.certs = Certificates(folder / "pki")
+        self.etcd_port = free_port()
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.audit_log = folder / "audit.log"
+        self.etcd = Process(
+            "etcd",
+            [
+                str(binaries.etcd),
+                "--data-dir",
+                str(folder / "etcd"),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{self.etcd_port}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{self.etcd_port}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{free_port()}",
+                "--unsafe-no-fsync",
+                "--quota-backend-bytes",
+                str(2 * 1024**3),
+            ],
+            folder / "etcd.log",
+            env={"ETCD_UNSUPPORTED_ARCH": ""},
+        )
+        self.apiserver = Process("kube-apiserver", self._apiserver_command(), folder / "kube-apiserver.log")
+        self.admin: Api | None = None
+        self.extender_token = ""
+
+    def _apiserver_command(self) -> list[str]:
+        pki = self.certs.folder
+        policy = self.folder / "audit-policy.yaml"
+        # Every request of the extender's identity, with its response code: the tests read it to
+        # prove that the real API server accepted every write the extender made.
+        policy.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "audit.k8s.io/v1",
+                    "kind": "Policy",
+                    "omitStages": ["RequestReceived"],
+                    "rules": [
+                        {
+                            "level": "Metadata",
+                            "users": [f"system:serviceaccount:{EXTENDER_NAMESPACE}:{EXTENDER_ACCOUNT}"],
+                            "verbs": ["create", "update", "patch", "delete"],
+                        },
+                        {"level": "None"},
+                    ],
+                }
+            )
+        )
+        command = [
+            str(self.binaries.kube_apiserver),
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.port}",
+            f"--tls-cert-file={pki / 'server.crt'}",
+            f"--tls-private-key-file={pki / 'server.key'}",
+            f"--client-ca-file={self.certs.ca_file}",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=Node,RBAC",
+            "--endpoint-reconciler-type=none",
+            # The request-header flags kube-scheduler's delegated authentication reads back from
+            # kube-system/extension-apiserver-authentication.
+            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'proxy-client.key'}",
+            f"--audit-policy-file={self.folder / 'audit-policy.yaml'}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            # Batching off: each request's line is written when it ends.
+            "--audit-log-mode=blocking",
+            "--enable-priority-and-fairness=false",
+            "--profiling=false",
+        ]
+        if self.feature_gates:
+            command.append(f"--feature-gates={self.feature_gates}")
+        return command
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.etcd.start()
+        wait_http(f"http://127.0.0.1:{self.etcd_port}/health", timeout=30, process=self.etcd)
+        self.start_apiserver()
+        self.admin = Api(self.url, ca=str(self.certs.ca_file), cert=self.certs.pair("admin"))
+        self._bootstrap()
+
+    def start_apiserver(self) -> None:
+        self.apiserver.start()
+        wait_http(
+            f"{self.url}/readyz",
+            timeout=90,
+            process=self.apiserver,
+            verify=tls_context(str(self.certs.ca_file), self.certs.pair("admin")),
+        )
+
+    def restart_apiserver(self, down_for: float = 0.0) -> None:
+        self.apiserver.stop()
+        time.sleep(down_for)
+        self.start_apiserver()
+
+    def stop(self) -> None:
+        if self.admin is not None:
+            self.admin.close()
+        self.apiserver.stop()
+        self.etcd.stop()
+
+    def _bootstrap(self) -> None:
+        from tests.deploy.test_rendered import rendered
+
+        admin = self.api
+        # The sidecar deployment's objects as `kubectl apply -k manifests/` applies them: the
+        # namespace, the ServiceAccount, the extender's ClusterRole and the scheduler's bindings.
+        for doc in rendered():
+            if doc["kind"] in (
+                "Namespace",
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "ConfigMap",
+            ):
+                admin.create(dict(doc))
+        self.extender_token = self.token(EXTENDER_NAMESPACE, EXTENDER_ACCOUNT)
+
+    @property
+    def api(self) -> Api:
+        assert self.admin is not None, "control plane not started"
+        return self.admin
+
+    def token(self, namespace: str, account: str) -> str:
+        answer = self.api.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+            json={
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 86400},
+            },
+        )
+        return str(answer["status"]["token"])
+
+    def kubeconfig(self, name: str, *, token: str | None = None, cert: str | None = None) -> Path:
+        """A kubeconfig for this API server: a bearer token, or a client certificate of ours."""
+        user: dict[str, str] = {}
+        if token is not None:
+            user["token"] = token
+        elif cert is not None:
+            crt, key = self.certs.pair(cert)
+            user = {"client-certificate": crt, "client-key": key}
+        target = self.folder / f"{name}.kubeconfig"
+        target.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "real",
+                            "cluster": {"server": self.url, "certificate-authority": str(self.certs.ca_file)},
+                        }
+                    ],
+                    "users": [{"name": name, "user": user}],
+                    "contexts": [{"name": "real", "context": {"cluster": "real", "user": name}}],
+                    "current-context": "real",
+                }
+            )
+        )
+        return target
+
+    def extender_kubeconfig(self) -> Path:
+        return self.kubeconfig("dra-extender", token=self.extender_token)
+
+    # -- audit -------------------------------------------------------------------------------------
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        import json
+
+        if not self.audit_log.exists():
+            return []
+        out = []
+        for line in self.audit_log.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+        return out
+
+    def refused_writes(self, since: int = 0) -> list[str]:
+        """The extender identity's writes the API server refused, other than conflicts (409)
+        and deletes of what is already gone (404), from the audit log's line ``since`` on."""
+        refused = []
+        for event in self.audit_events()[since:]:
+            code = (event.get("responseStatus") or {}).get("code", 0)
+            if code >= 400 and code not in (409,) and not (code == 404 and event.get("verb") == "delete"):
+                refused.append(
+                    f"{event.get('verb')} {event.get('requestURI')}: {code} "
+                    f"{(event.get('responseStatus') or {}).get('message', '')}"
+                )
+        return refused
+
+    # -- objects the tests need -------------------------------------------------------------------
+
+    def add_node(
+        self,
+        name: str,
+        *,
+        labels: dict[str, str] | None = None,
+        cpu: str = "64",
+        memory: str = "256Gi",
+        pods: str = "110",
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        """A Node as a kubelet would register it, Ready, with the not-ready taint gone."""
+        admin = self.api
+        node = admin.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+            }
+        )
+        allocatable = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        admin.patch(
+            "Node",
+            name,
+            None,
+            {
+                "status": {
+                    "capacity": allocatable,
+                    "allocatable": allocatable,
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "reason": "KubeletReady",
+                            "message": "test node",
+                            "lastHeartbeatTime": now,
+                            "lastTransitionTime": now,
+                        }
+                    ],
+                }
+            },
+            subresource="status",
+        )
+        # Admission (TaintNodesByCondition) adds node.kubernetes.io/not-ready on create; the node
+        # lifecycle controller would remove it once Ready. There is none here.
+        for _ in range(10):
+            current = admin.get("Node", name)
+            assert current is not None
+            taints = [
+                t
+                for t in current["spec"].get("taints") or []
+                if not t["key"].startswith("node.kubernetes.io/")
+            ]
+            if taints == (current["spec"].get("taints") or []):
+                break
+            current["spec"]["taints"] = taints
+            try:
+                admin.update(current)
+                break
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
+        del node
+
+    def add_namespace(self, name: str) -> None:
+        """A namespace with its ``default`` ServiceAccount (kube-controller-manager would make it;
+        the ServiceAccount admission plugin refuses pods without it)."""
+        self.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        self.api.create(
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": name}}
+        )
+
+
+@contextlib.contextmanager
+def running(binaries: Binaries, folder: Path, **kw: Any) -> Iterator[ControlPlane]:
+    plane = ControlPlane(binaries, folder, **kw)
+    try:
+        plane.start()
+        yield plane
+    finally:
+        plane.stop()
