@@ -162,8 +162,11 @@ def wait_http(url: str, *, timeout: float, process: Process, **kw: Any) -> None:
 class ControlPlane:
     """etcd and kube-apiserver, the project's RBAC applied, and the extender's identity."""
 
-    def __init__(self, binaries: Binaries, folder: Path, *, feature_gates: str = "") -> None:
+    def __init__(
+        self, binaries: Binaries, folder: Path, *, feature_gates: str = "", controller_manager: bool = True
+    ) -> None:
         self.binaries = binaries
+        self.want_controller_manager = controller_manager
         self.folder = folder
         self.feature_gates = feature_gates
         self.certs = Certificates(folder / "pki")
@@ -193,6 +196,10 @@ class ControlPlane:
         self.apiserver = Process("kube-apiserver", self._apiserver_command(), folder / "kube-apiserver.log")
         self.admin: Api | None = None
         self.extender_token = ""
+        #: kube-controller-manager with the controllers DRA relies on, when its binary is there:
+        #: the resourceclaim controller (claims from templates, reservations of pods that are gone)
+        #: and the garbage collector (a deleted pod's claims).
+        self.controller_manager: Process | None = None
 
     def _apiserver_command(self) -> list[str]:
         pki = self.certs.folder
@@ -260,6 +267,32 @@ class ControlPlane:
         self.start_apiserver()
         self.admin = Api(self.url, ca=str(self.certs.ca_file), cert=self.certs.pair("admin"))
         self._bootstrap()
+        if self.want_controller_manager and self.binaries.kube_controller_manager is not None:
+            self.start_controller_manager()
+
+    def start_controller_manager(self) -> None:
+        assert self.binaries.kube_controller_manager is not None
+        port = free_port()
+        kubeconfig = self.kubeconfig("kube-controller-manager", cert="admin")
+        self.controller_manager = Process(
+            "kube-controller-manager",
+            [
+                str(self.binaries.kube_controller_manager),
+                f"--kubeconfig={kubeconfig}",
+                "--controllers=resourceclaim-controller,garbage-collector-controller",
+                "--use-service-account-credentials=false",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+                *([f"--feature-gates={self.feature_gates}"] if self.feature_gates else []),
+            ],
+            self.folder / "kube-controller-manager.log",
+        )
+        self.controller_manager.start()
+        wait_http(
+            f"https://127.0.0.1:{port}/healthz", timeout=60, process=self.controller_manager, verify=False
+        )
 
     def start_apiserver(self) -> None:
         self.apiserver.start()
@@ -278,6 +311,8 @@ class ControlPlane:
     def stop(self) -> None:
         if self.admin is not None:
             self.admin.close()
+        if self.controller_manager is not None:
+            self.controller_manager.stop()
         self.apiserver.stop()
         self.etcd.stop()
 
@@ -299,6 +334,15 @@ class ControlPlane:
             ):
                 admin.create(dict(doc))
         self.extender_token = self.token(EXTENDER_NAMESPACE, EXTENDER_ACCOUNT)
+        # kube-controller-manager's serviceaccount controller would make it; the ServiceAccount
+        # admission plugin refuses pods without it.
+        admin.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "default", "namespace": "default"},
+            }
+        )
 
     @property
     def api(self) -> Api:

@@ -53,7 +53,7 @@ def create_example(plane: ControlPlane, first: tuple[str, ...] = ()) -> dict[str
     for p in sorted(by_kind["Pod"], key=lambda p: p["metadata"]["name"] not in first):
         created = api.create(applied(p))
         pods[p["metadata"]["name"]] = created
-        claims_from_templates(api, created)
+        claims_from_templates(api, created, controller=plane.controller_manager is not None)
         if p["spec"].get("nodeName"):
             # A pod already running: its claims allocated and reserved for it (the example's
             # allocation, with the pod's real uid), as the scheduler and kubelet left them.

@@ -34,9 +34,12 @@ class Selector:
 
 
 def attr_is(driver: str, name: str, value: str | int) -> Selector:
+    """``name``: an attribute of the driver's own domain (``model``) or a qualified one
+    (``resource.kubernetes.io/pcieRoot``), as the slice names it."""
     literal = f'"{value}"' if isinstance(value, str) else str(value)
+    domain, _, short = name.rpartition("/")
     return Selector(
-        f'device.attributes["{driver}"].{name} == {literal}',
+        f'device.attributes["{domain or driver}"].{short} == {literal}',
         lambda d, attrs, caps: d == driver and attrs.get(name) == value,
     )
 

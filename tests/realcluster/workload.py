@@ -79,13 +79,15 @@ def pod_with_claims(
     return p
 
 
-def claims_from_templates(api: Api, pod: dict[str, Any]) -> list[str]:
-    """What kube-controller-manager's resourceclaim controller does for a new pod: one claim per
-    template entry (generateName ``<pod>-<entry>-``, the pod-claim-name annotation, the pod as
+def claims_from_templates(api: Api, pod: dict[str, Any], *, controller: bool = False) -> None:
+    """The claims of a new pod's template entries. ``controller``: the real kube-controller-manager
+    runs and makes them; otherwise this does what its resourceclaim controller does: one claim
+    per entry (generateName ``<pod>-<entry>-``, the pod-claim-name annotation, the pod as
     controlling owner), then ``status.resourceClaimStatuses`` on the pod."""
+    if controller:
+        return
     meta = pod["metadata"]
     statuses = []
-    names = []
     for ref in pod["spec"].get("resourceClaims") or []:
         template_name = ref.get("resourceClaimTemplateName")
         if not template_name:
@@ -119,7 +121,6 @@ def claims_from_templates(api: Api, pod: dict[str, Any]) -> list[str]:
                 "spec": template["spec"]["spec"],
             }
         )
-        names.append(created["metadata"]["name"])
         statuses.append({"name": ref["name"], "resourceClaimName": created["metadata"]["name"]})
     if statuses:
         api.patch(
@@ -130,7 +131,6 @@ def claims_from_templates(api: Api, pod: dict[str, Any]) -> list[str]:
             subresource="status",
             content_type="application/strategic-merge-patch+json",
         )
-    return names
 
 
 def bound(api: Api, namespace: str = "default") -> dict[str, str]:
