@@ -40,6 +40,7 @@ from extender.scheduling.claim_writes import (
     reserve_claim,
 )
 from extender.scheduling.decision import DEFAULT_BINDING_TIMEOUT, Assessment, NodeDecision, Snapshot
+from extender.scheduling.expected_binds import ExpectedBinds
 from extender.scheduling.preemption import Candidate
 from extender.scheduling.prefilter import PodClaims
 
@@ -166,6 +167,8 @@ class Engine:
         self.observer: Observer = observer or _NoObserver()
         #: Binds being carried out, by pod UID.
         self.in_flight: dict[str, InFlight] = {}
+        #: Pods kube-scheduler may be binding already (its bind not here yet): filters wait.
+        self.expected = ExpectedBinds(clock)
         #: Claim writes the cache does not show yet (their devices stay taken until it does).
         self.assumed = AssumedClaims()
         #: (claims, node) -> an assessment that ran out of time, remembered for a short while.
@@ -309,6 +312,8 @@ class Engine:
             fits = {group: a.fits for group, a in answers.items()}
             mask = list(map(fits.__getitem__, groups))
             result.passed = list(compress(node_names, mask))
+            if result.passed and claims.allocates:
+                self.expected.expect(pod.uid)
             if len(result.passed) < len(node_names):
                 why = {g: a.reason or "does not fit" for g, a in answers.items() if not a.fits}
                 failing = [not fit for fit in mask]
@@ -499,6 +504,7 @@ class Engine:
         claims = self._claims_of(snapshot, pod)
         if claims.empty or not claims.allocates or claims.reason or claims.error:
             return [(n, MIN_SCORE) for n in node_names]
+        self.expected.expect(pod.uid)  # the bind follows the scores
         groups, answers = self._answers(snapshot, pod, claims, node_names, nodes, started)
         judged = {g: a for g, a in answers.items() if a is not NOT_EVALUATED}
         scores = dict.fromkeys(answers, MIN_SCORE)  # past the budget: 0
@@ -510,6 +516,16 @@ class Engine:
 
     async def bind(self, namespace: str, name: str, uid: str, node_name: str) -> str:
         """Allocate, write the claims, bind the pod. Returns '' or the error for kube-scheduler.
+
+        However it ends, filters no longer wait for this bind (see :mod:`expected_binds`).
+        """
+        try:
+            return await self._bind_pod(namespace, name, uid, node_name)
+        finally:
+            self.expected.arrived(uid)
+
+    async def _bind_pod(self, namespace: str, name: str, uid: str, node_name: str) -> str:
+        """:meth:`bind`.
 
         Whatever happens (an API failure, an unexpected exception, cancellation at shutdown), the
         bind's entry is removed and every concurrent duplicate gets the same answer; the claims
@@ -698,6 +714,7 @@ class Engine:
             created.record = self.assumed.assume_creation(
                 key, pod.uid, pod.key, node, allocation, self.clock()
             )
+        self.expected.arrived(pod.uid)  # its devices are taken: the next filter sees them
         for i, (claim, allocation, record) in enumerate(todo):
             error = await self._write_claim(pod, claim, allocation, record)
             if error:

@@ -164,6 +164,8 @@ def create_app(
         if isinstance(decoded, Response):
             return decoded
         args, pod = decoded
+        # Binds kube-scheduler has already decided come first (their devices are taken).
+        await engine.expected.settle(pod.uid)
         result = await worker.call(lambda: engine.filter(pod, args.node_names, request_nodes(args)))
         payload = wire.encode_filter_result(
             args, result.passed, result.failed, result.unresolvable, result.error
