@@ -65,15 +65,18 @@ class BodyTooSlow(Exception):
 BODY_READ_SECONDS = 10.0
 
 
-async def _read_body(request: Request, limit: int, seconds: float = BODY_READ_SECONDS) -> bytes:
-    declared = request.headers.get("content-length")
+async def read_limited(
+    chunks_in: AsyncIterator[bytes], declared: str | None, limit: int, seconds: float = BODY_READ_SECONDS
+) -> bytes:
+    """A request body of at most ``limit`` bytes (``declared``: its Content-Length), arriving
+    within ``seconds``; raises :class:`BodyTooLarge` or :class:`BodyTooSlow`."""
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge
     chunks: list[bytes] = []
     size = 0
     try:
         async with asyncio.timeout(seconds):
-            async for chunk in request.stream():
+            async for chunk in chunks_in:
                 size += len(chunk)
                 if size > limit:
                     raise BodyTooLarge
@@ -94,6 +97,93 @@ def _bad_request(message: str, status: int = 400) -> Response:
 def verb_prefix(prefix: str) -> str:
     """``--prefix`` as the verbs' routes use it: ``/scheduler``, or ``""`` for the root."""
     return "/" + prefix.strip("/") if prefix.strip("/") else ""
+
+
+class Verbs:
+    """kube-scheduler's verbs: a request body in, (HTTP status, JSON answer) out.
+
+    Every well-formed request gets 200; a malformed one 400 with the reason (counted, logged with
+    the caller's address), and nothing about the state changes.
+    """
+
+    NAMES = ("filter", "prioritize", "bind", "preempt")
+
+    def __init__(self, service: Service, max_body_bytes: int) -> None:
+        self.engine = service.engine
+        self.metrics = service.metrics
+        self.worker = service.worker
+        self.max_body_bytes = max_body_bytes
+
+    def refuse(self, verb: str, reason: str, peer: str | None, status: int = 400) -> tuple[int, bytes]:
+        self.metrics.bad_requests.labels(verb).inc()
+        log.warning(
+            "bad %s request", verb, extra={"fields": {"status": status, "error": reason, "peer": peer}}
+        )
+        return status, wire.encode({"Error": reason})
+
+    def body_refused(self, verb: str, exc: Exception, peer: str | None) -> tuple[int, bytes]:
+        if isinstance(exc, BodyTooLarge):
+            return self.refuse(verb, f"request body larger than {self.max_body_bytes} bytes", peer, 413)
+        return self.refuse(verb, f"request body not received within {BODY_READ_SECONDS:g} s", peer, 408)
+
+    async def handle(self, verb: str, body: bytes, peer: str | None) -> tuple[int, bytes]:
+        started = time.perf_counter()
+        if verb == "bind":
+            answer = await self._bind(body, peer)
+        elif verb == "preempt":
+            answer = await self._preempt(body, peer)
+        else:
+            answer = await self._decide(verb, body, peer)
+        if answer[0] == 200:
+            self.metrics.latency.labels(verb).observe(time.perf_counter() - started)
+        return answer
+
+    def _request_nodes(self, args: wire.DecodedArgs) -> dict[str, Node] | None:
+        if args.raw_node_labels is None:
+            return None
+        return self.engine.nodes_as_sent(args.raw_node_labels)
+
+    async def _decide(self, verb: str, body: bytes, peer: str | None) -> tuple[int, bytes]:
+        engine = self.engine
+        try:
+            args = wire.decode_args(body)
+            pod = parse_pod(args.pod)
+        except (wire.WireError, ObjectError) as exc:
+            reason = str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
+            return self.refuse(verb, reason, peer)
+        if verb == "prioritize":
+            scores = await self.worker.call(
+                lambda: engine.prioritize(pod, args.node_names, self._request_nodes(args))
+            )
+            return 200, wire.encode_priorities(scores)
+        # Binds kube-scheduler has already decided come first (their devices are taken).
+        await engine.expected.settle(pod.uid)
+        result = await self.worker.call(
+            lambda: engine.filter(pod, args.node_names, self._request_nodes(args))
+        )
+        return 200, wire.encode_filter_result(
+            args, result.passed, result.failed, result.unresolvable, result.error
+        )
+
+    async def _bind(self, body: bytes, peer: str | None) -> tuple[int, bytes]:
+        try:
+            args = wire.decode_binding(body)
+        except wire.WireError as exc:
+            return self.refuse("bind", str(exc), peer)
+        error = await self.worker.run(
+            self.engine.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
+        )
+        return 200, wire.encode_binding_result(error)
+
+    async def _preempt(self, body: bytes, peer: str | None) -> tuple[int, bytes]:
+        try:
+            args = wire.decode_preemption(body)
+            pod = parse_pod(args.pod)
+        except (wire.WireError, ObjectError) as exc:
+            reason = str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
+            return self.refuse("preempt", reason, peer)
+        answer = await self.worker.call(self.engine.preempt, pod, args.candidates)
+        return 200, wire.encode_preemption_result(answer)
 
 
 def create_app(
@@ -119,100 +209,41 @@ def create_app(
         openapi_url=None,
         lifespan=lifespan,
     )
-    engine, metrics, worker = service.engine, service.metrics, service.worker
+    engine, worker = service.engine, service.worker
     prefix = verb_prefix(prefix)
 
-    def refuse(request: Request, verb: str, reason: str, status: int = 400) -> Response:
-        """A malformed request's answer; counted and logged with the caller's address."""
-        metrics.bad_requests.labels(verb).inc()
+    verbs = Verbs(service, max_body_bytes)
+
+    async def answer(request: Request, verb: str) -> Response:
         peer = request.client.host if request.client else None
-        log.warning(
-            "bad %s request", verb, extra={"fields": {"status": status, "error": reason, "peer": peer}}
-        )
-        return _bad_request(reason, status)
-
-    async def read(request: Request, verb: str) -> bytes | Response:
-        """The body, or the answer for a body too large (413) or too slow (408)."""
         try:
-            return await _read_body(request, max_body_bytes)
-        except BodyTooLarge:
-            return refuse(request, verb, f"request body larger than {max_body_bytes} bytes", 413)
-        except BodyTooSlow:
-            return refuse(request, verb, f"request body not received within {BODY_READ_SECONDS:g} s", 408)
-
-    async def decode_args(request: Request, verb: str) -> tuple[wire.DecodedArgs, Any] | Response:
-        body = await read(request, verb)
-        if isinstance(body, Response):
-            return body
-        try:
-            args = wire.decode_args(body)
-            pod = parse_pod(args.pod)
-        except (wire.WireError, ObjectError) as exc:
-            reason = str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
-            return refuse(request, verb, reason)
-        return args, pod
-
-    def request_nodes(args: wire.DecodedArgs) -> dict[str, Node] | None:
-        if args.raw_node_labels is None:
-            return None
-        return engine.nodes_as_sent(args.raw_node_labels)
+            body = await read_limited(request.stream(), request.headers.get("content-length"), max_body_bytes)
+        except (BodyTooLarge, BodyTooSlow) as exc:
+            status, payload = verbs.body_refused(verb, exc, peer)
+        else:
+            status, payload = await verbs.handle(verb, body, peer)
+        return _json(payload, status)
 
     @app.post(f"{prefix}/filter")
     async def filter_verb(request: Request) -> Response:
-        started = time.perf_counter()
-        decoded = await decode_args(request, "filter")
-        if isinstance(decoded, Response):
-            return decoded
-        args, pod = decoded
-        # Binds kube-scheduler has already decided come first (their devices are taken).
-        await engine.expected.settle(pod.uid)
-        result = await worker.call(lambda: engine.filter(pod, args.node_names, request_nodes(args)))
-        payload = wire.encode_filter_result(
-            args, result.passed, result.failed, result.unresolvable, result.error
-        )
-        metrics.latency.labels("filter").observe(time.perf_counter() - started)
-        return _json(payload)
+        return await answer(request, "filter")
 
     @app.post(f"{prefix}/prioritize")
     async def prioritize_verb(request: Request) -> Response:
-        started = time.perf_counter()
-        decoded = await decode_args(request, "prioritize")
-        if isinstance(decoded, Response):
-            return decoded
-        args, pod = decoded
-        scores = await worker.call(lambda: engine.prioritize(pod, args.node_names, request_nodes(args)))
-        metrics.latency.labels("prioritize").observe(time.perf_counter() - started)
-        return _json(wire.encode_priorities(scores))
+        return await answer(request, "prioritize")
 
     @app.post(f"{prefix}/bind")
     async def bind_verb(request: Request) -> Response:
-        started = time.perf_counter()
-        body = await read(request, "bind")
-        if isinstance(body, Response):
-            return body
-        try:
-            args = wire.decode_binding(body)
-        except wire.WireError as exc:
-            return refuse(request, "bind", str(exc))
-        error = await worker.run(engine.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node))
-        metrics.latency.labels("bind").observe(time.perf_counter() - started)
-        return _json(wire.encode_binding_result(error))
+        return await answer(request, "bind")
 
     @app.post(f"{prefix}/preempt")
     async def preempt_verb(request: Request) -> Response:
-        started = time.perf_counter()
-        body = await read(request, "preempt")
-        if isinstance(body, Response):
-            return body
-        try:
-            args = wire.decode_preemption(body)
-            pod = parse_pod(args.pod)
-        except (wire.WireError, ObjectError) as exc:
-            reason = str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
-            return refuse(request, "preempt", reason)
-        answer = await worker.call(engine.preempt, pod, args.candidates)
-        metrics.latency.labels("preempt").observe(time.perf_counter() - started)
-        return _json(wire.encode_preemption_result(answer))
+        return await answer(request, "preempt")
+
+    #: The listener serves the verbs through :class:`FastVerbs` (the same handlers, without
+    #: the framework's per-request layers); the routes above answer in-process callers.
+    app.state.verbs = verbs
+    app.state.verb_prefix = prefix
 
     add_probes(app, service)
 

@@ -23,6 +23,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from extender.service.admission import Admission
 from extender.service.app import verb_prefix
+from extender.service.fast_verbs import FastVerbs
 
 T = TypeVar("T")
 log = logging.getLogger("dra_extender")
@@ -139,8 +140,10 @@ async def serve(
     and metrics) runs on a thread and loop of its own, so a long allocation never delays a
     probe.
     """
+    handlers = getattr(getattr(app, "state", None), "verbs", None)
+    served = FastVerbs(app, handlers, app.state.verb_prefix) if handlers is not None else app
     admitted = Admission(
-        app,
+        served,
         bind_path=f"{verb_prefix(prefix)}/bind",
         max_binds=limits.max_binds,
         max_requests=limits.max_requests,

@@ -327,7 +327,7 @@ def test_a_body_that_does_not_arrive_in_time_is_refused() -> None:
     import pytest
     from starlette.requests import Request
 
-    from extender.service.app import BodyTooSlow, _read_body
+    from extender.service.app import BodyTooSlow, read_limited
 
     async def never() -> dict[str, Any]:
         await asyncio.sleep(3600)
@@ -336,7 +336,7 @@ def test_a_body_that_does_not_arrive_in_time_is_refused() -> None:
     scope = {"type": "http", "method": "POST", "headers": [(b"content-length", b"100")], "path": "/"}
 
     async def read() -> bytes:
-        return await _read_body(Request(scope, never), 1000, seconds=0.05)
+        return await read_limited(Request(scope, never).stream(), "100", 1000, seconds=0.05)
 
     with pytest.raises(BodyTooSlow):
         asyncio.run(read())
