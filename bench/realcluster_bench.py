@@ -248,8 +248,19 @@ def run_mode(plane: ControlPlane, shape: str, nodes: int, *, with_extender: bool
         )
         result[f"{point.lower()}_ms"] = {"p50": round(p50 * 1000, 2), "p99": round(p99 * 1000, 2), "count": n}
     if ext is not None:
+        ext_metrics = ext.metrics()
+        result["extender_calls"] = {
+            verb: histogram_quantiles(ext_metrics, "dra_extender_request_duration_seconds", {"verb": verb})[2]
+            for verb in ("filter", "prioritize", "bind")
+        }
+        result["extender_conflicts"] = sum(
+            sample.value
+            for family in text_string_to_metric_families(ext_metrics)
+            for sample in family.samples
+            if sample.name == "dra_extender_claim_write_conflicts_total"
+        )
         p50, p99, n = histogram_quantiles(
-            ext.metrics(), "dra_extender_request_duration_seconds", {"verb": "bind"}
+            ext_metrics, "dra_extender_request_duration_seconds", {"verb": "bind"}
         )
         result["extender_bind_ms"] = {"p50": round(p50 * 1000, 2), "p99": round(p99 * 1000, 2), "count": n}
     objects = {
@@ -288,6 +299,9 @@ def report(r: dict[str, Any]) -> str:
     )
     if "extender_bind_ms" in r:
         line += f"; extender bind p50/p99 {r['extender_bind_ms']['p50']}/{r['extender_bind_ms']['p99']} ms"
+        line += (
+            f"\n{'':>14}extender calls {r['extender_calls']}, write conflicts {r['extender_conflicts']:.0f}"
+        )
     else:
         line += f"; PreBind p50/p99 {r['prebind_ms']['p50']}/{r['prebind_ms']['p99']} ms"
     for message in r["failed_scheduling_messages"]:
