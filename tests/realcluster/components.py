@@ -172,9 +172,11 @@ class Extender:
 
 
 @contextlib.contextmanager
-def extender(plane: ControlPlane, *args: str, name: str = "dra-extender") -> Iterator[Extender]:
+def extender(
+    plane: ControlPlane, *args: str, name: str = "dra-extender", ready: bool = True
+) -> Iterator[Extender]:
     e = Extender(plane, *args, name=name)
     try:
-        yield e.start()
+        yield e.start(ready=ready)
     finally:
         e.stop()
