@@ -47,7 +47,8 @@ def control_plane(
     plane = ControlPlane(binaries, tmp_path_factory.mktemp("controlplane"))
     try:
         plane.start()
-        plane.add_namespace("team-a")
+        # Admin access to devices is allowed only in namespaces labelled for it.
+        plane.add_namespace("team-a", {"resource.kubernetes.io/admin-access": "true"})
         with contextlib.suppress(ApiError):
             plane.api.create(
                 {

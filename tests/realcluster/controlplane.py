@@ -484,10 +484,12 @@ class ControlPlane:
                     raise
         del node
 
-    def add_namespace(self, name: str) -> None:
+    def add_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
         """A namespace with its ``default`` ServiceAccount (kube-controller-manager would make it;
         the ServiceAccount admission plugin refuses pods without it)."""
-        self.api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        self.api.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
+        )
         self.api.create(
             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": name}}
         )

@@ -1,0 +1,67 @@
+"""Preemption by the real kube-scheduler 1.36 through the extender's preempt verb.
+
+kube-scheduler finds a candidate node for CPU (one low-priority pod must go) and asks the
+extender, which adds the lower-priority pod holding a GPU the preemptor's claim needs there.
+kube-scheduler evicts both, the real resourceclaim controller releases their claims, and the
+preemptor is bound with the freed GPUs. (The in-tree plugin knows no device victims: it would
+evict only the CPU victim, and the preemptor would still not fit.)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.realcluster.components import extender, scheduler, scheduler_config
+from tests.realcluster.controlplane import ControlPlane
+from tests.realcluster.workload import (
+    bound,
+    gpu_class,
+    gpu_slice,
+    one_gpu_claim,
+    pod_with_claims,
+    store_violations,
+)
+
+
+def cpu(amount: str) -> list[dict[str, object]]:
+    return [
+        {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": amount}}}
+    ]
+
+
+def test_device_victims_are_added_to_the_schedulers_cpu_victims(cluster: ControlPlane) -> None:
+    if cluster.controller_manager is None:
+        pytest.skip(
+            "needs kube-controller-manager (its resourceclaim controller releases the victims' claims)"
+        )
+    api = cluster.api
+    audit_from = len(cluster.audit_events())
+    cluster.add_node("node-a", cpu="2")
+    api.create(gpu_class())
+    api.create(gpu_slice("node-a", gpus=2))
+    for name, value in (("low", 0), ("high", 1000)):
+        api.create(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+        )
+    with (
+        extender(cluster) as ext,
+        scheduler(cluster, scheduler_config(cluster.extender_kubeconfig(), extender_url=ext.url)),
+    ):
+        api.create(one_gpu_claim("cpu-hog"))
+        api.create(pod_with_claims("cpu-hog", ["cpu-hog"], priority_class="low", containers=cpu("2")))
+        api.create(one_gpu_claim("gpu-holder"))
+        api.create(pod_with_claims("gpu-holder", ["gpu-holder"], priority_class="low", containers=cpu("0")))
+        api.wait_for(lambda: len(bound(api)) == 2, what="the low-priority pods running")
+        api.create(one_gpu_claim("big", count=2))
+        api.create(pod_with_claims("preemptor", ["big"], priority_class="high", containers=cpu("1")))
+        api.wait_for(lambda: bound(api).get("preemptor") == "node-a", timeout=90, what="the preemptor bound")
+        remaining = {p["metadata"]["name"] for p in api.list("Pod", "default")}
+        assert remaining == {"preemptor"}, remaining
+        assert ext.get("/debug/decisions")  # the extender answered
+    assert store_violations(api) == []
+    assert cluster.refused_writes(audit_from) == []
