@@ -25,13 +25,18 @@ def test_watches_resume_after_an_api_server_restart(cluster: ControlPlane) -> No
     api.create(gpu_class())
     with (
         extender(cluster) as ext,
-        scheduler(cluster, scheduler_config(cluster.extender_kubeconfig(), extender_url=ext.url)),
+        scheduler(cluster, scheduler_config(cluster.extender_kubeconfig(), extender_url=ext.url)) as sched,
     ):
         for i in range(3):
             api.create(one_gpu_claim(f"before-{i}"))
             api.create(pod_with_claims(f"before-{i}", [f"before-{i}"]))
         assert len(wait_bound(api, 3)) == 3
         cluster.restart_apiserver(down_for=2.0)
+        if not sched.process.alive():
+            # kube-scheduler exits when it cannot renew its Lease within its renew deadline
+            # (10 s: the restart took about that long here); kubelet would start it again.
+            assert "Leaderelection lost" in sched.log()
+            sched.start()
         # Changed while the extender could not watch: a node's devices are gone.
         api.delete("ResourceSlice", "node-b-gpus")
         api.wait_for(
