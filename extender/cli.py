@@ -224,7 +224,7 @@ def _parser() -> argparse.ArgumentParser:
         "--max-connections",
         type=positive_int,
         default=Limits.max_connections,
-        help="open connections per listener; a request on one more gets 503 "
+        help="open connections per listener; while this many are open, requests get 503 "
         f"(default {Limits.max_connections})",
     )
     serve.add_argument("--prefix", default="/scheduler", help="URL prefix of the verbs (default /scheduler)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -53,6 +54,9 @@ DEFAULT_SCHEDULER_NAME = "dra-extender-scheduler"
 #: How long after an unanswered Binding it may still land (kube-apiserver's request timeout is
 #: 60 s): until then a leftover claim of the pod is not deleted, lest the pod be bound without it.
 BINDING_MAY_LAND = 90.0
+#: Kubernetes' name rules for namespaces (RFC 1123 labels) and pods (RFC 1123 subdomains).
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 #: Bound of the (claims, node) -> timed-out answer table.
 MAX_REMEMBERED_TIMEOUTS = 10_000
 #: Per-node reasons a filter's decision entry keeps (log line, /debug/decisions); the rest counted.
@@ -568,7 +572,10 @@ class Engine:
 
     async def _pod_from_api(self, namespace: str, name: str, uid: str) -> Pod | None:
         """The pod as the API server has it, if it is the one with this UID (used for this bind
-        only: the cache keeps following its watch)."""
+        only: the cache keeps following its watch). Names that no pod can have are not sent:
+        they go into the request's path (``?watch=true``, ``../``)."""
+        if not (_DNS_LABEL.fullmatch(namespace) and _DNS_SUBDOMAIN.fullmatch(name) and len(name) <= 253):
+            return None
         try:
             found = parse_pod(await self.api.get_pod(namespace, name))
         except (ClusterAPIError, ObjectError):

@@ -20,8 +20,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-#: How long after its last filter/prioritize a pod's bind is waited for.
+#: How long after its last filter/prioritize a pod's bind is waited for; also the longest one
+#: filter waits in all, however often other pods' expectations are renewed meanwhile.
 DEFAULT_WAIT_SECONDS = 0.1
+#: Expired expectations are dropped when this many are held (pods never bound leave them).
+PRUNE_AT = 1024
 
 
 class ExpectedBinds:
@@ -31,7 +34,7 @@ class ExpectedBinds:
         #: Pod UID -> until when its bind is waited for.
         self._expected: dict[str, float] = {}
         self._waiters: list[asyncio.Future[None]] = []
-        #: Filters that waited, and how many of those waits ran out.
+        #: Filters that waited, and how many of those waits ran out of time somewhere.
         self.waits = 0
         self.timeouts = 0
 
@@ -40,7 +43,10 @@ class ExpectedBinds:
 
     def expect(self, pod_uid: str) -> None:
         """kube-scheduler may bind this pod now (a filter or prioritize gave it nodes)."""
-        self._expected[pod_uid] = self.clock() + self.wait_seconds
+        now = self.clock()
+        if len(self._expected) >= PRUNE_AT:
+            self._expected = {uid: until for uid, until in self._expected.items() if until > now}
+        self._expected[pod_uid] = now + self.wait_seconds
 
     def arrived(self, pod_uid: str) -> None:
         """The pod's devices are taken in the extender's view, or its bind ended."""
@@ -62,18 +68,21 @@ class ExpectedBinds:
                 continue
             if until <= now:
                 del self._expected[uid]
-                self.timeouts += 1
                 continue
             latest = until if latest is None else max(latest, until)
         return latest
 
     async def settle(self, pod_uid: str) -> None:
-        """Returns once no other pod's bind is expected (each at most until its deadline)."""
+        """Returns once no other pod's bind is expected (each at most until its deadline), and
+        at most ``wait_seconds`` after it was called."""
         latest = self._others(pod_uid)
         if latest is None:
             return
         self.waits += 1
-        while latest is not None:
+        cap = self.clock() + self.wait_seconds
+        timed_out = False
+        while latest is not None and self.clock() < cap:
+            latest = min(latest, cap)
             waiter = asyncio.get_running_loop().create_future()
             self._waiters = [w for w in self._waiters if not w.done()]
             self._waiters.append(waiter)
@@ -81,5 +90,7 @@ class ExpectedBinds:
                 async with asyncio.timeout(max(0.0, latest - self.clock())):
                     await waiter
             except TimeoutError:
-                pass
+                timed_out = True
             latest = self._others(pod_uid)
+        if timed_out:
+            self.timeouts += 1

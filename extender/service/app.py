@@ -107,12 +107,17 @@ class Verbs:
     """
 
     NAMES = ("filter", "prioritize", "bind", "preempt")
+    #: ExtenderBindingArgs is four short strings: a bind body is a few hundred bytes.
+    BIND_BODY_BYTES = 64 * 1024
 
     def __init__(self, service: Service, max_body_bytes: int) -> None:
         self.engine = service.engine
         self.metrics = service.metrics
         self.worker = service.worker
         self.max_body_bytes = max_body_bytes
+
+    def body_limit(self, verb: str) -> int:
+        return min(self.max_body_bytes, self.BIND_BODY_BYTES) if verb == "bind" else self.max_body_bytes
 
     def refuse(self, verb: str, reason: str, peer: str | None, status: int = 400) -> tuple[int, bytes]:
         self.metrics.bad_requests.labels(verb).inc()
@@ -123,7 +128,7 @@ class Verbs:
 
     def body_refused(self, verb: str, exc: Exception, peer: str | None) -> tuple[int, bytes]:
         if isinstance(exc, BodyTooLarge):
-            return self.refuse(verb, f"request body larger than {self.max_body_bytes} bytes", peer, 413)
+            return self.refuse(verb, f"request body larger than {self.body_limit(verb)} bytes", peer, 413)
         return self.refuse(verb, f"request body not received within {BODY_READ_SECONDS:g} s", peer, 408)
 
     async def handle(self, verb: str, body: bytes, peer: str | None) -> tuple[int, bytes]:
@@ -217,7 +222,9 @@ def create_app(
     async def answer(request: Request, verb: str) -> Response:
         peer = request.client.host if request.client else None
         try:
-            body = await read_limited(request.stream(), request.headers.get("content-length"), max_body_bytes)
+            body = await read_limited(
+                request.stream(), request.headers.get("content-length"), verbs.body_limit(verb)
+            )
         except (BodyTooLarge, BodyTooSlow) as exc:
             status, payload = verbs.body_refused(verb, exc, peer)
         else:

@@ -60,7 +60,7 @@ class FastVerbs:
             (v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"content-length"), None
         )
         try:
-            body = await read_limited(_chunks(receive), declared, self.verbs.max_body_bytes)
+            body = await read_limited(_chunks(receive), declared, self.verbs.body_limit(verb))
         except ClientGone:
             return
         except (BodyTooLarge, BodyTooSlow) as exc:
@@ -68,9 +68,9 @@ class FastVerbs:
         else:
             try:
                 status, payload = await self.verbs.handle(verb, body, peer)
-            except Exception as exc:  # as FastAPI's ServerErrorMiddleware: a 500, logged
+            except Exception:  # as FastAPI's ServerErrorMiddleware: a 500, the detail in the log
                 log.exception("%s request failed", verb)
-                status, payload = 500, wire.encode({"Error": f"internal error: {exc!r}"})
+                status, payload = 500, wire.encode({"Error": "internal error (see the extender's log)"})
         await send(
             {
                 "type": "http.response.start",

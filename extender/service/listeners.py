@@ -49,7 +49,8 @@ class Listener:
 class Limits:
     """Bounds against clients that send too much or too slowly."""
 
-    #: Open connections per listener; a request on one more is answered 503 (uvicorn's limit).
+    #: Open connections per listener; once this many are open, every request is answered 503
+    #: (uvicorn's limit). Keep the process's open-file limit above it.
     max_connections: int = 1024
     #: Requests other than binds (filter, prioritize, preempt, debug views) served at once.
     max_requests: int = 64
@@ -144,7 +145,7 @@ async def serve(
     served = FastVerbs(app, handlers, app.state.verb_prefix) if handlers is not None else app
     admitted = Admission(
         served,
-        bind_path=f"{verb_prefix(prefix)}/bind",
+        bind_path=f"{app.state.verb_prefix if handlers is not None else verb_prefix(prefix)}/bind",
         max_binds=limits.max_binds,
         max_requests=limits.max_requests,
     )

@@ -43,3 +43,21 @@ def test_another_pod_of_that_name_is_not_bound() -> None:
     assert "status" not in store.get("ResourceClaim", "default", "c") or not store.get(
         "ResourceClaim", "default", "c"
     )["status"].get("allocation")
+
+
+def test_names_no_pod_can_have_are_not_sent_to_the_api_server() -> None:
+    engine, _store = engine_without_the_pod()
+    asked: list[tuple[str, str]] = []
+    original = engine.api.get_pod
+
+    async def recording(namespace: str, name: str) -> dict[str, object]:
+        asked.append((namespace, name))
+        return await original(namespace, name)
+
+    engine.api.get_pod = recording  # type: ignore[method-assign]
+    for namespace, name in [("default", "?watch=true"), ("../..", "p"), ("default", "a/b"), ("Default", "p")]:
+        error = asyncio.run(engine.bind(namespace, name, "uid-p", "node-1"))
+        assert error.startswith("pod not found"), error
+    assert asked == []
+    assert asyncio.run(engine.bind("default", "p", "uid-p", "node-1")) == ""
+    assert asked == [("default", "p")]

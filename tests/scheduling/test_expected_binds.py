@@ -62,7 +62,7 @@ def test_a_bind_that_never_comes_is_waited_for_once_at_most() -> None:
         await asyncio.wait_for(expected.settle("c"), 1)
 
     asyncio.run(main())
-    assert expected.timeouts == 1
+    assert expected.waits == 0 and expected.timeouts == 0  # expired: dropped, not waited for
     assert len(expected) == 0
 
 
@@ -100,3 +100,27 @@ def test_several_waiters_all_wake() -> None:
 
     asyncio.run(main())
     assert sorted(done) == ["b", "c", "d"]
+
+
+def test_renewed_expectations_do_not_hold_a_filter_past_its_own_cap() -> None:
+    import time
+
+    expected = ExpectedBinds(time.monotonic, wait_seconds=0.1)
+
+    async def renew() -> None:
+        for _ in range(50):  # a pod prioritized again and again, its bind never sent
+            expected.expect("chatty")
+            await asyncio.sleep(0.01)
+
+    async def main() -> float:
+        expected.expect("chatty")
+        task = asyncio.create_task(renew())
+        started = time.monotonic()
+        await asyncio.wait_for(expected.settle("b"), 2)
+        waited = time.monotonic() - started
+        task.cancel()
+        return waited
+
+    waited = asyncio.run(main())
+    assert 0.05 <= waited < 0.4
+    assert expected.timeouts == 1

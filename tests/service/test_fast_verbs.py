@@ -11,7 +11,7 @@ from extender.service.runtime import ServeConfig
 from tests.service.fixtures import EXAMPLE_NODES, TRAINER, WEB, args_names, binding
 from tests.service.harness import Running, run_with_service
 
-LIMIT = 4096
+LIMIT = 128 * 1024  # above the bind body limit (64 KiB)
 
 CASES = {
     "filter that fits": ("POST", "/scheduler/filter", args_names(TRAINER, EXAMPLE_NODES)),
@@ -27,6 +27,8 @@ CASES = {
     "bind of an unknown pod": ("POST", "/scheduler/bind", binding("nobody", "uid-nobody", "gpu-node-1")),
     "preempt, malformed": ("POST", "/scheduler/preempt", b"[]"),
     "too large": ("POST", "/scheduler/filter", b" " * (LIMIT + 1)),
+    "a bind body within the filter limit": ("POST", "/scheduler/bind", b" " * 70_000),
+    "a bind body over 64 KiB": ("POST", "/scheduler/bind", b" " * (64 * 1024 + 1)),
     "GET on a verb": ("GET", "/scheduler/filter", b""),
     "unknown path": ("POST", "/scheduler/nothing", b"{}"),
     "a probe": ("GET", "/healthz", b""),
@@ -46,6 +48,8 @@ def test_fast_path_answers_as_the_routes(case: str) -> None:
         assert fast_answer.status_code == routes.status_code
         assert fast_answer.content == routes.content
         assert fast_answer.headers["content-type"] == routes.headers["content-type"]
+        if "bind body" in case:
+            assert routes.status_code == 413 and b"65536 bytes" in routes.content
 
     run_with_service(check, ServeConfig(max_body_bytes=LIMIT))
 
