@@ -231,21 +231,14 @@ def create_app(
             status, payload = await verbs.handle(verb, body, peer)
         return _json(payload, status)
 
-    @app.post(f"{prefix}/filter")
-    async def filter_verb(request: Request) -> Response:
-        return await answer(request, "filter")
+    def route(verb: str) -> Callable[[Request], Awaitable[Response]]:
+        async def verb_route(request: Request) -> Response:
+            return await answer(request, verb)
 
-    @app.post(f"{prefix}/prioritize")
-    async def prioritize_verb(request: Request) -> Response:
-        return await answer(request, "prioritize")
+        return verb_route
 
-    @app.post(f"{prefix}/bind")
-    async def bind_verb(request: Request) -> Response:
-        return await answer(request, "bind")
-
-    @app.post(f"{prefix}/preempt")
-    async def preempt_verb(request: Request) -> Response:
-        return await answer(request, "preempt")
+    for name in Verbs.NAMES:
+        app.add_api_route(f"{prefix}/{name}", route(name), methods=["POST"], name=f"{name}_verb")
 
     #: The listener serves the verbs through :class:`FastVerbs` (the same handlers, without
     #: the framework's per-request layers); the routes above answer in-process callers.

@@ -141,11 +141,13 @@ async def serve(
     and metrics) runs on a thread and loop of its own, so a long allocation never delays a
     probe.
     """
+    # One prefix for the fast path and the admission counters: the app's own, when it has verbs.
     handlers = getattr(getattr(app, "state", None), "verbs", None)
-    served = FastVerbs(app, handlers, app.state.verb_prefix) if handlers is not None else app
+    routes = app.state.verb_prefix if handlers is not None else verb_prefix(prefix)
+    served = FastVerbs(app, handlers, routes) if handlers is not None else app
     admitted = Admission(
         served,
-        bind_path=f"{app.state.verb_prefix if handlers is not None else verb_prefix(prefix)}/bind",
+        bind_path=f"{routes}/bind",
         max_binds=limits.max_binds,
         max_requests=limits.max_requests,
     )
