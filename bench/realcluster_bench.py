@@ -41,7 +41,7 @@ from tests.realcluster import binaries as found
 from tests.realcluster.components import Extender, Scheduler, scheduler_config
 from tests.realcluster.conftest import empty
 from tests.realcluster.controlplane import ControlPlane
-from tests.realcluster.workload import PAUSE
+from tests.realcluster.workload import PAUSE, remove
 
 NAMESPACE = "default"
 UNFIT = 5
@@ -278,15 +278,7 @@ def run_mode(plane: ControlPlane, shape: str, nodes: int, *, with_extender: bool
 
 def clear_pods(plane: ControlPlane) -> None:
     """The run's pods, claims (finalizers first), events and the schedulers' leases."""
-    api = plane.api
-    for kind in ("Pod", "ResourceClaim", "Event"):
-        for obj in api.list(kind, NAMESPACE):
-            name = obj["metadata"]["name"]
-            if obj["metadata"].get("finalizers"):
-                api.patch(kind, name, NAMESPACE, {"metadata": {"finalizers": None}})
-            api.delete(kind, name, NAMESPACE)
-    for lease in api.list("Lease", "dra-extender"):
-        api.delete("Lease", lease["metadata"]["name"], "dra-extender")
+    remove(plane.api, ("Pod", "ResourceClaim", "Event"), (NAMESPACE,))
 
 
 def report(r: dict[str, Any]) -> str:

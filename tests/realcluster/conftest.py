@@ -17,6 +17,7 @@ import pytest
 from tests.realcluster import binaries as found
 from tests.realcluster.api import Api, ApiError
 from tests.realcluster.controlplane import ControlPlane
+from tests.realcluster.workload import remove
 
 #: Namespaced kinds the tests create, in the order they are removed.
 NAMESPACED = ("Pod", "ResourceClaim", "ResourceClaimTemplate", "PodDisruptionBudget", "Lease")
@@ -64,21 +65,7 @@ def control_plane(
 
 def empty(api: Api) -> None:
     """Remove everything the tests create (claims' finalizers first: no controller does it)."""
-    for namespace in TEST_NAMESPACES:
-        for kind in NAMESPACED:
-            for obj in api.list(kind, namespace):
-                name = obj["metadata"]["name"]
-                if kind == "Lease" and not name.startswith("test-"):
-                    continue
-                if obj["metadata"].get("finalizers"):
-                    with contextlib.suppress(ApiError):
-                        api.patch(kind, name, namespace, {"metadata": {"finalizers": None}})
-                api.delete(kind, name, namespace)
-        for event in api.list("Event", namespace):
-            api.delete("Event", event["metadata"]["name"], namespace)
-    # Leases of the schedulers and extenders of earlier tests: a new one need not wait them out.
-    for lease in api.list("Lease", "dra-extender"):
-        api.delete("Lease", lease["metadata"]["name"], "dra-extender")
+    remove(api, (*NAMESPACED, "Event"), TEST_NAMESPACES)
     for kind in CLUSTER:
         try:
             objects = api.list(kind)

@@ -62,6 +62,13 @@ def test_device_victims_are_added_to_the_schedulers_cpu_victims(cluster: Control
         api.wait_for(lambda: bound(api).get("preemptor") == "node-a", timeout=90, what="the preemptor bound")
         remaining = {p["metadata"]["name"] for p in api.list("Pod", "default")}
         assert remaining == {"preemptor"}, remaining
-        assert ext.get("/debug/decisions")  # the extender answered
+        # kube-scheduler asked the preempt verb (the gpu-holder is not a CPU victim: only the
+        # extender's answer named it).
+        calls = [
+            line
+            for line in ext.metrics().splitlines()
+            if line.startswith('dra_extender_request_duration_seconds_count{verb="preempt"}')
+        ]
+        assert calls and float(calls[0].split()[-1]) >= 1, calls
     assert store_violations(api) == []
     assert cluster.refused_writes(audit_from) == []

@@ -7,13 +7,14 @@ checked on the real API server's own objects, never on the extender's view.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections.abc import Iterable
 from typing import Any
 
 from tests import builders as b
-from tests.realcluster.api import Api
+from tests.realcluster.api import Api, ApiError
 from tests.realcluster.components import SCHEDULER_NAME
 
 GPU_DRIVER = "gpu.example.com"
@@ -164,3 +165,21 @@ def store_violations(api: Api) -> list[str]:
         "resourceslices": api.list("ResourceSlice"),
     }
     return invariants.check(objects)
+
+
+def remove(api: Api, kinds: tuple[str, ...], namespaces: tuple[str, ...]) -> None:
+    """Every object of these namespaced kinds, claims' finalizers first (no controller removes
+    them here); the schedulers' and extenders' Leases in dra-extender, so that a new one need not
+    wait them out."""
+    for namespace in namespaces:
+        for kind in kinds:
+            for obj in api.list(kind, namespace):
+                name = obj["metadata"]["name"]
+                if kind == "Lease" and not name.startswith("test-"):
+                    continue
+                if obj["metadata"].get("finalizers"):
+                    with contextlib.suppress(ApiError):
+                        api.patch(kind, name, namespace, {"metadata": {"finalizers": None}})
+                api.delete(kind, name, namespace)
+    for lease in api.list("Lease", "dra-extender"):
+        api.delete("Lease", lease["metadata"]["name"], "dra-extender")
