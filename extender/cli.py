@@ -30,6 +30,8 @@ from extender.explain import (
     from_state,
     render,
 )
+from extender.scheduling.binding import DEFAULT_BINDING_WAIT
+from extender.scheduling.decision import DEFAULT_BINDING_TIMEOUT
 from extender.scheduling.engine import DEFAULT_SCHEDULER_NAME, SCORE_POLICIES, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app, create_ops_app
 from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
@@ -251,6 +253,22 @@ def _parser() -> argparse.ArgumentParser:
         "scheduler's httpTimeout (default 3)",
     )
     serve.add_argument(
+        "--binding-timeout",
+        type=positive_seconds,
+        default=DEFAULT_BINDING_TIMEOUT,
+        help="DynamicResourcesArgs.bindingTimeout: how long an allocated claim may wait for its "
+        "devices' binding conditions before it is released for other devices, seconds "
+        f"(default {DEFAULT_BINDING_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--binding-conditions-wait",
+        type=positive_seconds,
+        default=DEFAULT_BINDING_WAIT,
+        help="how long one bind waits for binding conditions before answering 'not yet' (the "
+        "claims stay allocated; kube-scheduler's retry waits again); keep it below the "
+        f"scheduler's httpTimeout (default {DEFAULT_BINDING_WAIT:g})",
+    )
+    serve.add_argument(
         "--device-preemption",
         action="store_true",
         help="for kube-scheduler 1.38 or newer (which hands the preempt verb nodes only extenders "
@@ -389,6 +407,8 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         filter_budget=args.filter_budget,
         scheduler_names=frozenset(args.scheduler_name or [DEFAULT_SCHEDULER_NAME]),
         device_preemption=args.device_preemption,
+        binding_timeout=args.binding_timeout,
+        binding_wait=args.binding_conditions_wait,
     )
     leader = None
     if args.leader_elect:

@@ -23,7 +23,7 @@ from cachetools import TTLCache
 
 from extender.allocator import AllocatedState, Features
 from extender.cel import CelEnvironment
-from extender.cluster.api import ApiNotFound, ClusterAPI, ClusterAPIError
+from extender.cluster.api import ApiConflict, ApiNotFound, ClusterAPI, ClusterAPIError
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod, parse_pod
 from extender.model.dra import Allocation, DeviceID, ResourceClaim, parse_resource_claim, rfc3339
@@ -32,6 +32,13 @@ from extender.model.labels import Labels
 from extender.scheduling import extended as er
 from extender.scheduling import extended_writes, nominated, preemption
 from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
+from extender.scheduling.binding import (
+    DEFAULT_BINDING_WAIT,
+    allocation_waits,
+    binding_problem,
+    claim_waits,
+    pod_binding_state,
+)
 from extender.scheduling.claim_writes import (
     ClaimWriteError,
     WriteOutcomeUnknown,
@@ -81,6 +88,8 @@ class Observer(Protocol):
 
     def claim_created(self, outcome: str) -> None: ...
 
+    def binding_waited(self, outcome: str) -> None: ...
+
 
 class _NoObserver:
     def filtered(self, passed: int, failed: int, error: bool) -> None:
@@ -93,6 +102,9 @@ class _NoObserver:
         pass
 
     def claim_created(self, outcome: str) -> None:
+        pass
+
+    def binding_waited(self, outcome: str) -> None:
         pass
 
 
@@ -111,6 +123,12 @@ class EngineConfig:
     #: DynamicResourcesArgs.bindingTimeout: how long an allocated claim may wait for its
     #: devices' binding conditions before filter treats it as unavailable (seconds).
     binding_timeout: float = DEFAULT_BINDING_TIMEOUT
+    #: How long one bind waits for its devices' binding conditions before it answers
+    #: kube-scheduler "not yet" (claims kept; the retry waits again), in seconds: upstream's
+    #: PreBind waits up to ``binding_timeout`` in one go, which no bind verb may (httpTimeout).
+    binding_wait: float = DEFAULT_BINDING_WAIT
+    #: How often a waiting bind looks at the cache again (seconds).
+    binding_poll: float = 0.05
     #: Device-aware preemption (kube-scheduler 1.38+): nodes where evicting lower-priority pods
     #: would make room are Unschedulable instead of Unresolvable, and pods nominated to a node
     #: keep the devices their preemption freed. Off: the in-tree plugin's answers exactly.
@@ -624,6 +642,13 @@ class Engine:
             fits = not (claims.reason or claims.error)
             decision = NodeDecision(node_name, fits, claims.reason, claims.error)
         if not decision.fits:
+            if self.config.features.device_binding:
+                # Failed or timed out since the filter: free it now, or the retry finds it
+                # unavailable everywhere and nothing requeues the pod (_deallocate_failed).
+                now = self.wall_clock()
+                for claim in claims.allocated:
+                    if binding_problem(claim, now, self.config.binding_timeout) is not None:
+                        await self._deallocate_failed(pod, claim.key)
             message = decision.error or decision.reason or "does not fit"
             return f"cannot bind to {node_name}: {message}", None, None
         written: list[tuple[ResourceClaim, AssumedWrite]] = []
@@ -640,7 +665,96 @@ class Engine:
             if error:
                 await self._release(pod, written, created)
                 return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
+        waits = self._awaits_binding_conditions(claims, decision)
+        if waits:
+            keys = [c.key for c in claims.ordered]
+            if created.record is not None:
+                keys.append(created.record.key)
+            error, failed = await self._await_binding_conditions(pod, node_name, keys)
+            if error:
+                if failed is not None:
+                    await self._release(pod, written, created)
+                    await self._deallocate_failed(pod, failed)
+                return await self._failed(pod, f"binding pod to {node_name}: {error}"), None, None
         return (*await self._create_binding(pod, node_name, written, created), decision)
+
+    def _awaits_binding_conditions(self, claims: PodClaims, decision: NodeDecision) -> bool:
+        """Some claim of the pod is (or is now being) allocated to a device with binding conditions."""
+        if not self.config.features.device_binding:
+            return False
+        return any(claim_waits(c) for c in claims.allocated) or any(
+            allocation_waits(a) for a in decision.allocations.values()
+        )
+
+    async def _await_binding_conditions(self, pod: Pod, node: str, keys: list[Key]) -> tuple[str, Key | None]:
+        """Upstream PreBind's wait for binding conditions, within this bind's ``binding_wait``.
+
+        ('', None): every condition is True, bind. (error, key): a failure condition or the
+        binding timeout of that claim: give up. (error, None): not yet; the claims stay
+        allocated and reserved for the pod (the devices may be being attached to the node), so
+        kube-scheduler's retry comes back to this node and waits again, until the binding
+        timeout counted from the allocation.
+        """
+        with contextlib.suppress(ClusterAPIError):
+            await self.api.record_event(
+                pod.raw,
+                "BindingConditionsPending",
+                f"waiting for binding conditions for device on node {node}",
+                warning=False,
+            )
+        deadline = self.clock() + self.config.binding_wait
+        while True:
+            state = pod_binding_state(
+                [self.state.claims.get(k) for k in keys], self.wall_clock(), self.config.binding_timeout
+            )
+            if state.ready:
+                self.observer.binding_waited("success")
+                return "", None
+            if state.failed is not None:
+                self.observer.binding_waited("timeout" if state.timed_out else "failed")
+                return f"binding conditions failed: {state.failure}", state.failed.key
+            if self.clock() >= deadline:
+                self.observer.binding_waited("pending")
+                return (
+                    f"binding conditions not met after {self.config.binding_wait:g}s "
+                    f"({'; '.join(state.pending)}); the claims stay allocated and reserved for the "
+                    "pod and the next attempt waits again (up to the binding timeout of "
+                    f"{self.config.binding_timeout:g}s from the allocation)",
+                    None,
+                )
+            await asyncio.sleep(min(self.config.binding_poll, max(0.0, deadline - self.clock())))
+
+    async def _deallocate_failed(self, pod: Pod, key: Key) -> None:
+        """Free a claim whose binding failed or timed out before answering kube-scheduler, so
+        its retry allocates afresh. Upstream leaves this to the next cycle's PostFilter, and its
+        queueing hints requeue the pod when the claim changes; kube-scheduler registers no
+        claim events for an extender, so a pod parked as unschedulable would wait for minutes.
+        Read fresh (the driver's status write moved the claim on), and only while the claim is
+        reserved for nobody but this pod."""
+        namespace, name = key
+        for _ in range(3):
+            try:
+                claim = parse_resource_claim(await self.api.get_claim(namespace, name))
+            except (ClusterAPIError, ObjectError):
+                return
+            users = [e.get("uid") for e in claim.reserved_for]
+            if claim.allocation is None or users not in ([], [pod.uid]):
+                return
+            try:
+                await self.api.update_claim_status(deallocated(claim.raw))
+            except ApiConflict:
+                continue
+            except ClusterAPIError as exc:
+                log.info("not deallocating resourceclaim %s/%s: %s", namespace, name, exc)
+                return
+            log.info(
+                "deallocated resourceclaim %s/%s: its binding conditions failed or timed out for pod %s/%s",
+                namespace,
+                name,
+                pod.namespace,
+                pod.name,
+            )
+            return
 
     async def _clear_stale_mapping(self, pod: Pod) -> str:
         """Device plugins serve the pod's extended resources here: its status must not name a

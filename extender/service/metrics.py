@@ -195,6 +195,14 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.binding_waits = Counter(
+            "dra_extender_binding_conditions_waits_total",
+            "Binds that waited for their devices' binding conditions (as kube-scheduler's "
+            "scheduler_dra_bindingconditions_allocations_total), by outcome: success, pending (the "
+            "wait budget ran out; kube-scheduler retries the bind), failed, timeout.",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.bad_requests = Counter(
             "dra_extender_bad_requests_total",
             "Requests rejected as malformed, by verb.",
@@ -221,6 +229,8 @@ class Metrics:
             self.binds.labels(outcome)
         for outcome in ("success", "reused", "failure"):
             self.claim_creates.labels(outcome)
+        for outcome in ("success", "pending", "failed", "timeout"):
+            self.binding_waits.labels(outcome)
         for kind in CACHED_KINDS:
             self.cache_objects.labels(kind)
 
@@ -239,6 +249,9 @@ class Metrics:
 
     def claim_created(self, outcome: str) -> None:
         self.claim_creates.labels(outcome).inc()
+
+    def binding_waited(self, outcome: str) -> None:
+        self.binding_waits.labels(outcome).inc()
 
     def render(self) -> bytes:
         for kind, count in self._cache_sizes().items():
