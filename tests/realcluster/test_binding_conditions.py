@@ -31,7 +31,7 @@ from tests.realcluster.workload import (
     wait_bound,
 )
 
-ATTACH = {"bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]}
+ATTACH: dict[str, Any] = {"bindingConditions": ["Attached"], "bindingFailureConditions": ["AttachFailed"]}
 
 
 @dataclass
