@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -74,6 +74,9 @@ class Paths:
     """URL paths of the resources we read and write, for the served resource.k8s.io version."""
 
     dra_version: str
+    #: resource.k8s.io resources served only at another version: resource -> version (1.36
+    #: serves DeviceTaintRules at v1beta2 alone, behind its beta gate and runtime-config).
+    elsewhere: Mapping[str, str] = field(default_factory=dict)
 
     def collection(self, resource: str) -> str:
         if resource in ("nodes", "pods", "events"):
@@ -82,7 +85,11 @@ class Paths:
             return "/apis/coordination.k8s.io/v1/leases"
         if resource == "poddisruptionbudgets":
             return "/apis/policy/v1/poddisruptionbudgets"
-        return f"/apis/{RESOURCE_GROUP}/{self.dra_version}/{resource}"
+        return f"/apis/{RESOURCE_GROUP}/{self.version_of(resource)}/{resource}"
+
+    def version_of(self, resource: str) -> str:
+        """The resource.k8s.io version ``resource`` is read at."""
+        return self.elsewhere.get(resource, self.dra_version)
 
     def claim(self, namespace: str, name: str) -> str:
         return f"/apis/{RESOURCE_GROUP}/{self.dra_version}/namespaces/{namespace}/resourceclaims/{name}"
@@ -130,15 +137,21 @@ class RawKube:
         except orjson.JSONDecodeError as exc:
             raise ClusterAPIError(f"{method} {path}: malformed answer from the API server: {exc}") from None
 
-    def served_dra_version(self) -> str:
+    def served_dra_versions(self) -> list[str]:
+        """The resource.k8s.io versions the API server serves that we read, preferred first."""
         group = self.request("GET", f"/apis/{RESOURCE_GROUP}")
-        served = {v.get("version") for v in (group or {}).get("versions", [])}
-        for version in PREFERRED_VERSIONS:
-            if version in served:
-                return version
-        raise ClusterAPIError(
-            f"the API server serves none of {RESOURCE_GROUP}/{', '.join(PREFERRED_VERSIONS)}"
-        )
+        served = {v.get("version") for v in (group or {}).get("versions", []) if isinstance(v, dict)}
+        found = [version for version in PREFERRED_VERSIONS if version in served]
+        if not found:
+            raise ClusterAPIError(
+                f"the API server serves none of {RESOURCE_GROUP}/{', '.join(PREFERRED_VERSIONS)}"
+            )
+        return found
+
+    def served_resources(self, version: str) -> set[str]:
+        """The resources of resource.k8s.io/``version`` (discovery)."""
+        listing = self.request("GET", f"/apis/{RESOURCE_GROUP}/{version}")
+        return {str(r.get("name")) for r in (listing or {}).get("resources", []) if isinstance(r, dict)}
 
     def watch_lines(
         self,

@@ -163,16 +163,27 @@ class ClusterHealth:
         return self.stale()
 
 
-def discover(raw: RawKube, health: ClusterHealth, stop: threading.Event) -> tuple[str, set[str]] | None:
-    """The served resource.k8s.io version and its resources; retried with back-off until it works."""
+#: Read-only resources that may be read at an older version than the one claims are written at.
+READ_ELSEWHERE = ("devicetaintrules",)
+
+
+def discover(raw: RawKube, health: ClusterHealth, stop: threading.Event) -> tuple[Paths, set[str]] | None:
+    """The paths of the served resource.k8s.io version (and of a read-only resource served only
+    at an older one: 1.36's DeviceTaintRules are v1beta2) and the resources served; retried with
+    back-off until it works."""
     delay = 0.2
     rng = random.Random()
     while not stop.is_set():
         try:
-            version = raw.served_dra_version()
-            listing = raw.request("GET", f"/apis/{RESOURCE_GROUP}/{version}")
-            served = {r.get("name") for r in (listing or {}).get("resources", []) if isinstance(r, dict)}
-            return version, {str(r) for r in served}
+            version, *older = raw.served_dra_versions()
+            served = raw.served_resources(version)
+            elsewhere: dict[str, str] = {}
+            for resource in READ_ELSEWHERE:
+                for other in older if resource not in served else ():
+                    if resource in raw.served_resources(other):
+                        elsewhere[resource] = other
+                        break
+            return Paths(version, elsewhere), served | set(elsewhere)
         except ClusterAPIError as exc:
             if health.discovery != str(exc):
                 log.warning("API discovery failed (retrying): %s", exc)
@@ -237,8 +248,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         found = discover(raw, health, stop)
         if found is None:
             return
-        version, served = found
-        paths = Paths(version)
+        paths, served = found
         kube_api.paths = paths
         reflectors: list[Reflector] = []
         optional: list[Reflector] = []
@@ -246,9 +256,9 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
             if resource == "devicetaintrules" and (not features.device_taint_rules or resource not in served):
                 continue
             if kind not in OUTSIDE_DRA and resource not in served:
-                log.warning("%s/%s does not serve %s", RESOURCE_GROUP, version, resource)
+                log.warning("%s/%s does not serve %s", RESOURCE_GROUP, paths.dra_version, resource)
                 continue
-            group_version = OUTSIDE_DRA.get(kind, f"{RESOURCE_GROUP}/{version}")
+            group_version = OUTSIDE_DRA.get(kind, f"{RESOURCE_GROUP}/{paths.version_of(resource)}")
             (optional if kind in OPTIONAL else reflectors).append(
                 Reflector(
                     raw,
@@ -264,7 +274,13 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         health.discovery = ""
         for reflector in [*reflectors, *optional]:
             reflector.start()
-        log.info("watching %d resources (%s %s)", len(reflectors) + len(optional), RESOURCE_GROUP, version)
+        log.info(
+            "watching %d resources (%s %s%s)",
+            len(reflectors) + len(optional),
+            RESOURCE_GROUP,
+            paths.dra_version,
+            "".join(f", {r} at {v}" for r, v in paths.elsewhere.items()),
+        )
         if elector is not None:
             election_thread.append(elector.start(stop))
 

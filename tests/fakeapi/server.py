@@ -160,11 +160,13 @@ class Store:
 class FakeApiServer:
     """Start with :meth:`start` (or use as a context manager); ``url`` is the base URL."""
 
-    def __init__(self, dra_version: str = "v1") -> None:
+    def __init__(self, dra_version: str = "v1", served_at: dict[str, str] | None = None) -> None:
         #: The resource.k8s.io version served (objects are stored as created: shape them to match).
         self.dra_version = dra_version
+        #: resource -> the only version it is served at (1.36: devicetaintrules at v1beta2).
+        served_at = served_at or {}
         self.resources = {
-            r: (g, dra_version if g == "resource.k8s.io" else v, k, ns)
+            r: (g, served_at.get(r, dra_version) if g == "resource.k8s.io" else v, k, ns)
             for r, (g, v, k, ns) in RESOURCES.items()
         }
         self.store = Store()
@@ -783,8 +785,12 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(
                     404, "NotFound", f"the server could not find the requested resource ({parts[1]})"
                 )
-            version = self.api.dra_version if parts[1] == "resource.k8s.io" else "v1"
-            versions = [{"groupVersion": f"{parts[1]}/{version}", "version": version}]
+            served = {v for g, v, _, _ in self.api.resources.values() if g == parts[1]}
+            first = self.api.dra_version if parts[1] == "resource.k8s.io" else "v1"
+            versions = [
+                {"groupVersion": f"{parts[1]}/{version}", "version": version}
+                for version in sorted(served, key=lambda v: (v != first, v))
+            ]
             return {
                 "kind": "APIGroup",
                 "apiVersion": "v1",

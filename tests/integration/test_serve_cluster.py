@@ -382,3 +382,39 @@ def test_a_leader_stopped_gracefully_releases_the_lease_at_once(fake: FakeApiSer
         wait_until(lambda: ready(b), timeout=8)
         assert time.monotonic() - stopped < 5  # not the 10 s lease
         assert fake.get("Lease", "dra-extender", "default")["spec"]["holderIdentity"] not in ("", holder)
+
+
+def test_device_taint_rules_served_only_at_v1beta2_are_read_there(tmp_path: Path) -> None:
+    """kube-apiserver 1.36 serves DeviceTaintRules at v1beta2 only (beta, with runtime-config),
+    the rest of resource.k8s.io at v1; kube-scheduler 1.36 with DRADeviceTaintRules on reads
+    them there. So does the extender (the real API server: tests/realcluster/test_device_taint_rules.py)."""
+    with FakeApiServer(served_at={"devicetaintrules": "v1beta2"}) as server:
+        for obj in yaml.safe_load_all((REPO / "examples" / "cluster.yaml").read_text()):
+            server.create(obj)
+        with (
+            cli_server("--kubeconfig", kubeconfig(server, tmp_path)) as url,
+            httpx.Client(base_url=url, timeout=10) as http,
+        ):
+            wait_until(lambda: ready(http))
+            assert http.post("/scheduler/filter", content=args_names(TRAINER, EXAMPLE_NODES)).json()[
+                "NodeNames"
+            ] == ["gpu-node-3"]
+            server.create(
+                {
+                    "apiVersion": "resource.k8s.io/v1beta2",
+                    "kind": "DeviceTaintRule",
+                    "metadata": {"name": "drain-gpu-node-3"},
+                    "spec": {
+                        "deviceSelector": {"driver": "gpu.example.com", "pool": "gpu-node-3"},
+                        "taint": {"key": "maintenance", "effect": "NoSchedule"},
+                    },
+                }
+            )
+            wait_until(
+                lambda: http.post("/scheduler/filter", content=args_names(TRAINER, EXAMPLE_NODES)).json()[
+                    "NodeNames"
+                ]
+                == []
+            )
+        watched = {p.split("?")[0] for m, p, _ in server.requests if m == "GET" and "devicetaintrules" in p}
+        assert watched == {"/apis/resource.k8s.io/v1beta2/devicetaintrules"}

@@ -58,7 +58,13 @@ def scheduler_config(
 class Scheduler:
     """A kube-scheduler process; its /metrics and /readyz are reachable without credentials."""
 
-    def __init__(self, plane: ControlPlane, config: dict[str, Any], name: str = "kube-scheduler"):
+    def __init__(
+        self,
+        plane: ControlPlane,
+        config: dict[str, Any],
+        name: str = "kube-scheduler",
+        feature_gates: str = "",
+    ):
         self.plane = plane
         self.port = free_port()
         folder = plane.folder
@@ -76,6 +82,7 @@ class Scheduler:
                 f"--authorization-kubeconfig={kubeconfig}",
                 "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
                 "--v=2",
+                *([f"--feature-gates={feature_gates}"] if feature_gates else []),
             ],
             folder / f"{name}-{self.port}.log",
         )
@@ -97,9 +104,9 @@ class Scheduler:
 
 @contextlib.contextmanager
 def scheduler(
-    plane: ControlPlane, config: dict[str, Any], name: str = "kube-scheduler"
+    plane: ControlPlane, config: dict[str, Any], name: str = "kube-scheduler", feature_gates: str = ""
 ) -> Iterator[Scheduler]:
-    s = Scheduler(plane, config, name)
+    s = Scheduler(plane, config, name, feature_gates)
     try:
         yield s.start()
     finally:

@@ -35,6 +35,10 @@ EXTENDER_NAMESPACE = "dra-extender"
 EXTENDER_ACCOUNT = "dra-extender"
 
 
+#: The one resource.k8s.io resource kube-apiserver 1.36 serves only behind runtime-config.
+DEVICE_TAINT_RULES_API = "resource.k8s.io/v1beta2/devicetaintrules"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -254,9 +258,13 @@ class ControlPlane:
             "--audit-log-mode=blocking",
             "--enable-priority-and-fairness=false",
             "--profiling=false",
+            # DeviceTaintRules are beta and off in 1.36, served at v1beta2 only: on here, so the
+            # taint-rule tests can turn them on in kube-scheduler and the extender. Components
+            # with the gate off (1.36's default, as every other test runs them) ignore them.
+            f"--runtime-config={DEVICE_TAINT_RULES_API}=true",
         ]
-        if self.feature_gates:
-            command.append(f"--feature-gates={self.feature_gates}")
+        gates = ",".join(g for g in ("DRADeviceTaintRules=true", self.feature_gates) if g)
+        command.append(f"--feature-gates={gates}")
         return command
 
     # -- lifecycle -------------------------------------------------------------------------------

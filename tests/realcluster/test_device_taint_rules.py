@@ -1,0 +1,97 @@
+"""DeviceTaintRule objects under the real kube-scheduler, side by side with the in-tree plugin.
+
+kube-apiserver 1.36 serves DeviceTaintRules at resource.k8s.io/v1beta2 only (DRADeviceTaintRules
+beta and off; the control plane here turns it on with runtime-config), while every other DRA
+kind is v1. kube-scheduler 1.36 started with the gate reads them there; so must the extender,
+which reads the rest at v1. A rule taints one of node-a's two GPUs with NoSchedule: a claim that
+does not tolerate it gets the other GPU, one that tolerates it may get the tainted one, and a
+third pod finds no GPU it may use (v1.37.0 staging/src/k8s.io/dynamic-resource-allocation/
+structured allocator: a device tainted NoSchedule/NoExecute is skipped unless every taint is
+tolerated).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+
+from tests.realcluster.components import extender, scheduler, scheduler_config
+from tests.realcluster.controlplane import ControlPlane
+from tests.realcluster.workload import (
+    GPU_DRIVER,
+    bound,
+    gpu_class,
+    gpu_slice,
+    one_gpu_claim,
+    pod_with_claims,
+    store_violations,
+    wait_bound,
+)
+
+GATE = "DRADeviceTaintRules=true"
+TOLERATE = [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def taint_rule(device: str) -> dict[str, object]:
+    return {
+        "apiVersion": "resource.k8s.io/v1beta2",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": f"maintenance-{device}"},
+        "spec": {
+            "deviceSelector": {"driver": GPU_DRIVER, "pool": "node-a", "device": device},
+            "taint": {"key": "example.com/maintenance", "value": "planned", "effect": "NoSchedule"},
+        },
+    }
+
+
+@contextlib.contextmanager
+def deciding(cluster: ControlPlane, mode: str) -> Iterator[None]:
+    kubeconfig = cluster.extender_kubeconfig()
+    if mode == "in-tree":
+        with scheduler(cluster, scheduler_config(kubeconfig, extender_url=None), feature_gates=GATE):
+            yield
+    else:
+        with (
+            extender(cluster, "--feature-gates", GATE) as ext,
+            scheduler(cluster, scheduler_config(kubeconfig, extender_url=ext.url), feature_gates=GATE),
+        ):
+            yield
+
+
+@pytest.mark.parametrize("mode", ["in-tree", "extender"])
+def test_a_device_taint_rule_keeps_pods_off_the_device(cluster: ControlPlane, mode: str) -> None:
+    api = cluster.api
+    audit_from = len(cluster.audit_events())
+    cluster.add_node("node-a")
+    api.create(gpu_class())
+    api.create(gpu_slice("node-a", gpus=2))
+    api.create(taint_rule("gpu-0"))
+    with deciding(cluster, mode):
+        api.create(one_gpu_claim("plain"))
+        api.create(pod_with_claims("plain", ["plain"]))
+        assert wait_bound(api, 1) == {"plain": "node-a"}
+        api.create(one_gpu_claim("tolerant", tolerations=TOLERATE))
+        api.create(pod_with_claims("tolerant", ["tolerant"]))
+        assert wait_bound(api, 2) == {"plain": "node-a", "tolerant": "node-a"}
+        api.create(one_gpu_claim("late"))
+        api.create(pod_with_claims("late", ["late"]))
+        api.wait_for(
+            lambda: any(
+                e["involvedObject"]["name"] == "late"
+                for e in api.list("Event", "default")
+                if e.get("reason") == "FailedScheduling"
+            ),
+            what="late unschedulable",
+        )
+    devices = {}
+    for name in ("plain", "tolerant"):
+        claim = api.get("ResourceClaim", name, "default")
+        assert claim is not None
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        devices[name] = result["device"]
+    assert devices == {"plain": "gpu-1", "tolerant": "gpu-0"}
+    assert set(bound(api)) == {"plain", "tolerant"}  # late stays pending
+    assert store_violations(api) == []
+    assert cluster.refused_writes(audit_from) == []
