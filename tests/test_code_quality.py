@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.shared import REPO
 
@@ -27,3 +28,64 @@ def test_ruff_format() -> None:
 def test_mypy_strict() -> None:
     result = run("mypy")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _imports_of_package(package: Path) -> dict[str, set[str]]:
+    """Module -> the modules of the package it imports (anywhere in it, TYPE_CHECKING too).
+
+    ``from a.b import c`` counts as importing ``a.b.c`` when that is a module, else ``a.b``.
+    """
+    import ast
+
+    root = package.parent
+    modules = {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in package.rglob("*.py")
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module not in modules:
+                    continue
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    found.add(sub if sub in modules else node.module)
+        graph[name] = found - {name}
+    return graph
+
+
+def test_no_import_circles_in_the_package() -> None:
+    """Every module imports only lower layers: no module reaches itself through its imports
+    (a package's ``__init__`` re-exporting its own modules is the one allowed edge down)."""
+    graph = _imports_of_package(REPO / "extender")
+
+    def below(module: str, target: str) -> bool:
+        # A package importing its own submodules is how re-exports work: not a circle.
+        return target.startswith(module + ".")
+
+    circles = []
+    for start in graph:
+        stack, seen = [(start, [start])], set()
+        while stack:
+            module, path = stack.pop()
+            for nxt in graph.get(module, ()):
+                if below(module, nxt) and module == start:
+                    continue
+                if nxt == start:
+                    circles.append(" -> ".join([*path, nxt]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*path, nxt]))
+    assert circles == []
+
+
+def test_no_module_is_too_long_to_read() -> None:
+    lengths = {
+        p.relative_to(REPO).as_posix(): len(p.read_text().splitlines())
+        for p in (REPO / "extender").rglob("*.py")
+    }
+    assert {path: n for path, n in lengths.items() if n > 700} == {}

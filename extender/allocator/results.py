@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from extender.allocator.errors import AllocationError
 from extender.allocator.features import Features
+from extender.allocator.requests import RequestData
 from extender.model.dra import Device, ResourceClaim, ResourceSlice
 from extender.model.nodeselector import NodeSelector, Requirement, Term, node_name_selector
 from extender.quantity import Quantity
 
-if TYPE_CHECKING:
-    from extender.allocator.search import _Request
-
 
 @dataclass(slots=True)
 class DeviceResult:
-    request: _Request
+    request: RequestData
     device: Device
     slice: ResourceSlice
     admin_access: bool
@@ -50,7 +48,7 @@ def _result_dict(r: DeviceResult, features: Features) -> dict[str, Any]:
     return out
 
 
-def _configs(claim: ResourceClaim, chosen: dict[str, _Request]) -> list[dict[str, Any]]:
+def _configs(claim: ResourceClaim, chosen: dict[str, RequestData]) -> list[dict[str, Any]]:
     """Class configs once per class (requests = the names using it), then claim configs."""
     out: list[dict[str, Any]] = []
     by_class: dict[str, list[dict[str, Any]]] = {}
@@ -118,7 +116,7 @@ def _same(a: Requirement, b: Requirement) -> bool:
 def build_allocation(
     claim: ResourceClaim, results: list[DeviceResult], node_name: str, features: Features
 ) -> dict[str, Any]:
-    chosen: dict[str, _Request] = {}
+    chosen: dict[str, RequestData] = {}
     for r in results:
         chosen.setdefault(r.request.base, r.request)
     devices: dict[str, Any] = {"results": [_result_dict(r, features) for r in results]}

@@ -20,6 +20,7 @@ from extender.allocator import capacity as cap
 from extender.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
 from extender.allocator.errors import AllocationError, AllocationTimeout, AllocatorError, NodeAllocationError
 from extender.allocator.inventory import Inventory, Pool, device_on_node
+from extender.allocator.requests import RequestData
 from extender.allocator.results import DeviceResult, build_allocation
 from extender.allocator.state import AllocatedState
 from extender.cel import CelCompileError, CelEnvironment, CelEvalError, CelInterruptedError
@@ -28,7 +29,6 @@ from extender.model.dra import (
     ALLOCATION_MODE_EXACT,
     ALLOCATION_RESULTS_MAX,
     Device,
-    DeviceClass,
     DeviceID,
     DeviceRequest,
     ExactRequest,
@@ -72,23 +72,6 @@ class Unsatisfiable:
     """No allocation fits on this node; ``reason`` says what was missing, for people."""
 
     reason: str
-
-
-@dataclass(slots=True, eq=False)
-class _Request:
-    """One request, or one alternative of a ``firstAvailable`` request (upstream ``requestData``)."""
-
-    claim_index: int
-    request: ExactRequest
-    #: Name in results: ``req`` or ``req/sub``.
-    name: str
-    #: The top-level request name and the subrequest name ('' for plain requests).
-    base: str
-    sub: str
-    device_class: DeviceClass
-    num_devices: int
-    #: For allocationMode All: the fixed device set, with each device's slice and pool.
-    all_devices: list[tuple[Device, ResourceSlice, Pool]] | None = None
 
 
 @dataclass(slots=True)
@@ -207,7 +190,7 @@ class _Attempt:
             for d in s.devices
         ]
         #: Per claim, per request: the alternatives (one for plain requests).
-        self.requests: list[list[list[_Request]]] = []
+        self.requests: list[list[list[RequestData]]] = []
         self.constraints: list[list[Constraint]] = []
         self.results: list[list[DeviceResult]] = [[] for _ in claims]
         #: device -> claim indices allocating it in this attempt (non-shared picks).
@@ -251,7 +234,7 @@ class _Attempt:
     def _prepare_claim(self, index: int, claim: ResourceClaim) -> None:
         name = self.claim_name(index)
         total = 0
-        per_request: list[list[_Request]] = []
+        per_request: list[list[RequestData]] = []
         for request in claim.spec.requests:
             alternatives = self._prepare_request(index, name, request)
             per_request.append(alternatives)
@@ -274,7 +257,7 @@ class _Attempt:
         self.requests.append(per_request)
         self.constraints.append(constraints)
 
-    def _prepare_request(self, index: int, claim_name: str, request: DeviceRequest) -> list[_Request]:
+    def _prepare_request(self, index: int, claim_name: str, request: DeviceRequest) -> list[RequestData]:
         # Upstream Allocate: the gate checks cover every subrequest before any is validated.
         if request.first_available and not self.features.prioritized_list:
             raise AllocationError(
@@ -305,7 +288,7 @@ class _Attempt:
 
     def _validate(
         self, index: int, claim_name: str, req: ExactRequest, name: str, base: str, sub: str
-    ) -> _Request:
+    ) -> RequestData:
         # Upstream validateDeviceRequest says "request <name>" for subrequests too.
         where = f"claim {claim_name}, request {req.name}"
         for i, selector in enumerate(req.selectors):
@@ -323,7 +306,7 @@ class _Attempt:
                 f"{where}: could not retrieve device class {req.device_class_name}: "
                 f'deviceclass.resource.k8s.io "{req.device_class_name}" not found'
             )
-        data = _Request(index, req, name, base, sub, device_class, 0)
+        data = RequestData(index, req, name, base, sub, device_class, 0)
         if req.allocation_mode == ALLOCATION_MODE_EXACT:
             data.num_devices = req.count
         elif req.allocation_mode == ALLOCATION_MODE_ALL:
@@ -333,7 +316,7 @@ class _Attempt:
             raise AllocationError(f"{where}: unsupported count mode {req.allocation_mode}")
         return data
 
-    def _all_devices(self, data: _Request, where: str) -> list[tuple[Device, ResourceSlice, Pool]]:
+    def _all_devices(self, data: RequestData, where: str) -> list[tuple[Device, ResourceSlice, Pool]]:
         out = []
         for pool in self.pools:
             if pool.incomplete:
@@ -353,7 +336,7 @@ class _Attempt:
                     out.append((device, s, pool))
         return out
 
-    def _capacity_ok(self, data: _Request, device: Device) -> bool:
+    def _capacity_ok(self, data: RequestData, device: Device) -> bool:
         """:meth:`_capacity_fits` as a yes/no, without the arithmetic in the common case.
 
         A device nothing has consumed from, asked for no particular amount, with no request
@@ -369,7 +352,7 @@ class _Attempt:
             return True
         return self._capacity_fits(data, device) is not None
 
-    def _capacity_fits(self, data: _Request, device: Device) -> dict[str, Quantity] | None:
+    def _capacity_fits(self, data: RequestData, device: Device) -> dict[str, Quantity] | None:
         """Upstream ``CmpRequestOverCapacity``, run for every device while DRAConsumableCapacity is on.
 
         What allocated shares consumed, plus this attempt's shares, plus this request's
@@ -387,7 +370,7 @@ class _Attempt:
 
     # --- selection -----------------------------------------------------------------------------
 
-    def _selectable(self, data: _Request, device: Device, s: ResourceSlice) -> bool:
+    def _selectable(self, data: RequestData, device: Device, s: ResourceSlice) -> bool:
         """Upstream ``isSelectable``: class and request selectors, then per-device node selection.
 
         Devices that consume counters stay selectable with DRAPartitionableDevices off (their
@@ -411,7 +394,7 @@ class _Attempt:
         return result
 
     def _selectors_match(
-        self, data: _Request, device: Device, selectors: Sequence[Selector], cls: str | None
+        self, data: RequestData, device: Device, selectors: Sequence[Selector], cls: str | None
     ) -> bool:
         for i, selector in enumerate(selectors):
             expression = selector.expression or ""
@@ -434,7 +417,7 @@ class _Attempt:
 
     # --- the search ----------------------------------------------------------------------------
 
-    def _reject(self, data: _Request, ri: int, reason: str, device: Device) -> None:
+    def _reject(self, data: RequestData, ri: int, reason: str, device: Device) -> None:
         self.rejected.setdefault((data.claim_index, ri), {}).setdefault(reason, set()).add(device.id)
 
     def _allocate_one(self, ci: int, ri: int, alternative: int | None, di: int, start: int) -> bool:
@@ -507,7 +490,7 @@ class _Attempt:
             undo()
         return found
 
-    def _enough_candidates(self, data: _Request, ri: int, start: int, needed: int) -> bool:
+    def _enough_candidates(self, data: RequestData, ri: int, start: int, needed: int) -> bool:
         """A bound that never changes the answer: enough devices from ``start`` on that could be picked.
 
         Devices are picked in increasing position within a request, so a branch with fewer
@@ -555,7 +538,7 @@ class _Attempt:
         """Upstream ``allowMultipleAllocations``: only counts while DRAConsumableCapacity is on."""
         return self.features.consumable_capacity and device.allow_multiple_allocations
 
-    def _available(self, data: _Request, device: Device) -> bool:
+    def _available(self, data: RequestData, device: Device) -> bool:
         """Upstream's cheap "in use" check (allocateOne's loop and allocateDevice).
 
         Admin access ignores every other holder, exclusive or not; only the same claim taking
@@ -568,7 +551,7 @@ class _Attempt:
         return did not in self.a.allocated.dedicated and not self.allocating.get(did)
 
     def _allocate_device(
-        self, data: _Request, ri: int, device: Device, s: ResourceSlice, pool: Pool, *, must: bool
+        self, data: RequestData, ri: int, device: Device, s: ResourceSlice, pool: Pool, *, must: bool
     ) -> Callable[[], None] | None:
         """Upstream ``allocateDevice`` (incubating): take ``device`` if usable; the undo, or None.
 
@@ -724,7 +707,7 @@ class _Attempt:
             parts.append(f"pools being updated: {', '.join(incomplete)}")
         return "cannot allocate all claims: " + "; ".join(parts)
 
-    def _usable(self, data: _Request) -> list[DeviceID]:
+    def _usable(self, data: RequestData) -> list[DeviceID]:
         """The devices a request could take on its own: selected, free and taints tolerated."""
         out = []
         for c in self.candidates:
@@ -758,7 +741,7 @@ class _Attempt:
             f"{needed}, and {distinct} usable device{'s match' if distinct != 1 else ' matches'} them"
         )
 
-    def _explain_request(self, data: _Request, ri: int) -> str:
+    def _explain_request(self, data: RequestData, ri: int) -> str:
         if data.all_devices is not None:
             wanted = "all matching devices"
             matching = [d for d, _, _ in data.all_devices]
