@@ -33,8 +33,9 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.model.core import Node, Pod
+from extender.scheduling.config import EngineConfig
 from extender.scheduling.decision import Snapshot
-from extender.scheduling.engine import Engine, EngineConfig
+from extender.scheduling.engine import Engine
 from extender.scheduling.nominated import importance
 from extender.scheduling.preemption import Candidate, potential_victims, preempt
 

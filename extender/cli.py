@@ -31,8 +31,8 @@ from extender.explain import (
     render,
 )
 from extender.scheduling.binding import DEFAULT_BINDING_WAIT
+from extender.scheduling.config import DEFAULT_SCHEDULER_NAME, SCORE_POLICIES, EngineConfig
 from extender.scheduling.decision import DEFAULT_BINDING_TIMEOUT
-from extender.scheduling.engine import DEFAULT_SCHEDULER_NAME, SCORE_POLICIES, EngineConfig
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app, create_ops_app
 from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
 from extender.service.logs import configure_logging

@@ -26,7 +26,8 @@ from extender.cluster.owner_gc import collect_owned_claims
 from extender.cluster.reflector import Reflector
 from extender.cluster.state import ClusterState
 from extender.scheduling.capacity import capacity_steps
-from extender.scheduling.engine import Engine, EngineConfig
+from extender.scheduling.config import EngineConfig
+from extender.scheduling.engine import Engine
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.logs import decision_log
 from extender.service.metrics import CapacityFeed, Metrics

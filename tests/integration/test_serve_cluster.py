@@ -411,10 +411,12 @@ def test_device_taint_rules_served_only_at_v1beta2_are_read_there(tmp_path: Path
                 }
             )
             wait_until(
-                lambda: http.post("/scheduler/filter", content=args_names(TRAINER, EXAMPLE_NODES)).json()[
-                    "NodeNames"
-                ]
-                == []
+                lambda: (
+                    http.post("/scheduler/filter", content=args_names(TRAINER, EXAMPLE_NODES)).json()[
+                        "NodeNames"
+                    ]
+                    == []
+                )
             )
         watched = {p.split("?")[0] for m, p, _ in server.requests if m == "GET" and "devicetaintrules" in p}
         assert watched == {"/apis/resource.k8s.io/v1beta2/devicetaintrules"}

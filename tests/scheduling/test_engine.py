@@ -6,7 +6,8 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
-from extender.scheduling.engine import Engine, EngineConfig
+from extender.scheduling.config import EngineConfig
+from extender.scheduling.engine import Engine
 from tests.builders import claim, device, device_class, exact, node, pod, resource_slice
 
 

@@ -25,7 +25,8 @@ from extender.cli import main
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
-from extender.scheduling.engine import Engine, EngineConfig, score_nodes
+from extender.scheduling.config import EngineConfig
+from extender.scheduling.engine import Engine, score_nodes
 from tests.builders import (
     allocated,
     attrs,

@@ -90,7 +90,7 @@ def test_prioritize_scores_are_integers_0_to_10_and_binpack_prefers_fuller_nodes
 
 
 def test_spread_prefers_emptier_nodes() -> None:
-    from extender.scheduling.engine import EngineConfig
+    from extender.scheduling.config import EngineConfig
 
     async def body(r: Running) -> None:
         resp = await r.client.post(

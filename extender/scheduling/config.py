@@ -1,0 +1,74 @@
+"""What the engine and its binder are configured with, and the metrics hooks they report to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from extender.allocator import Features
+from extender.scheduling.binding import DEFAULT_BINDING_WAIT
+from extender.scheduling.decision import DEFAULT_BINDING_TIMEOUT
+
+SCORE_POLICIES = ("binpack", "spread")
+#: The scheduler the shipped manifests run (a second scheduler beside the default one).
+DEFAULT_SCHEDULER_NAME = "dra-extender-scheduler"
+
+
+class Observer(Protocol):
+    """Metrics hooks (the service implements them with Prometheus)."""
+
+    def filtered(self, passed: int, failed: int, error: bool) -> None: ...
+
+    def bound(self, outcome: str) -> None: ...
+
+    def conflict(self) -> None: ...
+
+    def claim_created(self, outcome: str) -> None: ...
+
+    def binding_waited(self, outcome: str) -> None: ...
+
+
+class NoObserver:
+    def filtered(self, passed: int, failed: int, error: bool) -> None:
+        pass
+
+    def bound(self, outcome: str) -> None:
+        pass
+
+    def conflict(self) -> None:
+        pass
+
+    def claim_created(self, outcome: str) -> None:
+        pass
+
+    def binding_waited(self, outcome: str) -> None:
+        pass
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    features: Features = field(default_factory=Features)
+    score_policy: str = "binpack"
+    #: Allocation budget per node, and for all nodes of one filter call (seconds).
+    node_timeout: float = 1.0
+    filter_budget: float = 3.0
+    #: Pods of these schedulers may be bound (kube-scheduler binds only its own pods).
+    scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})
+    #: How long a node whose allocation timed out keeps that answer for the same claims (seconds).
+    timeout_memo_seconds: float = 30.0
+    decision_log_size: int = 200
+    #: DynamicResourcesArgs.bindingTimeout: how long an allocated claim may wait for its
+    #: devices' binding conditions before filter treats it as unavailable (seconds).
+    binding_timeout: float = DEFAULT_BINDING_TIMEOUT
+    #: How long one bind waits for its devices' binding conditions before it answers
+    #: kube-scheduler "not yet" (claims kept; the retry waits again), in seconds: upstream's
+    #: PreBind waits up to ``binding_timeout`` in one go, which no bind verb may (httpTimeout).
+    binding_wait: float = DEFAULT_BINDING_WAIT
+    #: How often a waiting bind looks at the cache again (seconds).
+    binding_poll: float = 0.05
+    #: Device-aware preemption (kube-scheduler 1.38+): nodes where evicting lower-priority pods
+    #: would make room are Unschedulable instead of Unresolvable, and pods nominated to a node
+    #: keep the devices their preemption freed. Off: the in-tree plugin's answers exactly.
+    device_preemption: bool = False
+    #: How long the victims the preempt verb named are remembered (seconds).
+    preemption_memory_seconds: float = 600.0

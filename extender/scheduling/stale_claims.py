@@ -1,0 +1,95 @@
+"""Claims a pod cannot use any more, freed so it can be allocated afresh (upstream PostFilter,
+and a binding that failed or timed out): each write only while the API server, not the cache,
+shows the pod unbound and the claim reserved for nobody else."""
+
+from __future__ import annotations
+
+import logging
+
+from extender.cluster.api import ApiConflict, ClusterAPI, ClusterAPIError
+from extender.cluster.state import Key
+from extender.model.core import Pod
+from extender.model.dra import ResourceClaim, parse_resource_claim
+from extender.model.errors import ObjectError
+from extender.scheduling import extended_writes
+from extender.scheduling.claim_writes import deallocated
+
+log = logging.getLogger("dra_extender.engine")
+
+
+async def deallocate_failed(api: ClusterAPI, pod: Pod, key: Key) -> None:
+    """Free a claim whose binding failed or timed out before answering kube-scheduler, so
+    its retry allocates afresh. Upstream leaves this to the next cycle's PostFilter, and its
+    queueing hints requeue the pod when the claim changes; kube-scheduler registers no
+    claim events for an extender, so a pod parked as unschedulable would wait for minutes.
+    Read fresh (the driver's status write moved the claim on), and only while the claim is
+    reserved for nobody but this pod."""
+    namespace, name = key
+    for _ in range(3):
+        try:
+            claim = parse_resource_claim(await api.get_claim(namespace, name))
+        except (ClusterAPIError, ObjectError):
+            return
+        users = [e.get("uid") for e in claim.reserved_for]
+        if claim.allocation is None or users not in ([], [pod.uid]):
+            return
+        try:
+            await api.update_claim_status(deallocated(claim.raw))
+        except ApiConflict:
+            continue
+        except ClusterAPIError as exc:
+            log.info("not deallocating resourceclaim %s/%s: %s", namespace, name, exc)
+            return
+        log.info(
+            "deallocated resourceclaim %s/%s: its binding conditions failed or timed out for pod %s/%s",
+            namespace,
+            name,
+            pod.namespace,
+            pod.name,
+        )
+        return
+
+
+async def still_unbound(api: ClusterAPI, pod: Pod) -> bool:
+    """The API server (not the cache, which may be behind) shows this pod, not bound."""
+    try:
+        current = await api.get_pod(pod.namespace, pod.name)
+    except ClusterAPIError:
+        return False
+    meta, spec = current.get("metadata") or {}, current.get("spec") or {}
+    return meta.get("uid") == pod.uid and not spec.get("nodeName")
+
+
+async def delete_if_unbound(api: ClusterAPI, pod: Pod, claim: ResourceClaim) -> None:
+    where = f"resourceclaim {claim.namespace}/{claim.name}"
+    if not await still_unbound(api, pod):
+        return  # bound (or gone): its claim stays
+    try:
+        await extended_writes.delete_claim(api, claim.raw)
+    except ClusterAPIError as exc:
+        log.info("not deleting %s for pod %s/%s: %s", where, pod.namespace, pod.name, exc)
+        return
+    log.info(
+        "deleted %s: the extended-resource claim of an earlier attempt for pod %s/%s",
+        where,
+        pod.namespace,
+        pod.name,
+    )
+
+
+async def deallocate_if_unbound(api: ClusterAPI, pod: Pod, claim: ResourceClaim) -> None:
+    where = f"resourceclaim {claim.namespace}/{claim.name}"
+    if not await still_unbound(api, pod):
+        return  # the cache is behind: the pod is bound (or gone), its claims stay
+    try:
+        await api.update_claim_status(deallocated(claim.raw))
+    except ClusterAPIError as exc:
+        log.info("not deallocating %s for pod %s/%s: %s", where, pod.namespace, pod.name, exc)
+        return
+    log.info(
+        "deallocated %s: allocated to devices no candidate node of pod %s/%s can use, and "
+        "reserved for no other pod",
+        where,
+        pod.namespace,
+        pod.name,
+    )
