@@ -24,3 +24,12 @@ class RequestData:
     num_devices: int
     #: For allocationMode All: the fixed device set, with each device's slice and pool.
     all_devices: list[tuple[Device, ResourceSlice, Pool]] | None = None
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A device the node could use, with its slice and pool."""
+
+    device: Device
+    slice: ResourceSlice
+    pool: Pool

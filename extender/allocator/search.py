@@ -19,10 +19,12 @@ from typing import Any
 from extender.allocator import capacity as cap
 from extender.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
 from extender.allocator.errors import AllocationError, AllocationTimeout, AllocatorError, NodeAllocationError
+from extender.allocator.explanations import explain
 from extender.allocator.inventory import Inventory, Pool, device_on_node
-from extender.allocator.requests import RequestData
+from extender.allocator.requests import Candidate, RequestData
 from extender.allocator.results import DeviceResult, build_allocation
 from extender.allocator.state import AllocatedState
+from extender.allocator.tolerations import taints_tolerated
 from extender.cel import CelCompileError, CelEnvironment, CelEvalError, CelInterruptedError
 from extender.model.dra import (
     ALLOCATION_MODE_ALL,
@@ -35,21 +37,9 @@ from extender.model.dra import (
     ResourceClaim,
     ResourceSlice,
     Selector,
-    Taint,
-    Toleration,
 )
 from extender.model.nodeselector import NodeSelectorError
 from extender.quantity import Quantity
-
-#: Reasons recorded as the search rejects devices, in the order they are reported. "In use" and
-#: "tainted" are counted directly over the matching devices instead, because the candidate
-#: bound skips such devices before the search would reject them.
-REJECTION_REASONS = (
-    "out of counters",
-    "out of capacity",
-    "excluded by a constraint",
-    "consuming counters while DRAPartitionableDevices is off",
-)
 
 
 class _ResultLimit(Exception):
@@ -72,32 +62,6 @@ class Unsatisfiable:
     """No allocation fits on this node; ``reason`` says what was missing, for people."""
 
     reason: str
-
-
-@dataclass(slots=True)
-class _Candidate:
-    device: Device
-    slice: ResourceSlice
-    pool: Pool
-
-
-def _tolerates(toleration: Toleration, taint: Taint) -> bool:
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    if toleration.operator in ("", "Equal"):
-        return toleration.value == taint.value
-    return toleration.operator == "Exists"
-
-
-def taints_tolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> bool:
-    for taint in taints:
-        if taint.effect not in ("NoSchedule", "NoExecute"):
-            continue  # None (1.35+) and unknown effects never block allocation
-        if not any(_tolerates(t, taint) for t in tolerations):
-            return False
-    return True
 
 
 class Allocator:
@@ -154,11 +118,11 @@ class Allocator:
             found: bool | None = None  # None: no request selects it
             for data in requests:
                 try:
-                    if free_only and not attempt._available(data, device):
+                    if free_only and not attempt.available(data, device):
                         continue
-                    if not attempt._selectable(data, device, candidate.slice):
+                    if not attempt.selectable(data, device, candidate.slice):
                         continue
-                    if free_only or attempt._available(data, device):
+                    if free_only or attempt.available(data, device):
                         found = True
                         break
                     found = False
@@ -183,7 +147,7 @@ class _Attempt:
         self.deadline = deadline
         self.pools = self.inventory.pools_for(node.name, node.labels)
         self.candidates = [
-            _Candidate(d, s, p)
+            Candidate(d, s, p)
             for p in self.pools
             if not p.incomplete and not p.invalid
             for s in p.slices
@@ -229,7 +193,7 @@ class _Attempt:
         if invalid:
             reasons = "; ".join(f"{p}: {p.invalid_reason}" for p in invalid)
             raise NodeAllocationError(f"invalid resource pools were encountered ({reasons})")
-        return Unsatisfiable(self._explain())
+        return Unsatisfiable(explain(self))
 
     def _prepare_claim(self, index: int, claim: ResourceClaim) -> None:
         name = self.claim_name(index)
@@ -329,7 +293,7 @@ class _Attempt:
                 )
             for s in pool.slices:
                 for device in s.devices:
-                    if not self._selectable(data, device, s):
+                    if not self.selectable(data, device, s):
                         continue
                     if self.features.consumable_capacity and not self._capacity_ok(data, device):
                         continue
@@ -370,7 +334,7 @@ class _Attempt:
 
     # --- selection -----------------------------------------------------------------------------
 
-    def _selectable(self, data: RequestData, device: Device, s: ResourceSlice) -> bool:
+    def selectable(self, data: RequestData, device: Device, s: ResourceSlice) -> bool:
         """Upstream ``isSelectable``: class and request selectors, then per-device node selection.
 
         Devices that consume counters stay selectable with DRAPartitionableDevices off (their
@@ -465,7 +429,7 @@ class _Attempt:
         for position in range(start, len(self.candidates)):
             candidate = self.candidates[position]
             device = candidate.device
-            if not self._available(data, device) or not self._selectable(data, device, candidate.slice):
+            if not self.available(data, device) or not self.selectable(data, device, candidate.slice):
                 continue
             if check_capacity and not self._capacity_ok(data, device):
                 self._reject(data, ri, "out of capacity", device)
@@ -509,9 +473,9 @@ class _Attempt:
         for position in range(start, len(self.candidates)):
             candidate = self.candidates[position]
             device = candidate.device
-            if not self._available(data, device):
+            if not self.available(data, device):
                 continue
-            if not self._selectable(data, device, candidate.slice):
+            if not self.selectable(data, device, candidate.slice):
                 continue
             if counters and device.consumes_counters and not leaks:
                 leaks = (
@@ -538,7 +502,7 @@ class _Attempt:
         """Upstream ``allowMultipleAllocations``: only counts while DRAConsumableCapacity is on."""
         return self.features.consumable_capacity and device.allow_multiple_allocations
 
-    def _available(self, data: RequestData, device: Device) -> bool:
+    def available(self, data: RequestData, device: Device) -> bool:
         """Upstream's cheap "in use" check (allocateOne's loop and allocateDevice).
 
         Admin access ignores every other holder, exclusive or not; only the same claim taking
@@ -571,7 +535,7 @@ class _Attempt:
         admin = bool(data.request.admin_access)
         # Upstream repeats the loop's in-use checks here (skipping the same-claim one for
         # multi-allocatable devices, which are never marked allocating: the same answer).
-        if not self._available(data, device):
+        if not self.available(data, device):
             return None
         if not self.features.partitionable_devices and device.consumes_counters:
             self._reject(data, ri, "consuming counters while DRAPartitionableDevices is off", device)
@@ -687,86 +651,3 @@ class _Attempt:
             for name, q in consumption.counters.items():
                 k = (consumption.counter_set, name)
                 consumed[k] = consumed.get(k, Fraction(0)) + sign * q.value
-
-    # --- explanations ------------------------------------------------------------------------------
-
-    def _explain(self) -> str:
-        """Why nothing fit, per request: how many devices match, and what kept them out."""
-        parts = []
-        for ci, per_request in enumerate(self.requests):
-            for ri, alternatives in enumerate(per_request):
-                data = alternatives[0]
-                parts.append(
-                    f"claim {self.claim_name(ci)}, request {data.base}: {self._explain_request(data, ri)}"
-                )
-        competing = self._explain_competition()
-        if competing:
-            parts.append(competing)
-        incomplete = [str(p) for p in self.pools if p.incomplete]
-        if incomplete:
-            parts.append(f"pools being updated: {', '.join(incomplete)}")
-        return "cannot allocate all claims: " + "; ".join(parts)
-
-    def _usable(self, data: RequestData) -> list[DeviceID]:
-        """The devices a request could take on its own: selected, free and taints tolerated."""
-        out = []
-        for c in self.candidates:
-            try:
-                if not (self._selectable(data, c.device, c.slice) and self._available(data, c.device)):
-                    continue
-            except AllocatorError:
-                continue
-            if self.features.device_taints and not taints_tolerated(
-                self.inventory.taints(c.device), data.request.tolerations
-            ):
-                continue
-            out.append(c.device.id)
-        return out
-
-    def _explain_competition(self) -> str:
-        """When every request has enough usable devices alone but not together: say they
-        compete (two one-GPU claims on a one-GPU node read like success otherwise)."""
-        wanted = [alternatives[0] for per_claim in self.requests for alternatives in per_claim]
-        if len(wanted) < 2 or any(d.all_devices is not None for d in wanted):
-            return ""
-        usable = [self._usable(d) for d in wanted]
-        if any(len(u) < d.num_devices for u, d in zip(usable, wanted, strict=True)):
-            return ""  # one request is short on its own: its own line says why
-        needed = sum(d.num_devices for d in wanted)
-        distinct = len({device for u in usable for device in u})
-        if distinct >= needed:
-            return ""  # enough devices in all: constraints or counters kept them apart
-        return (
-            f"each request fits alone, but they compete for the same devices: together they need "
-            f"{needed}, and {distinct} usable device{'s match' if distinct != 1 else ' matches'} them"
-        )
-
-    def _explain_request(self, data: RequestData, ri: int) -> str:
-        if data.all_devices is not None:
-            wanted = "all matching devices"
-            matching = [d for d, _, _ in data.all_devices]
-        else:
-            wanted = f"{data.num_devices} device{'s' if data.num_devices != 1 else ''}"
-            try:
-                matching = [c.device for c in self.candidates if self._selectable(data, c.device, c.slice)]
-            except AllocatorError:
-                matching = []
-        if not matching:
-            where = "on this node" if self.candidates else "(no devices published for this node)"
-            return f"needs {wanted}, no device matches {where}"
-        free = [d for d in matching if self._available(data, d)]
-        in_use = len(matching) - len(free)
-        # Counted here, not from rejections: the candidate bound prunes tainted devices unseen.
-        tainted = (
-            sum(1 for d in free if not taints_tolerated(self.inventory.taints(d), data.request.tolerations))
-            if self.features.device_taints
-            else 0
-        )
-        rejected = self.rejected.get((data.claim_index, ri), {})
-        details = [f"{len(matching)} match"]
-        if in_use:
-            details.append(f"{in_use} of them in use")
-        if tainted:
-            details.append(f"{tainted} tainted and not tolerated")
-        details += [f"{len(rejected[r])} {r}" for r in REJECTION_REASONS if rejected.get(r)]
-        return f"needs {wanted}; " + ", ".join(details)
