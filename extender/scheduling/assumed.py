@@ -25,7 +25,7 @@ Pure: no I/O and no clock; the engine calls :meth:`settle` before every snapshot
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,10 @@ from extender.cluster.state import is_newer
 from extender.model.dra import Allocation, ResourceClaim, parse_allocation, parse_resource_claim
 from extender.model.errors import ObjectError
 from extender.model.reader import Reader
+
+#: One settle in this many looks at every record, whatever changed (a safety net: the others
+#: look only at claims that changed, and a record missed only keeps its devices taken longer).
+FULL_SETTLE_EVERY = 64
 
 Key = tuple[str, str]
 
@@ -92,6 +96,12 @@ class AssumedClaims:
         self.version = 0
         #: Claims whose records changed since the consumer last drained this (see Engine).
         self.touched: set[Key] = set()
+        #: Claims whose records changed since the last settle, and those with a record of a
+        #: claim being created (they settle on the claims cache's progress, not on the claim).
+        self._dirty: set[Key] = set()
+        self._creating: set[Key] = set()
+        self._settled_at_rv = ""
+        self._settles = 0
 
     def __len__(self) -> int:
         # Read by /metrics from the HTTP thread: copy the view first (one step under the GIL).
@@ -107,6 +117,7 @@ class AssumedClaims:
     def _changed(self, key: Key) -> None:
         self.version += 1
         self.touched.add(key)
+        self._dirty.add(key)
 
     def assume(
         self,
@@ -131,6 +142,7 @@ class AssumedClaims:
         devices = parse_allocation(Reader(allocation, "allocation"))
         record = AssumedWrite(key, "", pod_uid, pod, node, allocation, devices, started=now, creating=True)
         self._records.setdefault(key, {})[pod_uid] = record
+        self._creating.add(key)
         self._changed(key)
         return record
 
@@ -166,6 +178,7 @@ class AssumedClaims:
             del by_pod[record.pod_uid]
             if not by_pod:
                 del self._records[record.key]
+                self._creating.discard(record.key)
             self._changed(record.key)
 
     def interrupted(self, pod_uid: str) -> None:
@@ -177,12 +190,28 @@ class AssumedClaims:
                 else:
                     self.forget(record)
 
-    def settle(self, claims: Mapping[Key, ResourceClaim], seen_rv: str = "") -> None:
+    def settle(
+        self, claims: Mapping[Key, ResourceClaim], seen_rv: str = "", changed: Set[Key] | None = None
+    ) -> None:
         """Drop the records the cache now shows the outcome of.
 
         ``seen_rv``: the newest resourceVersion the claims cache has seen (list or event).
+        ``changed``: the claims the cache changed since the last settle (None: unknown). Only
+        those, the claims whose records changed, and claims being created are looked at, so a
+        settle costs what changed, not every write in flight; every ``FULL_SETTLE_EVERY``-th
+        looks at all (a record left unsettled only keeps its devices taken longer).
         """
-        for key in list(self._records):
+        self._settles += 1
+        if changed is None or self._settles % FULL_SETTLE_EVERY == 0:
+            keys: Iterable[Key] = list(self._records)
+        else:
+            candidates = changed | self._dirty
+            if seen_rv != self._settled_at_rv:
+                candidates = candidates | self._creating
+            keys = [k for k in candidates if k in self._records]
+        self._dirty = set()
+        self._settled_at_rv = seen_rv
+        for key in keys:
             by_pod = self._records[key]
             cached = claims.get(key)
             settled = [u for u, r in by_pod.items() if _settled(r, cached, seen_rv)]
@@ -190,8 +219,10 @@ class AssumedClaims:
                 del by_pod[uid]
             if not by_pod:
                 del self._records[key]
+                self._creating.discard(key)
             if settled:
                 self._changed(key)
+        self._dirty.clear()  # what settling changed was just looked at
 
     # --- what decisions see --------------------------------------------------------------------
 

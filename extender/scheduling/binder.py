@@ -333,7 +333,7 @@ class Binder:
 
     async def _settle_own_writes(self, pod: Pod) -> str | None:
         """Send again the pod's earlier claim writes whose outcome is unknown (at most one lands)."""
-        self.assumed.settle(self.state.claims, self.state.claims_seen_rv)
+        self.assumed.settle(self.state.claims, self.state.claims_seen_rv, self.state.changed_claims)
         for record in self.assumed:
             if record.pod_uid != pod.uid or record.state is not WriteState.UNKNOWN:
                 continue

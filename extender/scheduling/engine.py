@@ -168,7 +168,7 @@ class Engine:
     # --- snapshot ------------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        self.assumed.settle(self.state.claims, self.state.claims_seen_rv)
+        self.assumed.settle(self.state.claims, self.state.claims_seen_rv, self.state.changed_claims)
         # Pods and Nodes are read live; only claims, the inventory and our writes feed a snapshot.
         key = (self.state.inventory_version, self.state.claims_version, self.assumed.version)
         if self._snapshot is None or self._snapshot_key != key:

@@ -175,3 +175,56 @@ def test_the_overlay_reads_as_the_merged_mapping() -> None:
     assert view.get(("default", "a")) is base[("default", "a")]
     assert view.get(("default", "x")) is None and ("default", "x") not in view
     assert ("default", "c") in view
+
+
+KEY = ("default", "c")
+
+
+def test_settle_looks_only_at_claims_that_changed_and_now_and_then_at_all() -> None:
+    """A settle costs what changed: a claim the cache did not report changed is not looked at
+    (its record stays, devices taken), until a full settle every FULL_SETTLE_EVERY calls."""
+    from extender.scheduling.assumed import FULL_SETTLE_EVERY
+
+    assumed = AssumedClaims()
+    record_in(WriteState.UNKNOWN, assumed)
+    assumed.settle({KEY: cached("10")}, "10", set())  # the record's own change: looked at, kept
+    moved = {KEY: cached("11")}  # the cache moved past the write's base, but says nothing changed
+    calls = 1
+    while assumed.of(KEY):
+        assumed.settle(moved, "11", set())
+        calls += 1
+        assert calls <= FULL_SETTLE_EVERY
+    assert calls == FULL_SETTLE_EVERY
+
+
+def test_a_claim_the_cache_reports_changed_settles_at_once() -> None:
+    assumed = AssumedClaims()
+    record_in(WriteState.UNKNOWN, assumed)
+    assumed.settle({KEY: cached("10")}, "10", set())
+    assumed.settle({KEY: cached("11")}, "11", {KEY})
+    assert assumed.of(KEY) == []
+
+
+def test_a_record_that_became_written_is_looked_at_without_a_cache_change() -> None:
+    assumed = AssumedClaims()
+    record = record_in(WriteState.PENDING, assumed)
+    cache = {KEY: cached("12", allocation=ALLOCATION)}  # the watch was faster than the answer
+    assumed.settle(cache, "12", {KEY})
+    assert assumed.of(KEY) == [record]  # pending: kept
+    written = claim("c", allocation=ALLOCATION, uid="uid-c")
+    written["metadata"]["resourceVersion"] = "12"
+    assumed.written(record, written)
+    assumed.settle(cache, "12", set())
+    assert assumed.of(KEY) == []
+
+
+def test_a_created_claim_settles_on_the_caches_progress_alone() -> None:
+    assumed = AssumedClaims()
+    record = assumed.assume_creation(KEY, "uid-p", ("default", "p"), "node-1", ALLOCATION, 0.0)
+    created = claim("c", uid="uid-c")
+    created["metadata"]["resourceVersion"] = "20"
+    assumed.created(record, parse_resource_claim(created))
+    assumed.settle({}, "20", set())
+    assert assumed.of(KEY) == [record]  # the cache has not moved past its creation
+    assumed.settle({}, "21", set())  # it has, without showing the claim: gone
+    assert assumed.of(KEY) == []
