@@ -15,6 +15,14 @@ class ClusterAPIError(Exception):
     code = 0
 
 
+class NotSent(ClusterAPIError):
+    """The request was not sent, so the API server cannot have applied it."""
+
+
+class NotLeading(NotSent):
+    """A write this replica may not send: its lease lapsed (or it never held it)."""
+
+
 class ApiConflict(ClusterAPIError):
     code = 409
 

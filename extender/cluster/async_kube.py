@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -23,12 +25,24 @@ import orjson
 from kubernetes import client as k8s
 from requests.utils import should_bypass_proxies
 
-from extender.cluster.api import ClusterAPIError, api_error
+from extender.cluster.api import ClusterAPIError, NotLeading, api_error
 
 #: Attempts for a request that never reached the API server (the connection was refused or
 #: could not be made): nothing was sent, so sending again cannot apply anything twice.
 CONNECT_ATTEMPTS = 4
 USER_AGENT = "dra-extender"
+#: Longest a write waits for a pooled connection (or makes a new one) once its fence check
+#: passed: the gap between "this replica may write" and the bytes leaving is bounded by it.
+WRITE_CONNECT_SECONDS = 2.0
+#: Server-side deadline of every write (the ``timeout`` parameter kube-apiserver honours for
+#: any request): a write that reached the API server is applied within this, or not at all.
+WRITE_DEADLINE_SECONDS = 10.0
+
+
+def write_window(api_timeout: float) -> float:
+    """How long after its fence check a write of this replica can still be applied: the wait
+    for a connection plus the API server's deadline (which the client timeout also bounds)."""
+    return WRITE_CONNECT_SECONDS + min(api_timeout, WRITE_DEADLINE_SECONDS)
 
 
 def ssl_context(configuration: k8s.Configuration) -> ssl.SSLContext | None:
@@ -54,10 +68,19 @@ class AsyncKube:
     """
 
     def __init__(
-        self, configuration: k8s.Configuration, timeout: float = 30.0, connections: int = 32
+        self,
+        configuration: k8s.Configuration,
+        timeout: float = 30.0,
+        connections: int = 32,
+        fence: Callable[[], str | None] | None = None,
     ) -> None:
         self.configuration = configuration
         self.timeout = timeout
+        #: Why this replica may not write now (None: it may). Checked before every attempt of
+        #: every request but GET, right before it is handed to the connection pool.
+        self.fence = fence
+        #: Monotonic time the last write was handed to the pool (0: none yet).
+        self.last_write = 0.0
         self.connections = connections
         self.base = configuration.host.rstrip("/")
         self._ssl = ssl_context(configuration)
@@ -114,8 +137,21 @@ class AsyncKube:
             extra["proxy"] = self._proxy
         if self._server_hostname:
             extra["server_hostname"] = self._server_hostname
-        limit = aiohttp.ClientTimeout(total=timeout if timeout is not None else self.timeout)
+        total = timeout if timeout is not None else self.timeout
+        writing = method != "GET"
+        if writing:
+            deadline = min(total, WRITE_DEADLINE_SECONDS)
+            query = {**(query or {}), "timeout": f"{deadline:g}s"}
+            limit = aiohttp.ClientTimeout(total=total, connect=min(total, WRITE_CONNECT_SECONDS))
+        else:
+            limit = aiohttp.ClientTimeout(total=total)
         for attempt in range(CONNECT_ATTEMPTS):
+            if writing and self.fence is not None:
+                why = self.fence()
+                if why is not None:
+                    raise NotLeading(f"{method} {path}: not sent: {why}")
+            if writing:
+                self.last_write = time.monotonic()
             try:
                 async with self._pool().request(
                     method,

@@ -39,6 +39,7 @@ class LeaseElector:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
+        takeover_delay: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -53,12 +54,34 @@ class LeaseElector:
         )
         self.clock, self.wall_clock = clock, wall_clock
         self._leading_until = 0.0  # monotonic: leadership lapses unless renewed before this
+        #: After taking the lease over from another holder, how long this replica waits before
+        #: its first write: the previous leader's writes that passed its fence may still land
+        #: that long after it stopped (see README, "Leader election and fencing").
+        self.takeover_delay = takeover_delay
+        self._writes_from = 0.0  # monotonic: no write before this (the takeover delay)
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self.transitions = 0
 
     def is_leader(self) -> bool:
+        """Holds the lease: the last successful renewal *started* less than renew_deadline ago
+        (by this process's monotonic clock; a successor takes over only after observing the
+        record unchanged for a whole lease_duration on its own)."""
         return self.clock() < self._leading_until
+
+    def may_write(self) -> str | None:
+        """Why this replica may not write to the API server now, or None: the fence every
+        write checks right before it is sent."""
+        now = self.clock()
+        if now >= self._leading_until:
+            return "this replica does not hold the Lease (or its renewal lapsed)"
+        if now < self._writes_from:
+            return (
+                f"took the Lease over {now - (self._writes_from - self.takeover_delay):.1f}s ago; "
+                f"writes start {self.takeover_delay:g}s after a takeover, when no write of the "
+                "previous leader can still land"
+            )
+        return None
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -128,18 +151,35 @@ class LeaseElector:
         except ApiConflict:
             return self.is_leader()
         return self._won(
-            now, "renewed" if holder == self.identity else f"took over from {holder or 'nobody'}"
+            now,
+            "renewed" if holder == self.identity else f"took over from {holder or 'nobody'}",
+            # A released lease (no holder) was given up after its holder's writes had settled.
+            takeover=bool(holder) and holder != self.identity,
         )
 
-    def _won(self, started: float, how: str) -> bool:
+    def _won(self, started: float, how: str, *, takeover: bool = False) -> bool:
         if not self.is_leader():
             self.transitions += 1
-            log.info("lease %s/%s: %s is the leader (%s)", self.namespace, self.name, self.identity, how)
+            if takeover:
+                self._writes_from = started + self.takeover_delay
+            log.info(
+                "lease %s/%s: %s is the leader (%s)%s",
+                self.namespace,
+                self.name,
+                self.identity,
+                how,
+                f"; first write in {self.takeover_delay:g}s" if takeover and self.takeover_delay else "",
+            )
         self._leading_until = started + self.renew_deadline
         return True
 
     def release(self) -> None:
-        """Give the lease up (on shutdown) so a successor does not wait a whole duration."""
+        """Give the lease up (on shutdown) so a successor does not wait a whole duration.
+
+        Call it only once no write of this replica can still land (the caller drains them): a
+        successor that finds the lease released writes at once.
+        """
+        self._leading_until = 0.0  # no write from here on, whatever the release's outcome
         try:
             lease = self.raw.request("GET", self.path, timeout=RELEASE_TIMEOUT)
             if (lease.get("spec") or {}).get("holderIdentity") != self.identity:

@@ -121,8 +121,9 @@ class Binder:
         self._tasks: set[asyncio.Task[None]] = set()
         #: Pods whose Binding was sent with no answer, and when: such a Binding may still land.
         self._binding_unknown: dict[str, float] = {}
-        #: Whether this replica may bind (leader election): only one replica decides at a time.
-        self.may_bind: Callable[[], bool] = lambda: True
+        #: Why this replica may not write now (leader election: not the leader, or taking
+        #: over), or None. The API client checks it before each write too.
+        self.fence: Callable[[], str | None] = lambda: None
         #: Why the cache cannot be trusted for binding right now (a watch is down), or None.
         self.cache_stale: Callable[[], str | None] = lambda: None
 
@@ -146,7 +147,7 @@ class Binder:
         """
         started = self.clock()
         pod = self.state.pods.get((namespace, name))
-        if uid and (pod is None or pod.uid != uid) and self.may_bind() and self.cache_stale() is None:
+        if uid and (pod is None or pod.uid != uid) and self.fence() is None and self.cache_stale() is None:
             # kube-scheduler's pod watch ran ahead of ours: it can bind a pod within milliseconds
             # of its creation (seen with a real kube-scheduler). The API server has it.
             pod = await self._pod_from_api(namespace, name, uid) or pod
@@ -191,8 +192,9 @@ class Binder:
         return found if found.uid == uid else None
 
     def _refuse_bind(self, pod: Pod | None, uid: str, node_name: str) -> str | None:
-        if not self.may_bind():
-            return "this dra-extender replica is not the leader"
+        fenced = self.fence()
+        if fenced is not None:
+            return f"this dra-extender replica may not bind: {fenced}"
         stale = self.cache_stale()
         if stale is not None:
             return f"the DRA extender's cache is stale ({stale}); not binding until it has caught up"
@@ -570,7 +572,12 @@ class Binder:
         allocated afresh (upstream PostFilter; it picks one at random, we take the first in the
         pod's order).
         """
-        if pod.node_name or pod.uid in self.in_flight or not self.may_bind() or self._binding_may_land(pod):
+        if (
+            pod.node_name
+            or pod.uid in self.in_flight
+            or self.fence() is not None
+            or self._binding_may_land(pod)
+        ):
             return
         stale = claims.extended.existing if claims.extended is not None else None
         if stale is not None:

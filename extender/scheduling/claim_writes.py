@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from extender.cluster.api import ApiConflict, ClusterAPI, ClusterAPIError
+from extender.cluster.api import ApiConflict, ClusterAPI, ClusterAPIError, NotSent
 from extender.cluster.memstore import clone
 from extender.model.core import Pod
 from extender.model.dra import DELETE_PROTECTION_FINALIZER, ResourceClaim
@@ -48,6 +48,8 @@ def is_reserved_for(raw: dict[str, Any], pod_uid: str) -> bool:
 
 def outcome_unknown(exc: ClusterAPIError) -> bool:
     """No answer, or a server error: the API server may have applied the request."""
+    if isinstance(exc, NotSent):
+        return False
     return exc.code == 0 or exc.code >= 500
 
 

@@ -136,13 +136,13 @@ class Engine:
         self.binder.observer = observer
 
     @property
-    def may_bind(self) -> Callable[[], bool]:
-        """Whether this replica may bind (leader election): only one replica decides at a time."""
-        return self.binder.may_bind
+    def fence(self) -> Callable[[], str | None]:
+        """Why this replica may not bind now (leader election), or None."""
+        return self.binder.fence
 
-    @may_bind.setter
-    def may_bind(self, check: Callable[[], bool]) -> None:
-        self.binder.may_bind = check
+    @fence.setter
+    def fence(self, check: Callable[[], str | None]) -> None:
+        self.binder.fence = check
 
     @property
     def cache_stale(self) -> Callable[[], str | None]:

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -34,17 +36,37 @@ class Admission:
     once; one more of a kind is answered 503 with the verbs' ``{"Error"}`` body, and nothing of
     the other kind is affected."""
 
-    def __init__(self, app: App, *, bind_path: str, max_binds: int, max_requests: int) -> None:
+    def __init__(
+        self,
+        app: App,
+        *,
+        bind_path: str,
+        max_binds: int,
+        max_requests: int,
+        verbs: frozenset[str] = frozenset(),
+        fence: Callable[[], str | None] | None = None,
+    ) -> None:
         self.app = app
         self.bind_path = bind_path
         self.binds = Counter("binds", max_binds)
         self.requests = Counter("requests", max_requests)
+        #: The verbs' paths, and why this replica may not decide now (leader election): then a
+        #: verb is answered 503 and its connection closed, so kube-scheduler's next request
+        #: opens a new one (through the Service, to the leader) instead of reusing this one.
+        self.verbs = verbs
+        self.fence = fence
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        counter = self.binds if scope.get("path") == self.bind_path else self.requests
+        path = scope.get("path")
+        if self.fence is not None and path in self.verbs:
+            why = self.fence()
+            if why is not None:
+                await _refuse(send, {"Error": f"this dra-extender replica does not decide now: {why}"})
+                return
+        counter = self.binds if path == self.bind_path else self.requests
         if counter.in_flight >= counter.limit:
             body = b'{"Error":"too many %s in flight (limit %d); retry later"}' % (
                 counter.name.encode(),
@@ -64,3 +86,14 @@ class Admission:
             await self.app(scope, receive, send)
         finally:
             counter.in_flight -= 1
+
+
+async def _refuse(send: Send, body: dict[str, str]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+        }
+    )
+    await send({"type": "http.response.body", "body": orjson.dumps(body)})

@@ -55,6 +55,9 @@ class Service:
     #: Run inside the server's event loop at startup / shutdown (e.g. start the informers).
     startup: Callable[[], Awaitable[None]] | None = None
     shutdown: Callable[[], Awaitable[None]] | None = None
+    #: With leader election: why this replica may not decide now (None: it may). The verbs
+    #: then answer 503 and close the connection (see :class:`~extender.service.admission.Admission`).
+    fence: Callable[[], str | None] | None = None
 
 
 class BodyTooSlow(Exception):
@@ -244,6 +247,7 @@ def create_app(
     #: the framework's per-request layers); the routes above answer in-process callers.
     app.state.verbs = verbs
     app.state.verb_prefix = prefix
+    app.state.fence = service.fence
 
     add_probes(app, service)
 

@@ -22,7 +22,7 @@ import uvloop
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from extender.service.admission import Admission
-from extender.service.app import verb_prefix
+from extender.service.app import Verbs, verb_prefix
 from extender.service.fast_verbs import FastVerbs
 
 T = TypeVar("T")
@@ -150,6 +150,8 @@ async def serve(
         bind_path=f"{routes}/bind",
         max_binds=limits.max_binds,
         max_requests=limits.max_requests,
+        verbs=frozenset(f"{routes}/{verb}" for verb in Verbs.NAMES),
+        fence=getattr(getattr(app, "state", None), "fence", None),
     )
     main = uvicorn.Server(_config(admitted, verbs, limits, lifespan="on"))
     ops_server: uvicorn.Server | None = None

@@ -8,6 +8,7 @@ import logging.handlers
 import random
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from kubernetes import client as k8s
 
 from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.api import ClusterAPIError
-from extender.cluster.async_kube import AsyncKube
+from extender.cluster.async_kube import AsyncKube, write_window
 from extender.cluster.kube import RESOURCE_GROUP, KubeAPI, Paths, RawKube, bounded_retries
 from extender.cluster.leader import LeaseElector
 from extender.cluster.memory_api import MemoryAPI
@@ -205,7 +206,8 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     state = ClusterState()
     features = config.engine.features
     cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
-    kube_api = KubeAPI(AsyncKube(configuration, timeout=config.api_timeout), None)
+    http = AsyncKube(configuration, timeout=config.api_timeout)
+    kube_api = KubeAPI(http, None)
     engine = Engine(state, kube_api, cel, config.engine)
     worker = EngineWorker()
     metrics = observed(engine, worker)
@@ -224,10 +226,14 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
             lease_duration=le.lease_duration,
             renew_deadline=le.renew_deadline,
             retry_period=le.retry_period,
+            takeover_delay=write_window(config.api_timeout),
         )
-        engine.may_bind = elector.is_leader
+        # The fence: every write checks it right before it is sent, and the verbs refuse (and
+        # close the connection, so kube-scheduler reconnects through the Service) at once.
+        engine.fence = http.fence = elector.may_write
 
     election_thread: list[threading.Thread] = []
+    election_stop = threading.Event()  # set after the writes have drained (see shutdown)
     # Informer events change the cache on the engine's loop, between decisions, in bursts.
     changes = Batches(worker)
 
@@ -283,14 +289,22 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
             "".join(f", {r} at {v}" for r, v in paths.elsewhere.items()),
         )
         if elector is not None:
-            election_thread.append(elector.start(stop))
+            election_thread.append(elector.start(election_stop))
 
     async def startup() -> None:
         threading.Thread(target=start_watching, name="discovery", daemon=True).start()
 
     async def shutdown() -> None:
         stop.set()
-        await kube_api.close()
+        await kube_api.close()  # no write is sent from here on
+        if elector is not None and elector.is_leader():
+            # A successor that finds the Lease released writes at once: release it only when
+            # no write of ours can still land (the lease keeps being renewed meanwhile).
+            drained = http.last_write + write_window(config.api_timeout) - time.monotonic()
+            if drained > 0:
+                log.info("releasing the Lease in %.1fs, once no write of this replica can land", drained)
+                await asyncio.sleep(drained)
+        election_stop.set()
         # The elector releases the Lease as it stops (a successor takes over at once instead of
         # after a whole lease duration): wait for that, not for ever.
         for thread in election_thread:
@@ -300,6 +314,8 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         reason = health.not_ready()
         if reason is None and elector is not None and not elector.is_leader():
             return "standby: not the leader (the cache is synced; another replica holds the Lease)"
+        if reason is None and elector is not None:
+            reason = elector.may_write()  # taking over: not deciding until writes may start
         return reason
 
     return Service(
@@ -311,4 +327,5 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         mode="cluster",
         startup=startup,
         shutdown=shutdown,
+        fence=elector.may_write if elector is not None else None,
     )

@@ -127,7 +127,7 @@ def test_sends_the_body_query_and_the_token_the_configuration_gives_on_every_req
     (m1, p1, h1, b1), (m2, p2, h2, _) = seen.requests
     assert (m1, p1, orjson.loads(b1)) == (
         "PUT",
-        "/apis/x/c",
+        "/apis/x/c?timeout=10s",  # every write carries the API server's deadline for it
         {"metadata": {"name": "c", "resourceVersion": "7"}},
     )
     assert (m2, p2) == ("GET", "/apis/x/c?a=b+c")
@@ -283,3 +283,33 @@ def test_a_pool_made_on_a_closed_loop_is_replaced_on_the_next_loop(tmp_path: Pat
         assert asyncio.run(get(kube)) == {"metadata": {"name": "c"}}
         asyncio.run(kube.close())
     assert len(seen.requests) == 2
+
+
+def test_a_write_the_fence_refuses_is_not_sent_and_says_so() -> None:
+    """The fence (leader election) is checked right before each write: a lapsed lease sends
+    nothing, and the error says the outcome is known (not sent), unlike a lost answer."""
+    from extender.cluster.api import NotLeading
+    from extender.scheduling.claim_writes import outcome_unknown
+
+    seen = Seen()
+    why: list[str | None] = [None]
+    with server(seen) as url:
+        kube = AsyncKube(configuration(url), fence=lambda: why[0])
+
+        async def run() -> list[Any]:
+            out: list[Any] = [await put(kube)]
+            why[0] = "this replica does not hold the Lease"
+            for call_ in (put, get):
+                try:
+                    out.append(await call_(kube))
+                except NotLeading as exc:
+                    out.append(exc)
+            await kube.close()
+            return out
+
+        first, fenced, read = asyncio.run(run())
+    assert first == {"metadata": {"name": "c"}}
+    assert isinstance(fenced, NotLeading) and "not sent: this replica does not hold the Lease" in str(fenced)
+    assert not outcome_unknown(fenced)
+    assert read == {"metadata": {"name": "c"}}  # reads are never fenced
+    assert [m for m, *_ in seen.requests] == ["PUT", "GET"]

@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -92,6 +92,9 @@ class Faults:
     write_latency: float = 0.0
     #: Until this time.monotonic(), every connection is closed unanswered (and nothing applied).
     outage_until: float = 0.0
+    #: Called with (method, path) as each request arrives, before it is applied (e.g. to freeze
+    #: the client that sent it with SIGSTOP while its write is at the server).
+    on_request: Callable[[str, str], None] | None = None
 
     def take_injected(self, method: str, path: str) -> int | None:
         for (m, fragment), codes in self.inject.items():
@@ -633,6 +636,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._hang_up()
             return
         self.api.requests.append((method, self.path, content_type))
+        if faults.on_request is not None:
+            faults.on_request(method, parsed.path)
         if faults.latency:
             time.sleep(faults.latency)
         if faults.write_latency and method in ("PUT", "POST", "PATCH", "DELETE"):

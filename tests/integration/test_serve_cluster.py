@@ -192,10 +192,10 @@ def test_two_replicas_only_the_lease_holder_binds_and_hands_over(fake: FakeApiSe
         assert b.get("/readyz").text == (
             "not ready: standby: not the leader (the cache is synced; another replica holds the Lease)\n"
         )
-        refused = b.post(
-            "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
-        ).json()["Error"]
-        assert "not the leader" in refused
+        answer = b.post("/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3"))
+        assert answer.status_code == 503
+        assert answer.headers["connection"] == "close"  # kube-scheduler reconnects, to the leader
+        assert "does not hold the Lease" in answer.json()["Error"]
         holder = fake.get("Lease", "dra-extender", "default")["spec"]["holderIdentity"]
         assert holder
         # Stop the leader: the other replica takes over within the lease duration.

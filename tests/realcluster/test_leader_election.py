@@ -23,6 +23,8 @@ ELECTION = (
     "--leader-elect-lease-duration=3",
     "--leader-elect-renew-deadline=2",
     "--leader-elect-retry-period=0.5",
+    # A new leader's first write waits for the old one's to land or expire: 2 s + this.
+    "--api-timeout=3",
 )
 
 
@@ -62,7 +64,7 @@ def test_standby_takes_the_lease_and_binds(cluster: ControlPlane, stop: signal.S
             assert ready(a) and not ready(b)
             api.create(one_gpu_claim("c1"))
             p1 = api.create(pod_with_claims("p1", ["c1"]))
-            assert "not the leader" in bind(b, p1, "node-a")
+            assert "does not hold the Lease" in bind(b, p1, "node-a")
             assert bind(a, p1, "node-a") == ""
             a.process.signal(stop)
             try:
