@@ -240,8 +240,8 @@ class Binder:
             decision = NodeDecision(node_name, fits, claims.reason, claims.error)
         if not decision.fits:
             if self.config.features.device_binding:
-                # Failed or timed out since the filter: free it now, or the retry finds it
-                # unavailable everywhere and nothing requeues the pod (_deallocate_failed).
+                # Failed or timed out since the filter: free it now, so that kube-scheduler's
+                # retry (a failed bind goes to back-off) allocates afresh at once.
                 now = self.wall_clock()
                 for claim in claims.allocated:
                     if binding_problem(claim, now, self.config.binding_timeout) is not None:
@@ -572,22 +572,25 @@ class Binder:
         allocated afresh (upstream PostFilter; it picks one at random, we take the first in the
         pod's order).
         """
-        if (
-            pod.node_name
-            or pod.uid in self.in_flight
-            or self.fence() is not None
-            or self._binding_may_land(pod)
-        ):
+        if pod.node_name or pod.uid in self.in_flight or self.fence() is not None:
             return
+        # A Binding of the pod that went unanswered may still land: its claims stay, unless
+        # no node their devices are on exists any more (such a Binding binds the pod to a node
+        # that is gone, which the pod garbage collector deletes; nothing can use the devices).
+        may_land = self._binding_may_land(pod)
         stale = claims.extended.existing if claims.extended is not None else None
-        if stale is not None:
+        if stale is not None and not may_land:
             # Filter rejected every node for it ("cannot schedule extended resource claim"),
             # before looking at any other claim: upstream PostFilter deletes it.
             if not any(r.pod_uid != pod.uid for r in self.assumed.of(stale.key)):
                 self._spawn(stale_claims.delete_if_unbound(self.api, pod, stale))
             return
+        if stale is not None:
+            return
         now = self.wall_clock()
         for claim in claims.allocated:
+            if may_land and not self._stranded(claim):
+                continue
             # Filter's own test (nodeSelector, binding failure or timeout), as upstream's
             # unavailableClaims: unavailable on at least one candidate node.
             if all(snapshot.claim_unavailable(claim, n, now) is None for n in nodes):
@@ -597,6 +600,15 @@ class Binder:
                 continue
             self._spawn(stale_claims.deallocate_if_unbound(self.api, pod, claim))
             return
+
+    def _stranded(self, claim: ResourceClaim) -> bool:
+        """The claim is allocated to devices of nodes that no longer exist: no Node the cache
+        knows matches its allocation's node selector (None: any node, never stranded)."""
+        allocation = claim.allocation
+        selector = allocation.node_selector if allocation is not None else None
+        if selector is None:
+            return False
+        return not any(selector.matches(n.name, n.labels) for n in self.state.nodes.values())
 
     def _spawn(self, work: Any) -> None:
         try:

@@ -19,11 +19,10 @@ log = logging.getLogger("dra_extender.engine")
 
 async def deallocate_failed(api: ClusterAPI, pod: Pod, key: Key) -> None:
     """Free a claim whose binding failed or timed out before answering kube-scheduler, so
-    its retry allocates afresh. Upstream leaves this to the next cycle's PostFilter, and its
-    queueing hints requeue the pod when the claim changes; kube-scheduler registers no
-    claim events for an extender, so a pod parked as unschedulable would wait for minutes.
-    Read fresh (the driver's status write moved the claim on), and only while the claim is
-    reserved for nobody but this pod."""
+    its retry (a failed bind goes to back-off) allocates afresh instead of spending a
+    scheduling cycle on finding the claim unavailable first: upstream's next PostFilter does
+    the same write one cycle later. Read fresh (the driver's status write moved the claim on),
+    and only while the claim is reserved for nobody but this pod."""
     namespace, name = key
     for _ in range(3):
         try:
