@@ -25,6 +25,10 @@ log = logging.getLogger("dra_extender.reflector")
 Sink = Callable[[str, dict[str, Any] | None, list[dict[str, Any]] | None], None]
 
 
+#: How long a list or watch must have worked before the back-off starts afresh (seconds).
+STABLE_SECONDS = 60.0
+
+
 class Expired(Exception):
     """The watch's resourceVersion is too old (410 Gone): relist."""
 
@@ -40,7 +44,7 @@ class Reflector:
         *,
         api_version: str,
         watch_timeout: int = 300,
-        backoff: tuple[float, float] = (0.2, 10.0),
+        backoff: tuple[float, float] = (0.2, 30.0),
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_synced: Callable[[], None] = lambda: None,
@@ -64,6 +68,11 @@ class Reflector:
         #: Since when (clock) neither a list nor a watch has been working; None while watching.
         self.down_since: float | None = clock()
         self.last_error = "not listed yet"
+        #: This outage was logged at WARNING (once per outage; its end is logged too).
+        self._warned = False
+        #: When the list or watch last started working: the back-off starts afresh only after
+        #: it kept working for STABLE_SECONDS (a watch that opens and fails at once backs off).
+        self._up_at = clock()
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name=f"reflector-{self.kind}", daemon=True)
@@ -71,18 +80,40 @@ class Reflector:
         return thread
 
     def _up(self) -> None:
-        if self.down_since is not None and self.synced.is_set():
+        if self.down_since is not None and (self.synced.is_set() or self._warned):
             log.info(
-                "watch %s working again",
+                "%s %s working again",
+                "watch" if self.synced.is_set() else "list",
                 self.kind,
-                extra={"fields": {"kind": self.kind, "downSeconds": round(self.down_for(), 1)}},
+                extra={
+                    "fields": {
+                        "kind": self.kind,
+                        "downSeconds": round(self.down_for(), 1),
+                        "failures": self._failures,
+                    }
+                },
             )
         self.down_since = None
+        self._warned = False
+        self._up_at = self.clock()
 
-    def _down(self, error: object) -> None:
+    def _down(self, what: str, error: object) -> None:
+        """A list or watch failed: WARNING once per outage (client-go's reflector logs every
+        retry), the retries at DEBUG."""
         self.last_error = str(error)
         if self.down_since is None:
             self.down_since = self.clock()
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "%s %s failed (retrying with back-off up to %gs; logged again when it works): %s",
+                what,
+                self.kind,
+                self.backoff[1],
+                error,
+            )
+        else:
+            log.debug("%s %s failed again: %s", what, self.kind, error)
 
     def down_for(self) -> float:
         """Seconds since this resource's list/watch stopped working (0 while it works)."""
@@ -90,6 +121,8 @@ class Reflector:
         return 0.0 if since is None else max(0.0, self.clock() - since)
 
     def _sleep_after_failure(self) -> None:
+        if self.down_since is not None and self.down_since - self._up_at > STABLE_SECONDS:
+            self._failures = 0  # it had worked for a while: this is a new outage
         self._failures += 1
         low, high = self.backoff
         delay = min(high, low * 2 ** (self._failures - 1)) * (0.5 + self.rng.random() / 2)
@@ -100,22 +133,19 @@ class Reflector:
             try:
                 self._list()
             except Exception as exc:
-                log.warning("list %s failed: %s", self.kind, exc)
-                self._down(exc)
+                self._down("list", exc)
                 self._sleep_after_failure()
                 continue
             while not self.stop.is_set():
                 try:
                     self._watch()
-                    self._failures = 0
                 except Expired:
                     log.info(
                         "watch %s: resourceVersion %s expired, relisting", self.kind, self.resource_version
                     )
                     break
                 except Exception as exc:
-                    log.warning("watch %s failed: %s", self.kind, exc)
-                    self._down(exc)
+                    self._down("watch", exc)
                     self._sleep_after_failure()
 
     def _list(self) -> None:

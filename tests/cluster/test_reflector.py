@@ -1,0 +1,94 @@
+"""An informer's retries: exponential, jittered back-off up to 30 s, one warning per outage.
+
+A list that keeps failing (an optional kind the API server does not serve, RBAC missing) used to
+be retried every few tenths of a second with a WARNING each time. The stand-in API here fails
+the first lists, then works; the stop event records the back-off waits instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from extender.cluster.api import ClusterAPIError
+from extender.cluster.reflector import Reflector
+
+
+class Raw:
+    """Fails the first ``failures`` lists with a 404; then lists nothing and watches nothing."""
+
+    def __init__(self, failures: int, stop: threading.Event) -> None:
+        self.failures = failures
+        self.lists = 0
+        self.stop = stop
+
+    def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        self.lists += 1
+        if self.lists <= self.failures:
+            error = ClusterAPIError("404: the server could not find the requested resource")
+            error.code = 404
+            raise error
+        return {"items": [], "metadata": {"resourceVersion": "5"}}
+
+    def watch_lines(
+        self, path: str, query: dict[str, Any], timeout: float, on_open: Callable[[], None]
+    ) -> Iterator[dict[str, Any]]:
+        on_open()
+        self.stop.set()  # listed and watching: the test is over
+        return iter(())
+
+
+class RecordedWaits(threading.Event):
+    """A stop event whose waits return at once, recording how long they would have slept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(float(timeout or 0.0))
+        return self.is_set()
+
+
+def run_reflector(failures: int) -> tuple[Reflector, RecordedWaits]:
+    stop = RecordedWaits()
+    reflector = Reflector(
+        Raw(failures, stop),  # type: ignore[arg-type]
+        "/apis/policy/v1/poddisruptionbudgets",
+        "PodDisruptionBudget",
+        lambda *a: None,
+        stop,
+        api_version="policy/v1",
+        rng=random.Random(1),
+    )
+    reflector.run()
+    return reflector, stop
+
+
+def test_failing_lists_back_off_exponentially_up_to_30_seconds() -> None:
+    reflector, stop = run_reflector(failures=12)
+    assert len(stop.waits) == 12
+    for n, wait in enumerate(stop.waits):
+        ceiling = min(30.0, 0.2 * 2**n)
+        assert ceiling / 2 <= wait <= ceiling, (n, wait)  # jittered between half and all of it
+    assert max(stop.waits) > 15.0
+    assert reflector.synced.is_set() and reflector.down_since is None
+
+
+def test_one_warning_per_outage_and_a_line_when_it_works_again(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="dra_extender"):
+        run_reflector(failures=5)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(
+        "list PodDisruptionBudget failed (retrying with back-off up to 30s; logged again when it works)"
+    )
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert "list PodDisruptionBudget working again" in infos
+    retries = [r for r in caplog.records if r.levelno == logging.DEBUG and "failed again" in r.getMessage()]
+    assert len(retries) == 4
