@@ -137,6 +137,17 @@ class RawKube:
         except orjson.JSONDecodeError as exc:
             raise ClusterAPIError(f"{method} {path}: malformed answer from the API server: {exc}") from None
 
+    def server_version(self) -> tuple[int, int] | None:
+        """(major, minor) of the API server (``/version``; a minor such as "37+" reads 37), or
+        None when it does not say."""
+        answer = self.request("GET", "/version")
+        try:
+            major = int("".join(c for c in str(answer.get("major", "")) if c.isdigit()))
+            minor = int("".join(c for c in str(answer.get("minor", "")) if c.isdigit()))
+        except (AttributeError, ValueError):
+            return None
+        return major, minor
+
     def served_dra_versions(self) -> list[str]:
         """The resource.k8s.io versions the API server serves that we read, preferred first."""
         group = self.request("GET", f"/apis/{RESOURCE_GROUP}")

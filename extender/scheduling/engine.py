@@ -99,6 +99,11 @@ class Engine:
             MAX_REMEMBERED_PREEMPTIONS, self.config.preemption_memory_seconds, timer=clock
         )
 
+    def reconfigure(self, config: EngineConfig) -> None:
+        """Replace the configuration (on the engine's loop), for decisions and writes alike."""
+        self.config = config
+        self.binder.config = config
+
     # --- what the write path shares ---------------------------------------------------------------
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import logging.handlers
 import random
@@ -195,6 +196,35 @@ def discover(raw: RawKube, health: ClusterHealth, stop: threading.Event) -> tupl
     return None
 
 
+#: The first kube-scheduler release that hands the preempt verb nodes only extenders rejected
+#: (kubernetes#135486): --device-preemption needs it.
+DEVICE_PREEMPTION_SINCE = (1, 38)
+
+
+def device_preemption_fallback(raw: RawKube) -> str | None:
+    """Why --device-preemption must fall back to the in-tree answers here, or None.
+
+    kube-scheduler is never newer than kube-apiserver (the version skew policy), so an API
+    server older than 1.38 means a kube-scheduler that cannot use it: there, nodes answered
+    Unschedulable for devices make its in-tree preemption fail with "expected at least one
+    victim pod on node" and retry the pod about a hundred times a second (measured with 1.36).
+    """
+    try:
+        version = raw.server_version()
+    except ClusterAPIError as exc:
+        return (
+            f"--device-preemption is off: the API server's version could not be read ({exc}), and "
+            "kube-scheduler older than 1.38 turns it into a retry loop"
+        )
+    if version is None or version >= DEVICE_PREEMPTION_SINCE:
+        return None
+    return (
+        f"--device-preemption is off: the API server is {version[0]}.{version[1]}, so kube-scheduler "
+        "is 1.37 or older and cannot use it (its preemption would retry every pod short of devices "
+        "in a loop); filter answers as the in-tree plugin does"
+    )
+
+
 def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     """Against an API server: informers (raw list+watch) feed the cache; writes go to the server.
 
@@ -255,6 +285,11 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         found = discover(raw, health, stop)
         if found is None:
             return
+        if config.engine.device_preemption:
+            fallback = device_preemption_fallback(raw)
+            if fallback is not None:
+                log.warning("%s", fallback)
+                changes.put(engine.reconfigure, dataclasses.replace(engine.config, device_preemption=False))
         paths, served = found
         kube_api.paths = paths
         reflectors: list[Reflector] = []

@@ -163,7 +163,11 @@ class Store:
 class FakeApiServer:
     """Start with :meth:`start` (or use as a context manager); ``url`` is the base URL."""
 
-    def __init__(self, dra_version: str = "v1", served_at: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, dra_version: str = "v1", served_at: dict[str, str] | None = None, minor: str = "37"
+    ) -> None:
+        #: What /version says (the minor version of Kubernetes).
+        self.minor = minor
         #: The resource.k8s.io version served (objects are stored as created: shape them to match).
         self.dra_version = dra_version
         #: resource -> the only version it is served at (1.36: devicetaintrules at v1beta2).
@@ -704,7 +708,8 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         parts = [p for p in path.split("/") if p]
         if path == "/version":
-            self._send(200, {"major": "1", "minor": "37", "gitVersion": "v1.37.0-fake"})
+            minor = self.api.minor
+            self._send(200, {"major": "1", "minor": minor, "gitVersion": f"v1.{minor}.0-fake"})
             return
         if parts in (["api"], ["apis"]) or (parts[:1] == ["apis"] and len(parts) in (2, 3)):
             self._send(200, self._discovery(parts))

@@ -5,6 +5,7 @@ the victim's claim when it is gone). What is checked is the API server's store."
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,7 +76,7 @@ def cluster(fake: FakeApiServer, *objects: dict[str, Any]) -> None:
 
 @pytest.fixture
 def fake() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
+    with FakeApiServer(minor="38") as server:  # kube-scheduler 1.38: it can use device preemption
         yield server
 
 
@@ -219,6 +220,32 @@ def test_without_device_preemption_device_shortage_stays_unresolvable(
         result = filter_(http, fake, "high")
         assert result["FailedNodes"] == {}
         assert sorted(result["FailedAndUnresolvableNodes"]) == sorted(NODES)
+
+
+@pytest.mark.parametrize("minor", ["36", "37"])
+def test_device_preemption_falls_back_against_an_older_control_plane(minor: str, tmp_path: Path) -> None:
+    """kube-scheduler is never newer than kube-apiserver: against 1.37 or older, nodes answered
+    Unschedulable for devices would make kube-scheduler's preemption fail ("expected at least one
+    victim pod on node") and retry the pod ~100 times a second (measured with 1.36). The flag
+    falls back to the in-tree answers, with one warning."""
+    from tests.integration.servers import server_process
+
+    with FakeApiServer(minor=minor) as fake:
+        cluster(fake, *running("low", 10, (0, 1)), *waiting("high", 1000, 2))
+        command = [sys.executable, "-m", "extender.cli", "serve", "--port", "0", "--ops-port", "0"]
+        command += ["--kubeconfig", kubeconfig(fake, tmp_path), "--device-preemption"]
+        with (
+            server_process(command) as (url, process),
+            httpx.Client(base_url=url, timeout=10) as http,
+        ):
+            wait_until(lambda: ready(http))
+            result = filter_(http, fake, "high")
+            assert result["FailedNodes"] == {}
+            assert sorted(result["FailedAndUnresolvableNodes"]) == sorted(NODES)
+            logged: list[str] = process.output_lines  # type: ignore[attr-defined]
+            warnings = [line for line in logged if "--device-preemption is off" in line]
+        assert len(warnings) == 1
+        assert f"the API server is 1.{minor}" in warnings[0]
 
 
 def test_budgets_the_extender_may_not_read_never_stop_binds(fake: FakeApiServer, tmp_path: Path) -> None:
