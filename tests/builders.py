@@ -252,3 +252,27 @@ def reserve(claim_obj: dict[str, Any], *pods: str) -> dict[str, Any]:
         {"resource": "pods", "name": p, "uid": f"uid-{p}"} for p in pods
     ]
     return claim_obj
+
+
+def device_status(
+    device: str = "d0", *, driver: str = "driver-a", pool: str = "pool-1", **conditions: str
+) -> list[dict[str, Any]]:
+    """``status.devices`` with one device's conditions, as its DRA driver writes them
+    (``Attached="True"``: condition type and status)."""
+    return [
+        {
+            "driver": driver,
+            "pool": pool,
+            "device": device,
+            "conditions": [
+                {
+                    "type": t,
+                    "status": s,
+                    "reason": "Driver",
+                    "message": f"{t} is {s}",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+                for t, s in conditions.items()
+            ],
+        }
+    ]

@@ -16,6 +16,22 @@ from fastapi import FastAPI
 
 from tests.shared import REPO
 
+#: Two replicas on a short Lease, as the frozen-leader and chaos tests run them. The takeover
+#: delay is the write window: 2 s for a connection + min(--api-timeout, 10 s).
+SHORT_LEASE = [
+    "--leader-elect",
+    "--leader-elect-namespace",
+    "default",
+    "--leader-elect-lease-duration",
+    "1.5",
+    "--leader-elect-renew-deadline",
+    "1",
+    "--leader-elect-retry-period",
+    "0.2",
+    "--api-timeout",
+    "1",
+]
+
 
 @contextlib.contextmanager
 def cli_server(*args: str) -> Iterator[str]:

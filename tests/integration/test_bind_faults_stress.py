@@ -92,48 +92,57 @@ class Scheduler:
             return list(pool.map(self.schedule, names))
 
 
+#: What the API server can do wrong (see :func:`apply_api_fault`).
+API_FAULTS = [
+    "lose-status",
+    "lose-binding",
+    "null-status",
+    "garbage",
+    "status-code",
+    "binding-code",
+    "watch-lag",
+    "drop-watch",
+    "expire",
+    "outage",
+]
+
+
+def apply_api_fault(fake: FakeApiServer, kind: str, rng: random.Random, stop: threading.Event) -> None:
+    """One fault of the fake API server: the next matching requests misbehave, or for a while."""
+    faults = fake.faults
+    if kind == "lose-status":
+        faults.lose_answer[("PUT", "/status")] = faults.lose_answer.get(("PUT", "/status"), 0) + 1
+    elif kind == "lose-binding":
+        faults.lose_answer[("POST", "/binding")] = faults.lose_answer.get(("POST", "/binding"), 0) + 1
+    elif kind == "null-status":
+        faults.null_status[("PUT", "resourceclaims")] = 1
+    elif kind == "garbage":
+        faults.garbage[("PUT", "resourceclaims")] = 1
+    elif kind == "status-code":
+        faults.inject.setdefault(("PUT", "/status"), []).append(rng.choice([409, 500, 422, 503]))
+    elif kind == "binding-code":
+        faults.inject.setdefault(("POST", "/binding"), []).append(rng.choice([409, 500, 403]))
+    elif kind == "watch-lag":
+        faults.watch_lag = rng.choice([0.0, 0.2, 0.8])
+    elif kind == "drop-watch":
+        faults.drop_watch_after = 1
+        stop.wait(0.2)
+        faults.drop_watch_after = None
+    elif kind == "expire":
+        faults.watch_410 = rng.randint(1, 4)
+        fake.store.compact()
+    elif kind == "outage":
+        faults.outage(rng.uniform(0.3, 1.0))
+    else:
+        raise ValueError(kind)
+
+
 def inject_faults(fake: FakeApiServer, rng: random.Random, stop: threading.Event) -> list[str]:
     done: list[str] = []
-    faults = fake.faults
     while not stop.wait(rng.uniform(0.1, 0.4)):
-        kind = rng.choice(
-            [
-                "lose-status",
-                "lose-binding",
-                "null-status",
-                "garbage",
-                "status-code",
-                "binding-code",
-                "watch-lag",
-                "drop-watch",
-                "expire",
-                "outage",
-            ]
-        )
+        kind = rng.choice(API_FAULTS)
         done.append(kind)
-        if kind == "lose-status":
-            faults.lose_answer[("PUT", "/status")] = faults.lose_answer.get(("PUT", "/status"), 0) + 1
-        elif kind == "lose-binding":
-            faults.lose_answer[("POST", "/binding")] = faults.lose_answer.get(("POST", "/binding"), 0) + 1
-        elif kind == "null-status":
-            faults.null_status[("PUT", "resourceclaims")] = 1
-        elif kind == "garbage":
-            faults.garbage[("PUT", "resourceclaims")] = 1
-        elif kind == "status-code":
-            faults.inject.setdefault(("PUT", "/status"), []).append(rng.choice([409, 500, 422, 503]))
-        elif kind == "binding-code":
-            faults.inject.setdefault(("POST", "/binding"), []).append(rng.choice([409, 500, 403]))
-        elif kind == "watch-lag":
-            faults.watch_lag = rng.choice([0.0, 0.2, 0.8])
-        elif kind == "drop-watch":
-            faults.drop_watch_after = 1
-            stop.wait(0.2)
-            faults.drop_watch_after = None
-        elif kind == "expire":
-            faults.watch_410 = rng.randint(1, 4)
-            fake.store.compact()
-        elif kind == "outage":
-            faults.outage(rng.uniform(0.3, 1.0))
+        apply_api_fault(fake, kind, rng, stop)
     return done
 
 

@@ -6,8 +6,9 @@ up to 8 at once, 10 s per request as kube-scheduler's httpTimeout) to whichever 
 as a Service would. Pods use claims of their own, two claims, a claim shared by two pods, claims
 made from templates (owned by the pod, named in its status) and extended resources a DeviceClass
 backs (the bind creates their claim). The fault thread SIGSTOPs the leader for 0.5-4 s (at any
-moment: mid-bind included), SIGKILLs it (a new replica starts), loses answers, injects errors,
-lags and drops watches. Then the faults stop, every replica runs, and the loop retries until no
+moment: mid-bind included) and SIGKILLs it (a new replica starts); the rest of its faults are
+three of the API server's (tests/integration/test_bind_faults_stress.py), drawn per seed: lost
+answers, refused writes, garbage, lagging, dropped or expired watches, a short outage. Then the faults stop, every replica runs, and the loop retries until no
 unbound pod fits. On the fake API server's own store afterwards: no device in two claims, every
 bound pod's claims allocated on its node and reserved for it, no claim of an unbound pod holding
 devices, and no request left unanswered by a replica that was neither frozen nor killed.
@@ -37,28 +38,14 @@ import pytest
 from tests.builders import claim, container, device, device_class, node, pod, resource_slice
 from tests.fakeapi.server import FakeApiServer
 from tests.integration.invariants import violations
-from tests.integration.servers import server_process
-from tests.integration.test_bind_faults_stress import clear
+from tests.integration.servers import SHORT_LEASE, server_process
+from tests.integration.test_bind_faults_stress import API_FAULTS, apply_api_fault, clear
 from tests.integration.test_serve_cluster import kubeconfig, wait_until
 from tests.service.fixtures import args_names, binding
 
 NODES = [f"node-{i}" for i in range(6)]
 ER = "example.com/gpu"
-LEASE = [
-    "--leader-elect",
-    "--leader-elect-namespace",
-    "default",
-    "--leader-elect-lease-duration",
-    "1.5",
-    "--leader-elect-renew-deadline",
-    "1",
-    "--leader-elect-retry-period",
-    "0.2",
-    "--api-timeout",
-    "1",
-    "--cache-stale-after",
-    "3",
-]
+LEASE = [*SHORT_LEASE, "--cache-stale-after", "3"]
 #: Seeds that once found a bug (none yet); run in every run, with the default seeds.
 REGRESSIONS: list[int] = []
 SEEDS = sorted({*REGRESSIONS, *range(1, 1 + int(os.environ.get("DRA_CHAOS_SEEDS", "2")))})
@@ -192,10 +179,9 @@ class Scheduler:
 
 def chaos(fake: FakeApiServer, replicas: Replicas, rng: random.Random, stop: threading.Event) -> list[str]:
     done: list[str] = []
-    faults = fake.faults
     first = rng.sample(["freeze", "kill"], 2)  # every run freezes and kills a leader at least once
-    kinds = ["freeze", "freeze", "kill", "lose-status", "lose-binding", "status-code", "watch-lag"]
-    kinds.append("drop-watch")
+    # Half the faults freeze or kill the leader; the rest are the API server's.
+    kinds = ["freeze", "freeze", "kill", *rng.sample(API_FAULTS, 3)]
     while not stop.wait(rng.uniform(0.2, 0.8)):
         kind = first.pop() if first else rng.choice(kinds)
         leader = replicas.leader()
@@ -218,18 +204,8 @@ def chaos(fake: FakeApiServer, replicas: Replicas, rng: random.Random, stop: thr
             leader.killed_at = time.monotonic()
             leader.process.send_signal(signal.SIGKILL)
             replicas.start()
-        elif kind == "lose-status":
-            faults.lose_answer[("PUT", "/status")] = faults.lose_answer.get(("PUT", "/status"), 0) + 1
-        elif kind == "lose-binding":
-            faults.lose_answer[("POST", "/binding")] = faults.lose_answer.get(("POST", "/binding"), 0) + 1
-        elif kind == "status-code":
-            faults.inject.setdefault(("PUT", "/status"), []).append(rng.choice([409, 500, 503]))
-        elif kind == "watch-lag":
-            faults.watch_lag = rng.choice([0.0, 0.2, 0.6])
-        elif kind == "drop-watch":
-            faults.drop_watch_after = 1
-            stop.wait(0.2)
-            faults.drop_watch_after = None
+        else:
+            apply_api_fault(fake, kind, rng, stop)
     return done
 
 

@@ -33,25 +33,12 @@ import httpx
 from tests.builders import claim, device, device_class, exact, node, pod, resource_slice
 from tests.fakeapi.server import FakeApiServer
 from tests.integration.invariants import violations
-from tests.integration.servers import server_process
+from tests.integration.servers import SHORT_LEASE, server_process
 from tests.integration.test_serve_cluster import kubeconfig, wait_until
 from tests.service.fixtures import binding
 
 RUNS = int(os.environ.get("DRA_FROZEN_LEADER_RUNS", "6"))
-LEASE = [
-    "--leader-elect",
-    "--leader-elect-namespace",
-    "default",
-    "--leader-elect-lease-duration",
-    "1.5",
-    "--leader-elect-renew-deadline",
-    "1",
-    "--leader-elect-retry-period",
-    "0.2",
-    # The takeover delay is the write window: 2 s for a connection + the write deadline.
-    "--api-timeout",
-    "1",
-]
+LEASE = SHORT_LEASE
 
 #: Where the leader is frozen: as this write of run ``i`` reaches the API server (it is
 #: applied; the answer waits in the frozen process's socket), or (None) at a random moment

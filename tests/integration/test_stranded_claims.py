@@ -10,7 +10,9 @@ kube-scheduler is played by a loop that retries filter and bind every 0.2 s.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -34,18 +36,26 @@ OBJECTS = [
 ]
 
 
+@contextlib.contextmanager
+def bound_with_its_binding_unanswered(fake: FakeApiServer, tmp_path: Path) -> Iterator[httpx.Client]:
+    """The cluster, the extender, and pod p bound to node-1 but for its Binding (a 503: the
+    outcome unknown, its claim kept allocated and reserved)."""
+    for obj in OBJECTS:
+        fake.create(obj)
+    with (
+        cli_server("--kubeconfig", kubeconfig(fake, tmp_path)) as url,
+        httpx.Client(base_url=url, timeout=10) as http,
+    ):
+        wait_until(lambda: ready(http))
+        fake.faults.inject[("POST", "pods/p/binding")] = [503]
+        first = http.post("/scheduler/bind", content=binding("p", "uid-p", "node-1")).json()["Error"]
+        assert "outcome unknown" in first
+        yield http
+
+
 def test_a_claim_on_a_deleted_node_is_freed_at_once_and_the_pod_binds_elsewhere(tmp_path: Path) -> None:
     with FakeApiServer() as fake:
-        for obj in OBJECTS:
-            fake.create(obj)
-        with (
-            cli_server("--kubeconfig", kubeconfig(fake, tmp_path)) as url,
-            httpx.Client(base_url=url, timeout=10) as http,
-        ):
-            wait_until(lambda: ready(http))
-            fake.faults.inject[("POST", "pods/p/binding")] = [503]
-            first = http.post("/scheduler/bind", content=binding("p", "uid-p", "node-1")).json()["Error"]
-            assert "outcome unknown" in first
+        with bound_with_its_binding_unanswered(fake, tmp_path) as http:
             status = fake.get("ResourceClaim", "c", "default")["status"]
             assert status["allocation"]["devices"]["results"][0]["pool"] == "node-1"  # kept
             fake.delete_direct("ResourceSlice", "s1")
@@ -71,18 +81,7 @@ def test_a_claim_on_a_deleted_node_is_freed_at_once_and_the_pod_binds_elsewhere(
 def test_while_the_node_exists_the_claims_wait_for_the_binding_that_may_land(tmp_path: Path) -> None:
     """The 90 s window still holds where the node is there: the claim stays as written."""
     with FakeApiServer() as fake:
-        for obj in OBJECTS:
-            fake.create(obj)
-        with (
-            cli_server("--kubeconfig", kubeconfig(fake, tmp_path)) as url,
-            httpx.Client(base_url=url, timeout=10) as http,
-        ):
-            wait_until(lambda: ready(http))
-            fake.faults.inject[("POST", "pods/p/binding")] = [503]
-            assert (
-                "outcome unknown"
-                in (http.post("/scheduler/bind", content=binding("p", "uid-p", "node-1")).json()["Error"])
-            )
+        with bound_with_its_binding_unanswered(fake, tmp_path) as http:
             fake.delete_direct("ResourceSlice", "s1")  # the devices' slice is gone, the node is not
             for _ in range(5):
                 assert (

@@ -13,6 +13,7 @@ from tests.realcluster.workload import (
     pod_with_claims,
     store_violations,
     wait_bound,
+    wait_unschedulable,
 )
 
 
@@ -35,14 +36,7 @@ def test_admin_access_shares_a_device_in_use(cluster: ControlPlane) -> None:
         # A third, ordinary claim finds the only GPU taken.
         api.create(one_gpu_claim("late"))
         api.create(pod_with_claims("late", ["late"]))
-        api.wait_for(
-            lambda: any(
-                e["involvedObject"]["name"] == "late"
-                for e in api.list("Event", "default")
-                if e.get("reason") == "FailedScheduling"
-            ),
-            what="late unschedulable",
-        )
+        wait_unschedulable(api, "late")
     monitor = api.get("ResourceClaim", "monitor", "team-a")
     assert monitor is not None
     (result,) = monitor["status"]["allocation"]["devices"]["results"]

@@ -28,6 +28,7 @@ from tests.realcluster.workload import (
     pod_with_claims,
     store_violations,
     wait_bound,
+    wait_unschedulable,
 )
 
 GATE = "DRADeviceTaintRules=true"
@@ -77,14 +78,7 @@ def test_a_device_taint_rule_keeps_pods_off_the_device(cluster: ControlPlane, mo
         assert wait_bound(api, 2) == {"plain": "node-a", "tolerant": "node-a"}
         api.create(one_gpu_claim("late"))
         api.create(pod_with_claims("late", ["late"]))
-        api.wait_for(
-            lambda: any(
-                e["involvedObject"]["name"] == "late"
-                for e in api.list("Event", "default")
-                if e.get("reason") == "FailedScheduling"
-            ),
-            what="late unschedulable",
-        )
+        wait_unschedulable(api, "late")
     devices = {}
     for name in ("plain", "tolerant"):
         claim = api.get("ResourceClaim", name, "default")

@@ -21,6 +21,7 @@ from tests.realcluster.workload import (
     gpu_slice,
     one_gpu_claim,
     pod_with_claims,
+    priority_classes,
     store_violations,
 )
 
@@ -41,15 +42,7 @@ def test_device_victims_are_added_to_the_schedulers_cpu_victims(cluster: Control
     cluster.add_node("node-a", cpu="2")
     api.create(gpu_class())
     api.create(gpu_slice("node-a", gpus=2))
-    for name, value in (("low", 0), ("high", 1000)):
-        api.create(
-            {
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-            }
-        )
+    priority_classes(api, low=0, high=1000)
     with (
         extender(cluster) as ext,
         scheduler(cluster, scheduler_config(cluster.extender_kubeconfig(), extender_url=ext.url)),
@@ -88,15 +81,7 @@ def test_device_preemption_against_kube_scheduler_136_is_not_a_retry_loop(cluste
     cluster.add_node("node-a")
     api.create(gpu_class())
     api.create(gpu_slice("node-a", gpus=1))
-    for name, value in (("low", 0), ("high", 1000)):
-        api.create(
-            {
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-            }
-        )
+    priority_classes(api, low=0, high=1000)
     with (
         extender(cluster, "--device-preemption") as ext,
         scheduler(cluster, scheduler_config(cluster.extender_kubeconfig(), extender_url=ext.url)),

@@ -155,6 +155,27 @@ def failed_scheduling(api: Api, namespace: str = "default") -> list[dict[str, An
     return [e for e in api.list("Event", namespace) if e.get("reason") == "FailedScheduling"]
 
 
+def wait_unschedulable(api: Api, name: str, namespace: str = "default") -> None:
+    """Until kube-scheduler reports the pod with a FailedScheduling event."""
+    api.wait_for(
+        lambda: any(e["involvedObject"]["name"] == name for e in failed_scheduling(api, namespace)),
+        what=f"{name} unschedulable",
+    )
+
+
+def priority_classes(api: Api, **values: int) -> None:
+    """PriorityClasses by name and value (``low=0, high=1000``)."""
+    for name, value in values.items():
+        api.create(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+        )
+
+
 def store_violations(api: Api) -> list[str]:
     """The store's invariants (tests/integration/invariants.py), read from the real API server."""
     from tests.integration import invariants

@@ -26,7 +26,7 @@ from extender.scheduling.binding import pod_binding_state
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
 from extender.service.runtime import follow
-from tests.builders import claim, device, device_class, node, pod, resource_slice
+from tests.builders import claim, device, device_class, device_status, node, pod, resource_slice
 
 WAITING_DEVICE = device("d0", bindingConditions=["Attached"], bindingFailureConditions=["AttachFailed"])
 CLUSTER = [device_class(), claim("c"), node("node-1"), resource_slice("s", [WAITING_DEVICE]), pod("p", ["c"])]
@@ -43,23 +43,7 @@ def engine_on(store: MemoryStore, **config: Any) -> Engine:
 def set_conditions(store: MemoryStore, **conditions: str) -> None:
     """What the DRA driver does once the device is attached (or failed to attach)."""
     raw = store.get("ResourceClaim", "default", "c")
-    raw["status"]["devices"] = [
-        {
-            "driver": "driver-a",
-            "pool": "pool-1",
-            "device": "d0",
-            "conditions": [
-                {
-                    "type": t,
-                    "status": s,
-                    "reason": "Driver",
-                    "message": "",
-                    "lastTransitionTime": "2026-01-01T00:00:00Z",
-                }
-                for t, s in conditions.items()
-            ],
-        }
-    ]
+    raw["status"]["devices"] = device_status(**conditions)
     store.update(raw, status=True)
 
 
@@ -158,7 +142,7 @@ def test_a_failure_after_an_earlier_attempt_is_deallocated_by_the_next_bind() ->
     error = asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
     assert error == (
         "cannot bind to node-1: resourceclaim not available on the node: "
-        'claim c binding failed: reason=Driver, message=""'
+        'claim c binding failed: reason=Driver, message="AttachFailed is True"'
     )
     # Freed before the answer: kube-scheduler's retry (bind errors go to back-off) allocates
     # afresh. Upstream's next PostFilter deallocates it and a claim event requeues the pod; no

@@ -34,6 +34,7 @@ from tests.builders import (
     container,
     device,
     device_class,
+    device_status,
     exact,
     first_available,
     node,
@@ -82,26 +83,6 @@ def binding_allocation(timestamp: str | None = None) -> dict[str, Any]:
     if timestamp:
         allocation["allocationTimestamp"] = timestamp
     return allocation
-
-
-def device_status(**conditions: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "driver": "driver-a",
-            "pool": "pool-1",
-            "device": "d0",
-            "conditions": [
-                {
-                    "type": t,
-                    "status": s,
-                    "reason": "Test",
-                    "message": f"{t} is {s}",
-                    "lastTransitionTime": PAST,
-                }
-                for t, s in conditions.items()
-            ],
-        }
-    ]
 
 
 def gt_selector(value: str) -> dict[str, Any]:
@@ -196,7 +177,7 @@ CASES = [
             bound("claim-0", binding_allocation(FUTURE), devices=device_status(AttachFailed="True")),
         ],
         outcome="reason",
-        contains="claim claim-0 binding failed: reason=Test",
+        contains="claim claim-0 binding failed: reason=Driver",
     ),
     Case(
         "binding-timeout",
