@@ -39,6 +39,13 @@ WRITE_CONNECT_SECONDS = 2.0
 WRITE_DEADLINE_SECONDS = 10.0
 
 
+def write_deadline(api_timeout: float) -> str:
+    """The ``timeout`` parameter of a write: min(api timeout, WRITE_DEADLINE_SECONDS) in whole
+    milliseconds (Go's time.ParseDuration reads "1500ms", never "1e-05s": the API server would
+    answer 400)."""
+    return f"{max(1, round(min(api_timeout, WRITE_DEADLINE_SECONDS) * 1000))}ms"
+
+
 def write_window(api_timeout: float) -> float:
     """How long after its fence check a write of this replica can still be applied: the wait
     for a connection plus the API server's deadline (which the client timeout also bounds)."""
@@ -140,8 +147,7 @@ class AsyncKube:
         total = timeout if timeout is not None else self.timeout
         writing = method != "GET"
         if writing:
-            deadline = min(total, WRITE_DEADLINE_SECONDS)
-            query = {**(query or {}), "timeout": f"{deadline:g}s"}
+            query = {**(query or {}), "timeout": write_deadline(total)}
             limit = aiohttp.ClientTimeout(total=total, connect=min(total, WRITE_CONNECT_SECONDS))
         else:
             limit = aiohttp.ClientTimeout(total=total)

@@ -127,7 +127,7 @@ def test_sends_the_body_query_and_the_token_the_configuration_gives_on_every_req
     (m1, p1, h1, b1), (m2, p2, h2, _) = seen.requests
     assert (m1, p1, orjson.loads(b1)) == (
         "PUT",
-        "/apis/x/c?timeout=10s",  # every write carries the API server's deadline for it
+        "/apis/x/c?timeout=10000ms",  # every write carries the API server's deadline for it
         {"metadata": {"name": "c", "resourceVersion": "7"}},
     )
     assert (m2, p2) == ("GET", "/apis/x/c?a=b+c")
@@ -313,3 +313,13 @@ def test_a_write_the_fence_refuses_is_not_sent_and_says_so() -> None:
     assert not outcome_unknown(fenced)
     assert read == {"metadata": {"name": "c"}}  # reads are never fenced
     assert [m for m, *_ in seen.requests] == ["PUT", "GET"]
+
+
+@pytest.mark.parametrize(
+    ("api_timeout", "sent"), [(30.0, "10000ms"), (10.0, "10000ms"), (1.5, "1500ms"), (0.00001, "1ms")]
+)
+def test_the_write_deadline_is_a_duration_go_parses(api_timeout: float, sent: str) -> None:
+    """kube-apiserver answers 400 to a ``timeout`` that time.ParseDuration cannot read ("1e-05s")."""
+    from extender.cluster.async_kube import write_deadline
+
+    assert write_deadline(api_timeout) == sent
