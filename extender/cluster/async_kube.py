@@ -88,6 +88,8 @@ class AsyncKube:
         self.fence = fence
         #: Monotonic time the last write was handed to the pool (0: none yet).
         self.last_write = 0.0
+        #: Closed for writes (shutdown): a write is never sent again, not even on a new pool.
+        self._closed = False
         self.connections = connections
         self.base = configuration.host.rstrip("/")
         self._ssl = ssl_context(configuration)
@@ -152,11 +154,12 @@ class AsyncKube:
         else:
             limit = aiohttp.ClientTimeout(total=total)
         for attempt in range(CONNECT_ATTEMPTS):
-            if writing and self.fence is not None:
-                why = self.fence()
+            if writing:
+                why = "the API client is closed (shutting down)" if self._closed else None
+                if why is None and self.fence is not None:
+                    why = self.fence()
                 if why is not None:
                     raise NotLeading(f"{method} {path}: not sent: {why}")
-            if writing:
                 self.last_write = time.monotonic()
             try:
                 async with self._pool().request(
@@ -187,6 +190,8 @@ class AsyncKube:
             raise ClusterAPIError(f"{method} {path}: malformed answer from the API server: {exc}") from None
 
     async def close(self) -> None:
+        """Close the pool; no write is sent after this (reads may still open a new pool)."""
+        self._closed = True
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None

@@ -323,3 +323,28 @@ def test_the_write_deadline_is_a_duration_go_parses(api_timeout: float, sent: st
     from extender.cluster.async_kube import write_deadline
 
     assert write_deadline(api_timeout) == sent
+
+
+def test_after_close_no_write_is_sent_but_reads_still_work() -> None:
+    """Shutdown closes the client, then waits out its write window before releasing the Lease:
+    a write after close (a bind still finishing) must not open a new pool and be sent."""
+    from extender.cluster.api import NotSent
+
+    seen = Seen()
+    with server(seen) as url:
+        kube = AsyncKube(configuration(url))
+
+        async def run() -> tuple[Any, Any]:
+            await kube.close()
+            try:
+                wrote: Any = await put(kube)
+            except NotSent as exc:
+                wrote = exc
+            read = await get(kube)
+            await kube.close()
+            return wrote, read
+
+        wrote, read = asyncio.run(run())
+    assert isinstance(wrote, NotSent) and "closed" in str(wrote)
+    assert read == {"metadata": {"name": "c"}}
+    assert [m for m, *_ in seen.requests] == ["GET"]
