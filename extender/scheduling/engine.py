@@ -79,11 +79,22 @@ class Engine:
         self.state = state
         self.cel = cel
         self.config = config or EngineConfig()
+        #: Monotonic seconds and seconds since the epoch (injected; the write path reads these).
+        self.clock = clock
+        self.wall_clock = wall_clock
         self.decisions: deque[dict[str, Any]] = deque(maxlen=self.config.decision_log_size)
         #: Where every decision is also reported (one structured log line each).
         self.log_sink: Callable[[dict[str, Any]], None] | None = None
         #: The write path: binds and the PostFilter's deallocations.
-        self.binder = Binder(state, api, self.config, self, clock=clock, wall_clock=wall_clock, log=self._log)
+        self.binder = Binder(
+            state,
+            api,
+            self.config,
+            self,
+            clock=lambda: self.clock(),
+            wall_clock=lambda: self.wall_clock(),
+            log=self._log,
+        )
         if observer is not None:
             self.observer = observer
         #: (claims, node) -> an assessment that ran out of time, remembered for a short while.
@@ -105,24 +116,6 @@ class Engine:
         self.binder.config = config
 
     # --- what the write path shares ---------------------------------------------------------------
-
-    @property
-    def clock(self) -> Callable[[], float]:
-        """Monotonic seconds (injected); the write path reads the same one."""
-        return self.binder.clock
-
-    @clock.setter
-    def clock(self, clock: Callable[[], float]) -> None:
-        self.binder.clock = clock
-
-    @property
-    def wall_clock(self) -> Callable[[], float]:
-        """Seconds since the epoch (allocation timestamps, binding timeouts)."""
-        return self.binder.wall_clock
-
-    @wall_clock.setter
-    def wall_clock(self, clock: Callable[[], float]) -> None:
-        self.binder.wall_clock = clock
 
     @property
     def api(self) -> ClusterAPI:
