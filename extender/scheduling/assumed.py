@@ -209,7 +209,6 @@ class AssumedClaims:
             if seen_rv != self._settled_at_rv:
                 candidates = candidates | self._creating
             keys = [k for k in candidates if k in self._records]
-        self._dirty = set()
         self._settled_at_rv = seen_rv
         for key in keys:
             by_pod = self._records[key]
@@ -222,7 +221,7 @@ class AssumedClaims:
                 self._creating.discard(key)
             if settled:
                 self._changed(key)
-        self._dirty.clear()  # what settling changed was just looked at
+        self._dirty.clear()  # looked at now, with what settling itself changed
 
     # --- what decisions see --------------------------------------------------------------------
 

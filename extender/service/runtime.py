@@ -182,10 +182,11 @@ def discover(raw: RawKube, health: ClusterHealth, stop: threading.Event) -> tupl
             served = raw.served_resources(version)
             elsewhere: dict[str, str] = {}
             for resource in READ_ELSEWHERE:
-                for other in older if resource not in served else ():
-                    if resource in raw.served_resources(other):
-                        elsewhere[resource] = other
-                        break
+                if resource in served:
+                    continue
+                found = next((v for v in older if resource in raw.served_resources(v)), None)
+                if found is not None:
+                    elsewhere[resource] = found
             return Paths(version, elsewhere), served | set(elsewhere)
         except ClusterAPIError as exc:
             if health.discovery != str(exc):

@@ -154,9 +154,9 @@ class Scheduler:
         try:
             with httpx.Client(base_url=replica.url, timeout=HTTP_TIMEOUT) as http:
                 answer = http.post("/scheduler/filter", content=args_names(spec, NODES))
-                passing = answer.json()["NodeNames"] or [] if answer.status_code == 200 else []
                 if answer.status_code != 200:
-                    return True
+                    return True  # refused (a replica that stopped leading): try again
+                passing = answer.json()["NodeNames"] or []
                 if not passing:
                     return False
                 target = self.rng.choice(passing)
