@@ -66,7 +66,10 @@ def pod_with_claims(
     priority_class: str | None = None,
     containers: list[dict[str, Any]] | None = None,
     labels: dict[str, str] | None = None,
+    grace: int = 0,
 ) -> dict[str, Any]:
+    """``grace``: terminationGracePeriodSeconds; 0 (deleted at once, nothing plays the kubelet)
+    unless a test runs tests/realcluster/kubelet.py, which ends Terminating pods."""
     p = applied(b.pod(name, list(claims), scheduler=scheduler, containers=containers, labels=labels))
     p["metadata"]["namespace"] = namespace
     refs = p["spec"].setdefault("resourceClaims", [])
@@ -74,7 +77,7 @@ def pod_with_claims(
         refs.append({"name": entry, "resourceClaimTemplateName": template})
     if not refs:
         del p["spec"]["resourceClaims"]
-    p["spec"]["terminationGracePeriodSeconds"] = 0
+    p["spec"]["terminationGracePeriodSeconds"] = grace
     if priority_class:
         p["spec"]["priorityClassName"] = priority_class
     return p
