@@ -31,7 +31,13 @@ from extender.explain import (
     render,
 )
 from extender.scheduling.binding import DEFAULT_BINDING_WAIT
-from extender.scheduling.config import DEFAULT_SCHEDULER_NAME, SCORE_POLICIES, EngineConfig
+from extender.scheduling.config import (
+    DEFAULT_CATCH_UP_WAIT,
+    DEFAULT_RELEASE_WAIT,
+    DEFAULT_SCHEDULER_NAME,
+    SCORE_POLICIES,
+    EngineConfig,
+)
 from extender.scheduling.decision import DEFAULT_BINDING_TIMEOUT
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app, create_ops_app
 from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
@@ -269,6 +275,22 @@ def _parser() -> argparse.ArgumentParser:
         f"scheduler's httpTimeout (default {DEFAULT_BINDING_WAIT:g})",
     )
     serve.add_argument(
+        "--catch-up-wait",
+        type=positive_seconds,
+        default=DEFAULT_CATCH_UP_WAIT,
+        help="how long filter, preempt and bind wait for the cache to show claims that the pod "
+        "kube-scheduler sent names (its watch can be ahead of the extender's), seconds "
+        f"(default {DEFAULT_CATCH_UP_WAIT:g})",
+    )
+    serve.add_argument(
+        "--release-wait",
+        type=positive_seconds,
+        default=DEFAULT_RELEASE_WAIT,
+        help="how long a preemptor's bind holds the devices of its victims' claims, waiting for "
+        "kube-controller-manager to release them, before it fails; keep it below the scheduler's "
+        f"httpTimeout (default {DEFAULT_RELEASE_WAIT:g})",
+    )
+    serve.add_argument(
         "--device-preemption",
         action="store_true",
         help="for kube-scheduler 1.38 or newer (which hands the preempt verb nodes only extenders "
@@ -409,6 +431,8 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         device_preemption=args.device_preemption,
         binding_timeout=args.binding_timeout,
         binding_wait=args.binding_conditions_wait,
+        catch_up_wait=args.catch_up_wait,
+        release_wait=args.release_wait,
     )
     leader = None
     if args.leader_elect:

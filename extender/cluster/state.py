@@ -52,6 +52,10 @@ def object_key(obj: dict[str, Any]) -> Key:
     return (namespace, str(meta.get("name", "")))
 
 
+#: How many deleted pods :attr:`ClusterState.deleted_pods` remembers.
+DELETED_PODS_KEPT = 1024
+
+
 @dataclass
 class ClusterState:
     nodes: dict[str, Node] = field(default_factory=dict)
@@ -68,6 +72,9 @@ class ClusterState:
     pods_by_node: dict[str, dict[Key, Pod]] = field(default_factory=dict)
     nominated: dict[str, dict[Key, Pod]] = field(default_factory=dict)
     bound_priorities: dict[int, int] = field(default_factory=dict)
+    #: Bound pods removed from the cache, newest last: UID -> (node, priority), the last
+    #: :data:`DELETED_PODS_KEPT` of them (the claims they held may not be released yet).
+    deleted_pods: dict[str, tuple[str, int]] = field(default_factory=dict)
     #: Claims that exist but cannot be read: key -> why.
     broken_claims: dict[Key, str] = field(default_factory=dict)
     #: Human-readable problems met while loading (skipped objects, unknown kinds).
@@ -160,6 +167,10 @@ class ClusterState:
         gone = table.pop(key, None)
         if kind == "Pod":
             self._index_pod(gone, None)
+            if gone is not None and gone.node_name:
+                self.deleted_pods[gone.uid] = (gone.node_name, gone.priority)
+                if len(self.deleted_pods) > DELETED_PODS_KEPT:
+                    del self.deleted_pods[next(iter(self.deleted_pods))]
         if kind == "ResourceClaim":
             self.broken_claims.pop((namespace, name), None)
             self.changed_claims.add((namespace, name))

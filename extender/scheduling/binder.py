@@ -24,8 +24,8 @@ from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod, parse_pod
 from extender.model.dra import ResourceClaim, parse_resource_claim, rfc3339
 from extender.model.errors import ObjectError
+from extender.scheduling import catch_up, extended_writes, nominated, stale_claims
 from extender.scheduling import extended as er
-from extender.scheduling import extended_writes, nominated, stale_claims
 from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
 from extender.scheduling.binding import (
     allocation_waits,
@@ -63,6 +63,10 @@ class Decider(Protocol):
     def claims_of(self, snapshot: Snapshot, pod: Pod) -> PodClaims: ...
 
     def nominations(self) -> nominated.Nominations | None: ...
+
+    def while_released(
+        self, snapshot: Snapshot, pod: Pod, claims: PodClaims, node: Node, decision: NodeDecision
+    ) -> tuple[NodeDecision, list[ResourceClaim]]: ...
 
 
 @dataclass(slots=True)
@@ -115,6 +119,9 @@ class Binder:
         self.in_flight: dict[str, InFlight] = {}
         #: Pods kube-scheduler may be binding already (its bind not here yet): filters wait.
         self.expected = ExpectedBinds(clock)
+        #: The newest version of each pod a request carried: a bind names the pod only, and
+        #: decides on what kube-scheduler saw when the cache is behind it.
+        self.seen = catch_up.SeenPods()
         #: Claim writes the cache does not show yet (their devices stay taken until it does).
         self.assumed = AssumedClaims()
         #: Background work started by decisions (deallocating stale claims).
@@ -146,7 +153,9 @@ class Binder:
         unknown) their devices stay taken until the cache shows the outcome.
         """
         started = self.clock()
-        pod = self.state.pods.get((namespace, name))
+        pod = self.seen.newest(self.state.pods.get((namespace, name)), uid)
+        if pod is not None and (pod.namespace, pod.name) != (namespace, name):
+            pod = None  # a UID kube-scheduler filtered under another name: never that pod
         if uid and (pod is None or pod.uid != uid) and self.fence() is None and self.cache_stale() is None:
             # kube-scheduler's pod watch ran ahead of ours: it can bind a pod within milliseconds
             # of its creation (seen with a real kube-scheduler). The API server has it.
@@ -219,6 +228,9 @@ class Binder:
         node = self.state.nodes.get(node_name)
         if node is None and not pod.node_name:
             return f"node {node_name} not found", None, None
+        await catch_up.claims_shown(
+            self.state, pod, spec_claims=True, seconds=self.config.catch_up_wait, clock=self.clock
+        )
         unsettled = await self._settle_own_writes(pod)
         if unsettled is not None:
             return unsettled, None, None
@@ -238,6 +250,10 @@ class Binder:
         else:  # a bound pod whose node is gone: only reservations of allocated claims can be repaired
             fits = not (claims.reason or claims.error)
             decision = NodeDecision(node_name, fits, claims.reason, claims.error)
+        releasing: Sequence[ResourceClaim] = ()
+        if not decision.fits and node is not None and not (claims.reason or claims.error):
+            # A preemptor on its nominated node: its victims' claims may not be released yet.
+            decision, releasing = self.decider.while_released(snapshot, pod, claims, node, decision)
         if not decision.fits:
             if self.config.features.device_binding:
                 # Failed or timed out since the filter: free it now, so that kube-scheduler's
@@ -250,7 +266,7 @@ class Binder:
             return f"cannot bind to {node_name}: {message}", None, None
         written: list[tuple[ResourceClaim, AssumedWrite]] = []
         created = CreatedClaim()
-        error = await self._write_claims(pod, node_name, claims, decision, written, created)
+        error = await self._write_claims(pod, node_name, claims, decision, written, created, releasing)
         if error:
             await self._release(pod, written, created)
             return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
@@ -377,12 +393,15 @@ class Binder:
         decision: NodeDecision,
         written: list[tuple[ResourceClaim, AssumedWrite]],
         created: CreatedClaim,
+        releasing: Sequence[ResourceClaim] = (),
     ) -> str:
         """Claims in the pod's order, then its extended-resource claim (as upstream's PreBind);
         '' or why it stopped.
 
         Every claim is assumed before the first write is sent: the decision's devices are taken
         as one, so no other bind can get one of them while this one is writing the others.
+        ``releasing``: claims still holding some of those devices, being released (the pod's
+        preemption evicted their pods); nothing is written until the cache shows them released.
         """
         todo = []
         seen: set[Key] = set()
@@ -401,6 +420,13 @@ class Binder:
                 key, pod.uid, pod.key, node, allocation, self.clock()
             )
         self.expected.arrived(pod.uid)  # its devices are taken: the next filter sees them
+        error = await self._released(releasing)
+        if error:
+            for _claim, _allocation, unsent in todo:
+                self.assumed.forget(unsent)
+            if created.record is not None:
+                self.assumed.forget(created.record)
+            return error
         for i, (claim, allocation, record) in enumerate(todo):
             error = await self._write_claim(pod, claim, allocation, record)
             if error:
@@ -413,6 +439,18 @@ class Binder:
         if extended is not None:
             return await self._write_extended(pod, extended, decision, created)
         return ""
+
+    async def _released(self, claims: Sequence[ResourceClaim]) -> str:
+        """'' once the cache shows ``claims`` released (:func:`catch_up.released`)."""
+        still = await catch_up.released(
+            self.state, claims, seconds=self.config.release_wait, clock=self.clock
+        )
+        if still is None:
+            return ""
+        return (
+            f"the claims of the pods preempted for this one ({still}) still hold the devices after "
+            f"{self.config.release_wait:g}s (kube-controller-manager releases a claim once its pods are gone)"
+        )
 
     async def _write_extended(
         self, pod: Pod, extended: er.NodeExtendedClaim, decision: NodeDecision, created: CreatedClaim

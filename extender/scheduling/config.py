@@ -10,6 +10,11 @@ from extender.scheduling.binding import DEFAULT_BINDING_WAIT
 from extender.scheduling.decision import DEFAULT_BINDING_TIMEOUT
 
 SCORE_POLICIES = ("binpack", "spread")
+#: Seconds a verb waits for the cache to catch up with kube-scheduler's view of a pod, and a
+#: preemptor's bind for its victims' claims to be released (kube-controller-manager's
+#: resourceclaim controller: milliseconds, seconds when its client rate limit bites).
+DEFAULT_CATCH_UP_WAIT = 2.0
+DEFAULT_RELEASE_WAIT = 5.0
 #: The scheduler the shipped manifests run (a second scheduler beside the default one).
 DEFAULT_SCHEDULER_NAME = "dra-extender-scheduler"
 
@@ -66,6 +71,11 @@ class EngineConfig:
     binding_wait: float = DEFAULT_BINDING_WAIT
     #: How often a waiting bind looks at the cache again (seconds).
     binding_poll: float = 0.05
+    #: How long a verb waits for the cache to show what kube-scheduler's request shows (claims
+    #: the pod's status names), seconds (:mod:`extender.scheduling.catch_up`).
+    catch_up_wait: float = DEFAULT_CATCH_UP_WAIT
+    #: How long a preemptor's bind waits for its victims' claims to be released (seconds).
+    release_wait: float = DEFAULT_RELEASE_WAIT
     #: Device-aware preemption (kube-scheduler 1.38+): nodes where evicting lower-priority pods
     #: would make room are Unschedulable instead of Unresolvable, and pods nominated to a node
     #: keep the devices their preemption freed. Off: the in-tree plugin's answers exactly.

@@ -25,8 +25,8 @@ from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, DeviceID, ResourceClaim
 from extender.model.labels import Labels
+from extender.scheduling import catch_up, nominated, nominated_answers, preemption
 from extender.scheduling import extended as er
-from extender.scheduling import nominated, preemption
 from extender.scheduling.assumed import AssumedClaims
 from extender.scheduling.binder import Binder, InFlight
 from extender.scheduling.config import (
@@ -35,6 +35,7 @@ from extender.scheduling.config import (
 )
 from extender.scheduling.decision import Assessment, NodeDecision, Snapshot
 from extender.scheduling.expected_binds import ExpectedBinds
+from extender.scheduling.nominated_answers import NOT_EVALUATED
 from extender.scheduling.preemption import Candidate
 from extender.scheduling.prefilter import PodClaims
 
@@ -45,10 +46,6 @@ MIN_SCORE, MAX_SCORE = 0, 10
 MAX_REMEMBERED_TIMEOUTS = 10_000
 #: Per-node reasons a filter's decision entry keeps (log line, /debug/decisions); the rest counted.
 LOGGED_REASONS = 20
-#: A node not judged: the filter budget ran out first (Unschedulable, not Unresolvable).
-NOT_EVALUATED = Assessment(
-    False, "not evaluated: the DRA extender's filter time budget ran out", timed_out=True
-)
 #: How many preemptions' victims are remembered (what pods nominated by them keep; see nominated.py).
 MAX_REMEMBERED_PREEMPTIONS = 4096
 K = TypeVar("K", bound=Hashable)
@@ -264,6 +261,7 @@ class Engine:
     ) -> FilterResult:
         """``nodes``: the Node records as the request sent them; None means the cached ones."""
         started = self.clock()
+        self.binder.seen.remember(pod)
         result = FilterResult()
         snapshot = self.snapshot()
         claims = self.claims_of(snapshot, pod)
@@ -422,45 +420,57 @@ class Engine:
         for group in representatives:  # after an error: the remaining groups are not judged
             if group not in answers:
                 answers[group] = NOT_EVALUATED
+        if not claims.allocates or any(a.error is not None for a in answers.values()):
+            return groups, answers
         nominations = self.nominations()
-        if nominations is not None and self.state.nominated and claims.allocates:
-            self._nominated_answers(
-                snapshot, pod, claims, names, groups, answers, lookup, nominations, deadline
+        judged = nominated_answers.Judged(names, groups, answers, lookup)
+        if nominations is not None and self.state.nominated:
+            nominated_answers.kept_for_others(
+                snapshot, pod, claims, judged, nominations, deadline, self.clock, self.config.node_timeout
+            )
+        target = self.nominated_node(pod)
+        if target:
+            freeing = self.releasing(snapshot, pod, claims, target)
+            nominated_answers.preemptor(
+                snapshot, pod, claims, judged, target, freeing, nominations, self.config.node_timeout
             )
         return groups, answers
 
-    def _nominated_answers(
-        self,
-        snapshot: Snapshot,
-        pod: Pod,
-        claims: PodClaims,
-        names: Sequence[str],
-        groups: list[Hashable],
-        answers: dict[Hashable, Assessment],
-        lookup: Mapping[str, Node],
-        nominations: nominated.Nominations,
-        deadline: float,
-    ) -> None:
-        """Nodes where pods nominated ahead of this one keep devices are judged on their own,
-        with those devices taken (see :mod:`extender.scheduling.nominated`); within the filter
-        budget, as every node (past it: not evaluated)."""
-        if any(a.error is not None for a in answers.values()):
-            return
-        state = self.state
-        targets = {n for n in state.nominated if nominated.nominated_here(state, pod, n, nominations)}
-        if not targets:
-            return
-        for i, name in enumerate(names):
-            node = lookup.get(name)
-            if name not in targets or node is None:
-                continue
-            groups[i] = ("nominated", name)
-            if self.clock() > deadline:
-                answers[groups[i]] = NOT_EVALUATED
-                continue
-            answers[groups[i]] = nominated.assess(
-                snapshot, pod, claims, node, nominations=nominations, timeout=self.config.node_timeout
-            )
+    def releasing(
+        self, snapshot: Snapshot, pod: Pod, claims: PodClaims, node_name: str
+    ) -> list[ResourceClaim]:
+        """Claims the preemption that nominated the pod to ``node_name`` is releasing there
+        (:func:`nominated.releasing`); none when the pod is not nominated to that node."""
+        if self.nominated_node(pod) != node_name:
+            return []
+        return nominated.releasing(snapshot, pod, node_name, self._victims_of, nominated.own_claims(claims))
+
+    def while_released(
+        self, snapshot: Snapshot, pod: Pod, claims: PodClaims, node: Node, decision: NodeDecision
+    ) -> tuple[NodeDecision, list[ResourceClaim]]:
+        """A bind's decision for a preemptor on its nominated node with the devices of its
+        victims' claims free, and those claims (the bind writes once they are released); or
+        ``decision`` unchanged, and none."""
+        freeing = self.releasing(snapshot, pod, claims, node.name)
+        if not freeing:
+            return decision, []
+        freed = nominated.decide(
+            snapshot,
+            pod,
+            claims,
+            node,
+            nominations=self.nominations(),
+            freed=[c.allocation for c in freeing if c.allocation is not None],
+            timeout=self.config.node_timeout,
+        )
+        return (freed, freeing) if freed.fits else (decision, [])
+
+    def nominated_node(self, pod: Pod) -> str:
+        """The node a preemption nominated the pod to, as the request or the cache shows it."""
+        if pod.nominated_node_name:
+            return pod.nominated_node_name
+        newest = self.binder.seen.newest(self.state.pods.get(pod.key), pod.uid)
+        return newest.nominated_node_name if newest is not None and not newest.node_name else ""
 
     # --- prioritize ----------------------------------------------------------------------------
 
@@ -486,11 +496,27 @@ class Engine:
         """Allocate, write the claims, bind the pod. Returns '' or the error for kube-scheduler."""
         return await self.binder.bind(namespace, name, uid, node_name)
 
+    # --- catching up with kube-scheduler's view ------------------------------------------------
+
+    async def caught_up(self, pod: Pod) -> None:
+        """Before a filter: the claims the pod's status names are in the cache, or
+        ``catch_up_wait`` has passed (:func:`catch_up.claims_shown`)."""
+        await catch_up.claims_shown(
+            self.state, pod, spec_claims=False, seconds=self.config.catch_up_wait, clock=self.clock
+        )
+
+    async def preemptor(self, pod: Pod) -> Pod:
+        """Before a preemption: the pod once its claims are in the cache (:func:`catch_up.created`)."""
+        return await catch_up.created(
+            self.state, self.binder.seen, pod, seconds=self.config.catch_up_wait, clock=self.clock
+        )
+
     # --- preemption ----------------------------------------------------------------------------------
 
     def preempt(self, pod: Pod, candidates: Mapping[str, Candidate]) -> dict[str, Candidate]:
         """The preempt verb (:func:`extender.scheduling.preemption.preempt` on the current snapshot)."""
         started = self.clock()
+        self.binder.seen.remember(pod)
         snapshot = self.snapshot()
         answer = preemption.preempt(
             snapshot,

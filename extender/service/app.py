@@ -164,6 +164,8 @@ class Verbs:
                 lambda: engine.prioritize(pod, args.node_names, self._request_nodes(args))
             )
             return 200, wire.encode_priorities(scores)
+        if pod.claims:  # claims kube-scheduler's pod names that the cache does not show yet
+            await self.worker.run(engine.caught_up(pod))
         # Binds kube-scheduler has already decided come first (their devices are taken).
         await engine.expected.settle(pod.uid)
         result = await self.worker.call(
@@ -190,6 +192,7 @@ class Verbs:
         except (wire.WireError, ObjectError) as exc:
             reason = str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
             return self.refuse("preempt", reason, peer)
+        pod = await self.worker.run(self.engine.preemptor(pod))
         answer = await self.worker.call(self.engine.preempt, pod, args.candidates)
         return 200, wire.encode_preemption_result(answer)
 

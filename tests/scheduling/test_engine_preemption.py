@@ -133,9 +133,9 @@ def test_devices_a_nominated_pod_needs_are_kept_in_filter_prioritize_and_bind() 
     assert scores["node-1"] == 0
     error = asyncio.run(e.bind("default", "other", "uid-other", "node-1"))
     assert "kept for default/vip" in error
-    # The nominated pod itself is not held back by its own nomination (gpu-0 and gpu-1 are free
-    # but it needs four: it waits for the victim, like everyone else).
-    assert filtered(e, "vip").passed == ["node-2"]
+    # The nominated pod itself is not held back by its own nomination, and its terminating
+    # victim's devices count as free for it there (tests/scheduling/test_preemptor_window.py).
+    assert filtered(e, "vip").passed == NODES
 
 
 def test_without_device_preemption_nominations_keep_nothing() -> None:
