@@ -24,7 +24,7 @@ from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod, parse_pod
 from extender.model.dra import ResourceClaim, parse_resource_claim, rfc3339
 from extender.model.errors import ObjectError
-from extender.scheduling import catch_up, extended_writes, nominated, stale_claims
+from extender.scheduling import bind_failures, catch_up, extended_writes, nominated, stale_claims
 from extender.scheduling import extended as er
 from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
 from extender.scheduling.binding import (
@@ -677,7 +677,10 @@ class Binder:
         note: str | None = None,
         decision: NodeDecision | None = None,
     ) -> str:
-        self.observer.bound("success" if not error else "failure")
+        if error:
+            self.observer.bound("failure", bind_failures.reason(error))
+        else:
+            self.observer.bound("success")
         devices = None
         if decision is not None and not error:
             devices = {

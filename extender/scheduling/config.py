@@ -24,7 +24,7 @@ class Observer(Protocol):
 
     def filtered(self, passed: int, failed: int, error: bool) -> None: ...
 
-    def bound(self, outcome: str) -> None: ...
+    def bound(self, outcome: str, reason: str = "") -> None: ...
 
     def conflict(self) -> None: ...
 
@@ -37,7 +37,7 @@ class NoObserver:
     def filtered(self, passed: int, failed: int, error: bool) -> None:
         pass
 
-    def bound(self, outcome: str) -> None:
+    def bound(self, outcome: str, reason: str = "") -> None:
         pass
 
     def conflict(self) -> None:

@@ -25,6 +25,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from extender import __version__
+from extender.scheduling import bind_failures
 from extender.scheduling.capacity import SHAPE_COUNTS, Capacity
 
 #: Up to the longest a bind can take: several API calls of up to --api-timeout (30 s) each.
@@ -183,6 +184,12 @@ class Metrics:
         self.binds = Counter(
             "dra_extender_binds_total", "Bind calls, by outcome.", ["outcome"], registry=self.registry
         )
+        self.bind_failures = Counter(
+            "dra_extender_bind_failures_total",
+            "Failed binds, by reason (extender/scheduling/bind_failures.py).",
+            ["reason"],
+            registry=self.registry,
+        )
         self.conflicts = Counter(
             "dra_extender_claim_write_conflicts_total",
             "409 Conflicts met while writing claims.",
@@ -227,6 +234,8 @@ class Metrics:
             self.filter_nodes.labels(outcome)
         for outcome in ("success", "failure"):
             self.binds.labels(outcome)
+        for reason in bind_failures.ALL:
+            self.bind_failures.labels(reason)
         for outcome in ("success", "reused", "failure"):
             self.claim_creates.labels(outcome)
         for outcome in ("success", "pending", "failed", "timeout"):
@@ -241,8 +250,10 @@ class Metrics:
         if error:
             self.filter_errors.inc()
 
-    def bound(self, outcome: str) -> None:
+    def bound(self, outcome: str, reason: str = "") -> None:
         self.binds.labels(outcome).inc()
+        if reason:
+            self.bind_failures.labels(reason).inc()
 
     def conflict(self) -> None:
         self.conflicts.inc()
