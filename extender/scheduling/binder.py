@@ -153,9 +153,8 @@ class Binder:
         unknown) their devices stay taken until the cache shows the outcome.
         """
         started = self.clock()
-        pod = self.seen.newest(self.state.pods.get((namespace, name)), uid)
-        if pod is not None and (pod.namespace, pod.name) != (namespace, name):
-            pod = None  # a UID kube-scheduler filtered under another name: never that pod
+        cached = self.state.pods.get((namespace, name))
+        pod = self.seen.newest(cached, uid) or cached
         if uid and (pod is None or pod.uid != uid) and self.fence() is None and self.cache_stale() is None:
             # kube-scheduler's pod watch ran ahead of ours: it can bind a pod within milliseconds
             # of its creation (seen with a real kube-scheduler). The API server has it.

@@ -11,9 +11,9 @@ records NodeResourcesFit as its rejector, and no claim event wakes that plugin).
 
 So:
 
-* :class:`SeenPods` keeps the newest version of each pod a filter, prioritize or preempt request
-  carried; a bind decides on the newer of that and the cache's (a pod's ``resourceVersion`` is
-  an etcd revision: comparable).
+* :class:`SeenPods` keeps the newest version of each pod a filter or preempt request carried; a
+  bind decides on the cache's pod with the claim statuses of that version when it is newer (a
+  pod's ``resourceVersion`` is an etcd revision: comparable).
 * :func:`lag` tells whether the cache lacks claims the pod names in its status (they exist:
   the controller creates a claim before recording its name in the pod), or (for ``spec``'s
   own claim names) has not yet seen the revision of the pod's last change.
@@ -26,6 +26,7 @@ Pure bookkeeping otherwise: the clock of a wait is injected.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from extender.cluster.state import ClusterState, is_newer
@@ -74,14 +75,19 @@ class SeenPods:
             del self._pods[next(iter(self._pods))]
 
     def newest(self, cached: Pod | None, uid: str) -> Pod | None:
-        """The newer of the cache's pod and the one a request carried (the request's only when
-        the cache has no pod of that UID, or an older version of it)."""
-        seen = self._pods.get(uid) if uid else None
-        if seen is None:
-            return cached
+        """The cache's pod, with the claim statuses of the version a request carried when that
+        one is newer. Only the statuses: the spec (what the pod asks for, immutable) and
+        everything else stay the cache's, so a made-up request cannot change what a bind
+        writes for a real pod (a claim from a template is used only if the pod owns it:
+        :mod:`extender.scheduling.prefilter`). None when the cache has no pod of that UID."""
         if cached is None or cached.uid != uid:
-            return seen
-        return newer(cached, seen)
+            return None
+        seen = self._pods.get(uid)
+        if seen is None or newer(cached, seen) is cached or seen.claims != cached.claims:
+            return cached
+        if seen.claim_statuses == cached.claim_statuses:
+            return cached
+        return dataclasses.replace(cached, claim_statuses=dict(seen.claim_statuses))
 
 
 def lag(state: ClusterState, pod: Pod, *, spec_claims: bool = True) -> str | None:

@@ -469,8 +469,10 @@ class Engine:
         """The node a preemption nominated the pod to, as the request or the cache shows it."""
         if pod.nominated_node_name:
             return pod.nominated_node_name
-        newest = self.binder.seen.newest(self.state.pods.get(pod.key), pod.uid)
-        return newest.nominated_node_name if newest is not None and not newest.node_name else ""
+        cached = self.state.pods.get(pod.key)
+        if cached is None or cached.uid != pod.uid or cached.node_name:
+            return ""
+        return cached.nominated_node_name
 
     # --- prioritize ----------------------------------------------------------------------------
 

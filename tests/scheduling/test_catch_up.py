@@ -70,25 +70,36 @@ def cluster(*objects: dict[str, Any], **config: Any) -> tuple[Engine, MemoryStor
 # --- the newest version of a pod -----------------------------------------------------------------
 
 
-def test_the_request_s_pod_wins_when_it_is_newer_and_the_cache_s_otherwise() -> None:
+def test_the_request_s_claim_statuses_count_when_they_are_newer() -> None:
     seen = catch_up.SeenPods()
     old, new = parse_pod(template_pod(created=False, rv=10)), parse_pod(template_pod(created=True, rv=12))
     seen.remember(new)
-    assert seen.newest(old, "uid-worker") is new
-    assert seen.newest(None, "uid-worker") is new
+    merged = seen.newest(old, "uid-worker")
+    assert merged is not None and merged.claim_statuses == {"gpu": TEMPLATE_CLAIM}
+    assert merged.raw is old.raw  # everything else is the cache's
+    # The cache's pod when it is the newer one, and nothing for a pod the cache does not have.
     newer_in_cache = parse_pod(template_pod(created=True, rv=20))
     assert seen.newest(newer_in_cache, "uid-worker") is newer_in_cache
+    assert seen.newest(None, "uid-worker") is None
     # An older request never replaces a newer one remembered.
     seen.remember(old)
-    assert seen.newest(None, "uid-worker") is new
-    assert seen.newest(old, "uid-other") is old
+    assert seen.newest(old, "uid-worker") == merged
+
+
+def test_a_made_up_request_cannot_change_what_the_pod_asks_for() -> None:
+    seen = catch_up.SeenPods()
+    cached = parse_pod(with_rv(pod("worker", ["mine"]), 10))
+    seen.remember(parse_pod(with_rv(pod("worker", ["someone-elses"]), 99)))
+    assert seen.newest(cached, "uid-worker") is cached
 
 
 def test_seen_pods_are_bounded() -> None:
     seen = catch_up.SeenPods(size=2)
-    for i in range(3):
-        seen.remember(parse_pod(pod(f"p{i}")))
-    assert len(seen) == 2 and seen.newest(None, "uid-p0") is None
+    pods = [parse_pod(template_pod(created=False, rv=1)), parse_pod(pod("p1")), parse_pod(pod("p2"))]
+    seen.remember(parse_pod(template_pod(created=True, rv=2)))
+    for p in pods[1:]:
+        seen.remember(p)
+    assert len(seen) == 2 and seen.newest(pods[0], "uid-worker") is pods[0]
 
 
 LAGS = [
