@@ -80,7 +80,7 @@ def integrity(results: list[Result]) -> str:
 
 def churn_table(results: dict[str, list[ChurnResult]]) -> str:
     lines = [
-        "| mode | runs | s per wave | s to all bound (bound when deleted) | failed binds (by reason) "
+        "| mode | runs | s per wave | s to all bound (or: bound when deleted) | failed binds (by reason) "
         "| failed-bind events "
         "| stuck pods / leftover claims | invariant violations / refused writes "
         "| attempts unschedulable / scheduled / error |",
@@ -89,9 +89,12 @@ def churn_table(results: dict[str, list[ChurnResult]]) -> str:
     for mode, rs in results.items():
         waves = [w for r in rs for w in r.wave_seconds]
         binds = [b for r in rs for b in r.bind_seconds if b is not None]
-        bound = spread(binds) if binds else ""
-        if any(r.bound_when_deleted for r in rs):
-            bound += f"({'; '.join(per_run(r.bound_when_deleted) for r in rs)} of {rs[0].pods_per_wave})"
+        # Waves deleted mid-scheduling: how many of each wave's pods were bound by then.
+        bound = (
+            spread(binds)
+            if binds
+            else f"({'; '.join(per_run(r.bound_when_deleted) for r in rs)} of {rs[0].pods_per_wave})"
+        )
         attempts = [
             "/".join(f"{r.schedule_attempts.get(k, 0):.0f}" for k in ("unschedulable", "scheduled", "error"))
             for r in rs
@@ -135,6 +138,7 @@ def notes(results: dict[str, list[Result]]) -> list[str]:
         seen: list[str] = []
         for r in rs:
             texts = list(r.violations[:3]) + [f"refused: {w}" for w in r.refused_writes[:3]]
+            texts += [f"extender warning: {w}" for w in r.warnings]
             if isinstance(r, ChurnResult):
                 texts += [f"failed bind: {s}" for s in r.failed_bind_samples]
             else:
@@ -144,13 +148,47 @@ def notes(results: dict[str, list[Result]]) -> list[str]:
     return out
 
 
+def table(results: dict[str, list[Result]]) -> str:
+    """The scenario's table and notes (every result of one scenario, by mode)."""
+    first = next(r for rs in results.values() for r in rs)
+    if isinstance(first, ChurnResult):
+        body = churn_table({m: [r for r in rs if isinstance(r, ChurnResult)] for m, rs in results.items()})
+    else:
+        body = preemption_table(
+            {m: [r for r in rs if isinstance(r, PreemptionResult)] for m, rs in results.items()}
+        )
+    extra = notes(results)
+    return f"### {first.scenario}\n\n{body}" + ("\n\n" + "\n".join(extra) if extra else "")
+
+
+def loaded(entry: dict[str, Any]) -> Result:
+    """A result as --json wrote it."""
+    kind: type[ChurnResult] | type[PreemptionResult] = ChurnResult if "waves" in entry else PreemptionResult
+    names = {f.name for f in dataclasses.fields(kind)}
+    return kind(**{k: v for k, v in entry.items() if k in names})
+
+
+def tables_from(path: str) -> str:
+    """The tables of a previous run's --json file."""
+    by_scenario: dict[str, dict[str, list[Result]]] = {}
+    for entry in json.loads(Path(path).read_text()):
+        by_scenario.setdefault(entry["scenario"], {}).setdefault(entry["mode"], []).append(loaded(entry))
+    return "\n\n".join(table(results) for results in by_scenario.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1, help="runs per scenario and mode")
     parser.add_argument("--modes", nargs="+", default=[IN_TREE, EXTENDER], choices=MODES)
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
-    parser.add_argument("--json", help="write every run's measurements here")
+    parser.add_argument("--json", help="write every run's measurements here (after each scenario)")
+    parser.add_argument(
+        "--tables-from", metavar="JSON", help="print the tables of a previous --json; run nothing"
+    )
     args = parser.parse_args(argv)
+    if args.tables_from:
+        print(tables_from(args.tables_from))
+        return 0
     located = found.find()
     if isinstance(located, str):
         print(f"real control plane: {located}", file=sys.stderr)
@@ -179,38 +217,18 @@ def main(argv: list[str] | None = None) -> int:
                         results[mode].append(r)
                         everything.append(
                             {
-                                "scenario": scenario,
+                                "name": scenario,
                                 "run": run,
                                 "seconds": round(took, 1),
                                 **dataclasses.asdict(r),
                             }
                         )
-                first = next(iter(results.values()))[0]
-                print(f"\n### {first.scenario}\n")
-                if isinstance(first, ChurnResult):
-                    print(
-                        churn_table(
-                            {m: [r for r in rs if isinstance(r, ChurnResult)] for m, rs in results.items()}
-                        )
-                    )
-                else:
-                    print(
-                        preemption_table(
-                            {
-                                m: [r for r in rs if isinstance(r, PreemptionResult)]
-                                for m, rs in results.items()
-                            }
-                        )
-                    )
-                extra = notes(results)
-                if extra:
-                    print("\n" + "\n".join(extra))
-                sys.stdout.flush()
+                print("\n" + table(results), flush=True)
+                if args.json:
+                    Path(args.json).write_text(json.dumps(everything, indent=2))
             empty(plane.api)
         finally:
             plane.stop()
-    if args.json:
-        Path(args.json).write_text(json.dumps(everything, indent=2))
     return 0
 
 

@@ -296,6 +296,32 @@ def failed_scheduling(api: Api, pods: Callable[[str], bool]) -> list[tuple[str, 
     return out
 
 
+def extender_bind_failure_metric(ext: Extender | None) -> dict[str, float]:
+    """``dra_extender_bind_failures_total`` by reason, the nonzero ones (an extender without
+    that counter: none)."""
+    if ext is None:
+        return {}
+    out: dict[str, float] = {}
+    for labels, value in metric_samples(ext.metrics(), "dra_extender_bind_failures_total"):
+        if value:
+            reason = labels.get("reason", "?")
+            out[reason] = out.get(reason, 0.0) + value
+    return out
+
+
+def extender_warnings(ext: Extender | None, limit: int = 3) -> list[str]:
+    """The extender's distinct WARNING lines other than failed binds (``--device-preemption is
+    off: the API server is 1.36`` ...), without their times."""
+    if ext is None:
+        return []
+    out: list[str] = []
+    for line in ext.log().splitlines():
+        _, _, rest = line.partition(" WARNING ")
+        if rest and "dra_extender.decisions:" not in rest and rest not in out:
+            out.append(rest[:240])
+    return out[:limit]
+
+
 # --- a mode, running ----------------------------------------------------------------------------
 
 
@@ -415,6 +441,10 @@ class ChurnResult:
     refused_writes: list[str]
     schedule_attempts: dict[str, float]
     decision_gaps: int = 0
+    #: The extender's own count of its failed binds by reason, where it has one.
+    bind_failure_metric: dict[str, float] = field(default_factory=dict)
+    #: The extender's warnings (see :func:`extender_warnings`).
+    warnings: list[str] = field(default_factory=list)
 
 
 def template_churn(
@@ -468,6 +498,8 @@ def template_churn(
         errors, events = bind_failures(run, lambda name: name.startswith("w"))
         refused = run.refused_writes()
         gaps = run.decisions.gaps if run.decisions else 0
+        metric = extender_bind_failure_metric(run.extender)
+        warnings = extender_warnings(run.extender)
     return ChurnResult(
         scenario=scenario,
         mode=mode,
@@ -486,6 +518,8 @@ def template_churn(
         refused_writes=refused,
         schedule_attempts=attempts,
         decision_gaps=gaps,
+        bind_failure_metric=metric,
+        warnings=warnings,
     )
 
 
@@ -534,6 +568,10 @@ class PreemptionResult:
     violations: list[str]
     refused_writes: list[str]
     decision_gaps: int = 0
+    #: The extender's own count of its failed binds by reason, where it has one.
+    bind_failure_metric: dict[str, float] = field(default_factory=dict)
+    #: The extender's warnings (see :func:`extender_warnings`).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def stuck(self) -> int:
@@ -642,6 +680,8 @@ def preemption(
         )
         refused = run.refused_writes()
         gaps = run.decisions.gaps if run.decisions else 0
+        metric = extender_bind_failure_metric(run.extender)
+        warnings = extender_warnings(run.extender)
     # The victims are gone and their claims released once the kubelet and the controller are
     # done; the invariants are checked on that store.
     wait_until(lambda: not any(p["metadata"].get("deletionTimestamp") for p in pods_named(api, "low-")), 10.0)
@@ -666,6 +706,8 @@ def preemption(
         violations=store_violations(api),
         refused_writes=refused,
         decision_gaps=gaps,
+        bind_failure_metric=metric,
+        warnings=warnings,
     )
 
 
