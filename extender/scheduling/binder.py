@@ -220,6 +220,8 @@ class Binder:
             )
         if pod.node_name and pod.node_name != node_name:
             return f"pod is already bound to {pod.node_name}"
+        if pod.deleting and not pod.node_name:  # deleted after its filter: its Binding would fail
+            return "pod is being deleted"
         return None
 
     async def _bind(self, pod: Pod, node_name: str) -> tuple[str, str | None, NodeDecision | None]:
@@ -419,7 +421,9 @@ class Binder:
                 key, pod.uid, pod.key, node, allocation, self.clock()
             )
         self.expected.arrived(pod.uid)  # its devices are taken: the next filter sees them
-        error = await self._released(releasing)
+        error = await catch_up.released(
+            self.state, releasing, seconds=self.config.release_wait, clock=self.clock
+        )
         if error:
             for _claim, _allocation, unsent in todo:
                 self.assumed.forget(unsent)
@@ -438,18 +442,6 @@ class Binder:
         if extended is not None:
             return await self._write_extended(pod, extended, decision, created)
         return ""
-
-    async def _released(self, claims: Sequence[ResourceClaim]) -> str:
-        """'' once the cache shows ``claims`` released (:func:`catch_up.released`)."""
-        still = await catch_up.released(
-            self.state, claims, seconds=self.config.release_wait, clock=self.clock
-        )
-        if still is None:
-            return ""
-        return (
-            f"the claims of the pods preempted for this one ({still}) still hold the devices after "
-            f"{self.config.release_wait:g}s (kube-controller-manager releases a claim once its pods are gone)"
-        )
 
     async def _write_extended(
         self, pod: Pod, extended: er.NodeExtendedClaim, decision: NodeDecision, created: CreatedClaim

@@ -102,6 +102,8 @@ class Engine:
         self._allocated = AllocatedState(self.config.features)
         self._counted: dict[Key, tuple[Allocation, ...]] = {}
         self._snapshot_key: tuple[int, int, int] | None = None
+        #: Pods whose claims a filter waited for in vain (not waited for again for a while).
+        self._stuck = catch_up.Stuck(lambda: self.clock())
         #: Preemptor UID -> node -> the victims the preempt verb named there.
         self._preempted: TTLCache[str, dict[str, frozenset[str]]] = TTLCache(
             MAX_REMEMBERED_PREEMPTIONS, self.config.preemption_memory_seconds, timer=clock
@@ -480,6 +482,7 @@ class Engine:
         self, pod: Pod, node_names: Sequence[str], nodes: Mapping[str, Node] | None = None
     ) -> list[tuple[str, int]]:
         started = self.clock()
+        pod = catch_up.with_statuses(pod, self.state.pods.get(pod.key))  # as filter judged it
         snapshot = self.snapshot()
         claims = self.claims_of(snapshot, pod)
         if claims.empty or not claims.allocates or claims.reason or claims.error:
@@ -500,11 +503,11 @@ class Engine:
 
     # --- catching up with kube-scheduler's view ------------------------------------------------
 
-    async def caught_up(self, pod: Pod) -> None:
-        """Before a filter: the claims the pod's status names are in the cache, or
-        ``catch_up_wait`` has passed (:func:`catch_up.claims_shown`)."""
-        await catch_up.claims_shown(
-            self.state, pod, spec_claims=False, seconds=self.config.catch_up_wait, clock=self.clock
+    async def caught_up(self, pod: Pod) -> Pod:
+        """Before a filter: the pod to filter, once its claims are in the cache
+        (:func:`catch_up.for_filter`)."""
+        return await catch_up.for_filter(
+            self.state, pod, self._stuck, seconds=self.config.catch_up_wait, clock=self.clock
         )
 
     async def preemptor(self, pod: Pod) -> Pod:

@@ -164,8 +164,8 @@ class Verbs:
                 lambda: engine.prioritize(pod, args.node_names, self._request_nodes(args))
             )
             return 200, wire.encode_priorities(scores)
-        if pod.claims:  # claims kube-scheduler's pod names that the cache does not show yet
-            await self.worker.run(engine.caught_up(pod))
+        if pod.claims:  # claims not created yet, or that the cache does not show yet
+            pod = await self.worker.run(engine.caught_up(pod))
         # Binds kube-scheduler has already decided come first (their devices are taken).
         await engine.expected.settle(pod.uid)
         result = await self.worker.call(

@@ -5,11 +5,20 @@ resourceclaim controller and garbage collector, a thread playing the kubelet, po
 30 s grace period), at the issue's sizes:
 
 - template churn, 4 waves of 40 pods with a template claim each: no bind fails;
-- the same waves deleted 0.3 s after they were created: no bind fails;
-- every GPU held by a low-priority pod, four high-priority pods needing one GPU each (alone, or
-  with one CPU on CPU-full nodes; claims of their own made before the pod, or from a template
-  after it): each high pod is bound within 10 s of its claims existing, exactly one victim per
-  GPU needed, and no pod is tried in a hot loop.
+- the same waves deleted 0.3 s after they were created: no bind fails on a device or claim
+  race (a pod deleted after kube-scheduler chose its node cannot be bound: that bind fails for
+  the in-tree plugin too, and the extender writes nothing for a pod it sees being deleted);
+- every GPU held by a low-priority pod, four high-priority pods needing one GPU and one CPU
+  each on CPU-full nodes (claims of their own made before the pod, or from a template after
+  it): each high pod is bound within 10 s of its claims existing, exactly one victim per GPU
+  needed, and no pod is tried in a hot loop;
+- the same with GPUs only: what the in-tree plugin does, no eviction and no hot loop. Through
+  1.37 kube-scheduler asks the preempt verb only about nodes where its own dry run (the in-tree
+  filters, without the extender) needs a victim; on a node that only devices fill, that dry run
+  needs none, and marking it Unschedulable (``--device-preemption``) fails every preemption
+  with "expected at least one victim pod on node" and retries the pod ~100 times a second
+  (issue 30). No extender can preempt there before 1.38 (kubernetes#135486); neither does the
+  in-tree plugin.
 
 After every scenario the store holds its invariants and the API server refused none of the
 extender's writes. ``DRA_RACE_RUNS=N`` runs each scenario N times (1 by default).
@@ -54,13 +63,18 @@ def described(result: ChurnResult | PreemptionResult) -> str:
     return json.dumps(fields, default=str)
 
 
-def check_churn(r: ChurnResult) -> None:
+def check_churn(r: ChurnResult, *, deletions: bool = False) -> None:
     races = {k: v for k, v in r.failed_binds_by_reason.items() if k != "pod-deleted"}
     assert not races, f"binds failed on a device or claim race: {described(r)}"
-    assert r.failed_binds == 0 and r.failed_bind_events == 0, f"binds failed: {described(r)}"
+    if not deletions:
+        assert r.failed_binds == 0 and r.failed_bind_events == 0, f"binds failed: {described(r)}"
     assert r.stuck_pods == 0 and r.leftover_claims == 0, f"pods or claims stuck: {described(r)}"
     assert r.violations == [], described(r)
-    assert r.refused_writes == [], described(r)
+    # A pod deleted between the extender's look at it and its writes: the API server answers 404
+    # for the pod or the claim the garbage collector removed with it (409 "is being deleted" is
+    # not counted anyway), as it does to the in-tree plugin's writes.
+    refused = [w for w in r.refused_writes if not (deletions and ": 404 " in w)]
+    assert refused == [], described(r)
 
 
 @pytest.mark.parametrize("run", range(RUNS), ids=lambda run: f"run{run}")
@@ -72,24 +86,40 @@ def test_template_churn_binds_every_pod_without_a_failed_bind(plane: ControlPlan
 
 @pytest.mark.parametrize("run", range(RUNS), ids=lambda run: f"run{run}")
 def test_deletions_mid_scheduling_fail_no_bind(plane: ControlPlane, run: int) -> None:
-    check_churn(deletions_mid_scheduling(plane, EXTENDER))
+    check_churn(deletions_mid_scheduling(plane, EXTENDER), deletions=True)
 
 
-@pytest.mark.parametrize("run", range(RUNS), ids=lambda run: f"run{run}")
-@pytest.mark.parametrize("late_claims", [False, True], ids=["own-claims", "claims-created-late"])
-@pytest.mark.parametrize("cpu_coupled", [False, True], ids=["gpu-only", "gpu-and-cpu"])
-def test_preemption_binds_each_high_pod_within_10s_with_one_victim_per_gpu(
-    plane: ControlPlane, cpu_coupled: bool, late_claims: bool, run: int
-) -> None:
-    r = preemption(
-        plane, EXTENDER, cpu_coupled=cpu_coupled, late_claims=late_claims, bind_timeout=BIND_WITHIN + 2
-    )
+LATE = pytest.mark.parametrize("late_claims", [False, True], ids=["own-claims", "claims-created-late"])
+
+
+def check_preemption(r: PreemptionResult) -> None:
     assert r.low_unbound == 0, f"the low-priority pods did not fill every GPU: {described(r)}"
-    late = {n: s for n, s in r.seconds_to_bind.items() if s is None or s > BIND_WITHIN}
-    assert not late, f"high pods not bound within {BIND_WITHIN:.0f} s of their claims: {late}; {described(r)}"
-    assert r.victims == HIGH_PODS, f"{r.victims} victims for {HIGH_PODS} GPUs: {described(r)}"
     attempts = {n: max(r.filter_attempts[n], r.scheduler_attempts[n]) for n in r.seconds_to_bind}
     assert max(attempts.values()) <= MAX_ATTEMPTS, f"attempts per high pod {attempts}: {described(r)}"
     assert r.failed_binds == 0, described(r)
     assert r.violations == [], described(r)
     assert r.refused_writes == [], described(r)
+
+
+@pytest.mark.parametrize("run", range(RUNS), ids=lambda run: f"run{run}")
+@LATE
+def test_preemption_binds_each_high_pod_within_10s_with_one_victim_per_gpu(
+    plane: ControlPlane, late_claims: bool, run: int
+) -> None:
+    r = preemption(plane, EXTENDER, cpu_coupled=True, late_claims=late_claims, bind_timeout=BIND_WITHIN + 2)
+    late = {n: s for n, s in r.seconds_to_bind.items() if s is None or s > BIND_WITHIN}
+    assert not late, f"high pods not bound within {BIND_WITHIN:.0f} s of their claims: {late}; {described(r)}"
+    assert r.victims == HIGH_PODS, f"{r.victims} victims for {HIGH_PODS} GPUs: {described(r)}"
+    check_preemption(r)
+
+
+@pytest.mark.parametrize("run", range(RUNS), ids=lambda run: f"run{run}")
+@LATE
+def test_preemption_for_devices_alone_evicts_nothing_as_in_tree_through_137(
+    plane: ControlPlane, late_claims: bool, run: int
+) -> None:
+    r = preemption(plane, EXTENDER, cpu_coupled=False, late_claims=late_claims, bind_timeout=5.0)
+    assert all(s is None for s in r.seconds_to_bind.values()), described(r)
+    assert r.victims == 0, described(r)
+    assert any("Preemption is not helpful for scheduling" in e for e in r.events), described(r)
+    check_preemption(r)

@@ -23,6 +23,12 @@ MESSAGES = [
     ("pod is already bound to node-2", "already-bound"),
     ("pod is being bound to node-2", "already-bound"),
     ("node node-9 not found", "node-not-found"),
+    ("pod is being deleted", "pod-deleted"),
+    (
+        "binding pod to node-1 failed: 409: pod w0-05 is being deleted, cannot be assigned to a host",
+        "pod-deleted",
+    ),
+    ('binding pod to node-1: outcome unknown (404: pods "w0-04" not found); its claims stay', "pod-deleted"),
     ('cannot bind to node-1: pod "default/w": ResourceClaim not created yet', "claim-not-created"),
     ('cannot bind to node-1: resourceclaim.resource.k8s.io "c" not found', "claim-not-found"),
     (

@@ -233,13 +233,78 @@ def test_preempt_resolves_claims_that_reach_the_cache_after_the_request() -> Non
 def test_preempt_waits_for_the_controller_to_create_the_claims() -> None:
     """The request's pod has no claim status yet; the controller's claim and the pod's update
     arrive a moment later."""
-    e, _store = cluster(*full_node(), template_pod(created=False, rv=10, priority=100))
+    e, _store = cluster(*full_node(), template(), template_pod(created=False, rv=10, priority=100))
     as_sent = parse_pod(template_pod(created=False, rv=10, priority=100))
     answer = preempted(e, as_sent, [generated_claim(11), template_pod(created=True, rv=12, priority=100)])
     assert answer == {"node-1": Candidate(("uid-low",))}
 
 
 def test_preempt_for_claims_that_never_come_answers_no_candidate_after_the_wait() -> None:
-    e, _store = cluster(*full_node(), template_pod(created=False, rv=10, priority=100), catch_up_wait=0.1)
+    e, _store = cluster(
+        *full_node(), template(), template_pod(created=False, rv=10, priority=100), catch_up_wait=0.1
+    )
     as_sent = parse_pod(template_pod(created=False, rv=10, priority=100))
     assert preempted(e, as_sent, []) == {}
+
+
+# --- claims from templates not created yet (the in-tree plugin's PreEnqueue) ---------------------
+
+
+def template() -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "template", "namespace": "default", "uid": "uid-template"},
+        "spec": {"spec": claim("x")["spec"]},
+    }
+
+
+def test_filter_waits_for_the_controller_to_create_a_template_s_claim() -> None:
+    e, _store = cluster(template(), template_pod(created=False, rv=10))
+    as_sent = parse_pod(template_pod(created=False, rv=10))
+
+    async def scenario() -> list[str]:
+        async def controller() -> None:
+            await asyncio.sleep(0.05)
+            e.state.apply(generated_claim(11))
+            e.state.apply(template_pod(created=True, rv=12))
+
+        task = asyncio.create_task(controller())
+        pod = await e.caught_up(as_sent)
+        await task
+        assert pod.claim_statuses == {"gpu": TEMPLATE_CLAIM}
+        assert e.prioritize(as_sent, ["node-1"]) == e.prioritize(pod, ["node-1"])
+        return e.filter(pod, ["node-1"]).passed
+
+    assert asyncio.run(scenario()) == ["node-1"]
+
+
+def waited(e: Engine, pod: Pod) -> float:
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await e.caught_up(pod)
+        return loop.time() - started
+
+    return asyncio.run(scenario())
+
+
+def test_a_pod_whose_claims_never_come_is_waited_for_once() -> None:
+    e, _store = cluster(template(), template_pod(created=False, rv=10), catch_up_wait=0.2)
+    as_sent = parse_pod(template_pod(created=False, rv=10))
+    assert waited(e, as_sent) >= 0.2
+    assert waited(e, as_sent) < 0.1  # kube-scheduler's queue is not stalled on every attempt
+    assert "ResourceClaim not created yet" in e.filter(as_sent, ["node-1"]).unresolvable["node-1"]
+
+
+def test_no_wait_for_a_template_that_does_not_exist() -> None:
+    e, _store = cluster(template_pod(created=False, rv=10), catch_up_wait=30.0)
+    assert waited(e, parse_pod(template_pod(created=False, rv=10))) < 1.0
+
+
+def test_a_pod_being_deleted_is_not_bound_and_nothing_is_written() -> None:
+    doomed = template_pod(created=True, rv=12)
+    doomed["metadata"]["deletionTimestamp"] = "2026-11-24T00:00:00Z"
+    e, store = cluster(doomed, generated_claim(11))
+    assert asyncio.run(e.bind("default", "worker", "uid-worker", "node-1")) == "pod is being deleted"
+    assert not store.get("ResourceClaim", "default", TEMPLATE_CLAIM).get("status")
