@@ -38,8 +38,9 @@ from extender.model.dra import ResourceClaim
 SEEN_PODS = 4096
 #: How long a pod whose filter waited in vain is not waited for again (seconds).
 STUCK_SECONDS = 60.0
-#: How often a wait looks at the cache again (seconds).
+#: How soon a wait looks at the cache again, and how seldom at most (seconds).
 POLL_SECONDS = 0.005
+MAX_POLL_SECONDS = 0.05
 
 
 def resource_version(pod: Pod) -> str:
@@ -145,13 +146,16 @@ async def wait(
     clock: Callable[[], float],
     poll: float = POLL_SECONDS,
 ) -> str | None:
-    """Await until ``behind()`` is None or ``seconds`` have passed; returns its last answer."""
+    """Await until ``behind()`` is None or ``seconds`` have passed; returns its last answer. It
+    looks again after ``poll`` seconds, then less often (up to :data:`MAX_POLL_SECONDS`): a
+    watch event usually arrives within milliseconds, and many waits must not busy the loop."""
     why = behind()
     if why is None or seconds <= 0:
         return why
     deadline = clock() + seconds
     while why is not None and clock() < deadline:
         await asyncio.sleep(min(poll, max(0.0, deadline - clock())))
+        poll = min(poll * 2, MAX_POLL_SECONDS)
         why = behind()
     return why
 
