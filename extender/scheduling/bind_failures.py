@@ -20,7 +20,7 @@ REASONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^refused", "refused"),
         (r"^pod not found|^pod UID mismatch", "pod-not-found"),
         (r"^pod is (already|being) bound", "already-bound"),
-        (r'^pod is being deleted|is being deleted, cannot be assigned|pods "[^"]*" not found', "pod-deleted"),
+        (r'^pod is being deleted|being deleted, cannot be assigned|pods? "[^"]*" not found', "pod-deleted"),
         (r"^node \S+ not found", "node-not-found"),
         (r"ResourceClaim not created yet", "claim-not-created"),
         (r'resourceclaim\.resource\.k8s\.io "[^"]*" not found', "claim-not-found"),

@@ -581,6 +581,8 @@ class Binder:
         """Is the pod bound to ``node`` now, according to the API server (None: cannot tell)?"""
         try:
             current = await self.api.get_pod(pod.namespace, pod.name)
+        except ApiNotFound:
+            return False  # deleted: no Binding of it can land (a pod is never re-created by UID)
         except ClusterAPIError:
             return None
         meta, spec = current.get("metadata") or {}, current.get("spec") or {}

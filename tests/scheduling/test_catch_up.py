@@ -21,7 +21,7 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.model.core import Pod, parse_pod
-from extender.scheduling import catch_up
+from extender.scheduling import bind_failures, catch_up
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
 from extender.scheduling.preemption import Candidate
@@ -308,3 +308,23 @@ def test_a_pod_being_deleted_is_not_bound_and_nothing_is_written() -> None:
     e, store = cluster(doomed, generated_claim(11))
     assert asyncio.run(e.bind("default", "worker", "uid-worker", "node-1")) == "pod is being deleted"
     assert not store.get("ResourceClaim", "default", TEMPLATE_CLAIM).get("status")
+
+
+def test_a_pod_deleted_before_its_binding_gets_its_claims_released() -> None:
+    """The Binding is answered 404: the pod is gone, nothing can bind it any more, so what the
+    bind wrote is released at once (not left to kube-controller-manager) and the failure says so."""
+    e, store = cluster(template_pod(created=True, rv=12), generated_claim(11))
+    api = e.api
+    assert isinstance(api, MemoryAPI)
+    original = api.bind_pod
+
+    async def deleted_first(namespace: str, name: str, uid: str, node: str) -> None:
+        store.delete("Pod", namespace, name)
+        await original(namespace, name, uid, node)
+
+    api.bind_pod = deleted_first  # type: ignore[method-assign]
+    error = asyncio.run(e.bind("default", "worker", "uid-worker", "node-1"))
+    assert "failed" in error and "outcome unknown" not in error
+    assert bind_failures.reason(error) == "pod-deleted", error
+    status = store.get("ResourceClaim", "default", TEMPLATE_CLAIM).get("status") or {}
+    assert not status.get("allocation") and not status.get("reservedFor"), status
