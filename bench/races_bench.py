@@ -179,7 +179,12 @@ def tables_from(path: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1, help="runs per scenario and mode")
-    parser.add_argument("--modes", nargs="+", default=[IN_TREE, EXTENDER], choices=MODES)
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=[IN_TREE, EXTENDER],
+        help=f"{', '.join(MODES)}, or 'extender FLAGS...' (one argument, quoted)",
+    )
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=list(SCENARIOS))
     parser.add_argument("--json", help="write every run's measurements here (after each scenario)")
     parser.add_argument(

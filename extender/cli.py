@@ -58,6 +58,13 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def non_negative_seconds(text: str) -> float:
+    """argparse type: a number of seconds >= 0 (0: off)."""
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return positive_seconds(text)
+
+
 DEFAULT_API_TIMEOUT = 30.0
 DEFAULT_CACHE_STALE_AFTER = 30.0
 
@@ -291,6 +298,13 @@ def _parser() -> argparse.ArgumentParser:
         f"httpTimeout (default {DEFAULT_RELEASE_WAIT:g})",
     )
     serve.add_argument(
+        "--hold-after-prioritize",
+        type=non_negative_seconds,
+        default=0.0,
+        help="after prioritize, keep the devices a pod would get on its single best-scored node "
+        "for it this many seconds, until its bind or next filter (0, the default: off; see README)",
+    )
+    serve.add_argument(
         "--device-preemption",
         action="store_true",
         help="for kube-scheduler 1.38 or newer (which hands the preempt verb nodes only extenders "
@@ -433,6 +447,7 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         binding_wait=args.binding_conditions_wait,
         catch_up_wait=args.catch_up_wait,
         release_wait=args.release_wait,
+        hold_seconds=args.hold_after_prioritize,
     )
     leader = None
     if args.leader_elect:

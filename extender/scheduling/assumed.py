@@ -45,6 +45,9 @@ class WriteState(enum.Enum):
     PENDING = "pending"
     WRITTEN = "written"
     UNKNOWN = "unknown"
+    #: Not a write: devices kept for a pod whose bind kube-scheduler has probably decided but
+    #: not sent (see :meth:`AssumedClaims.hold`).
+    HELD = "held"
 
 
 @dataclass(slots=True)
@@ -71,6 +74,8 @@ class AssumedWrite:
 
 
 def _settled(record: AssumedWrite, cached: ResourceClaim | None, seen_rv: str) -> bool:
+    if record.state is WriteState.HELD:  # until the claim is gone or allocated (by anyone)
+        return cached is None or cached.uid != record.claim_uid or cached.allocation is not None
     if record.creating and not record.claim_uid:
         return False  # being created: nothing to compare with yet (an interrupted bind forgets it)
     if cached is None and record.creating:
@@ -102,10 +107,17 @@ class AssumedClaims:
         self._creating: set[Key] = set()
         self._settled_at_rv = ""
         self._settles = 0
+        #: Pod UID -> its held records (see :meth:`hold`), oldest pod first.
+        self._holds: dict[str, list[AssumedWrite]] = {}
 
     def __len__(self) -> int:
         # Read by /metrics from the HTTP thread: copy the view first (one step under the GIL).
-        return sum(len(by_pod) for by_pod in list(self._records.values()))
+        records = [r for by_pod in list(self._records.values()) for r in list(by_pod.values())]
+        return sum(1 for r in records if r.state is not WriteState.HELD)
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._holds)
 
     def __iter__(self) -> Iterator[AssumedWrite]:
         return iter([r for by_pod in self._records.values() for r in by_pod.values()])
@@ -134,6 +146,35 @@ class AssumedClaims:
         self._records.setdefault(claim.key, {})[pod_uid] = record
         self._changed(claim.key)
         return record
+
+    def hold(
+        self, claim: ResourceClaim, pod_uid: str, pod: Key, node: str, allocation: dict[str, Any], now: float
+    ) -> None:
+        """Keep ``allocation``'s devices for the pod, which kube-scheduler will probably bind to
+        ``node`` next, until :meth:`release_holds` or :meth:`expire_holds` (or the claim is
+        allocated or gone). Nothing is written; a write of the claim for that pod replaces it."""
+        by_pod = self._records.setdefault(claim.key, {})
+        if pod_uid in by_pod:
+            return
+        devices = parse_allocation(Reader(allocation, "allocation"))
+        record = AssumedWrite(
+            claim.key, claim.uid, pod_uid, pod, node, allocation, devices, WriteState.HELD, started=now
+        )
+        by_pod[pod_uid] = record
+        self._holds.setdefault(pod_uid, []).append(record)
+        self._changed(claim.key)
+
+    def release_holds(self, pod_uid: str) -> None:
+        """The pod's bind or next filter came: what was held for it is not any more."""
+        for record in self._holds.pop(pod_uid, ()):
+            if record.state is WriteState.HELD:
+                self.forget(record)
+
+    def expire_holds(self, started_before: float) -> None:
+        """Drop the holds made before this time (the bind never came: another node, or none)."""
+        for pod_uid, records in list(self._holds.items()):
+            if records and records[0].started < started_before:
+                self.release_holds(pod_uid)
 
     def assume_creation(
         self, key: Key, pod_uid: str, pod: Key, node: str, allocation: dict[str, Any], now: float
@@ -259,7 +300,7 @@ class AssumedClaims:
     def allocating(self, key: Key) -> AssumedWrite | None:
         """A record of an allocation of ``key`` whose outcome is not known yet."""
         for record in self._records.get(key, {}).values():
-            if record.devices is not None and record.state is not WriteState.WRITTEN:
+            if record.devices is not None and record.state not in (WriteState.WRITTEN, WriteState.HELD):
                 return record
         return None
 

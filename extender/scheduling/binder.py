@@ -153,6 +153,7 @@ class Binder:
         unknown) their devices stay taken until the cache shows the outcome.
         """
         started = self.clock()
+        self.assumed.release_holds(uid)  # kept for this very bind: its own decision must not see them
         cached = self.state.pods.get((namespace, name))
         pod = self.seen.newest(cached, uid) or cached
         if uid and (pod is None or pod.uid != uid) and self.fence() is None and self.cache_stale() is None:

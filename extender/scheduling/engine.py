@@ -25,7 +25,7 @@ from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, DeviceID, ResourceClaim
 from extender.model.labels import Labels
-from extender.scheduling import catch_up, nominated, nominated_answers, preemption
+from extender.scheduling import catch_up, holds, nominated, nominated_answers, preemption
 from extender.scheduling import extended as er
 from extender.scheduling.assumed import AssumedClaims
 from extender.scheduling.binder import Binder, InFlight
@@ -165,6 +165,8 @@ class Engine:
     # --- snapshot ------------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
+        if self.assumed.holding:
+            self.assumed.expire_holds(self.clock() - self.config.hold_seconds)
         self.assumed.settle(self.state.claims, self.state.claims_seen_rv, self.state.changed_claims)
         # Pods and Nodes are read live; only claims, the inventory and our writes feed a snapshot.
         key = (self.state.inventory_version, self.state.claims_version, self.assumed.version)
@@ -264,6 +266,7 @@ class Engine:
         """``nodes``: the Node records as the request sent them; None means the cached ones."""
         started = self.clock()
         self.binder.seen.remember(pod)
+        self.assumed.release_holds(pod.uid)  # tried again: kube-scheduler did not bind it
         result = FilterResult()
         snapshot = self.snapshot()
         claims = self.claims_of(snapshot, pod)
@@ -483,6 +486,7 @@ class Engine:
     ) -> list[tuple[str, int]]:
         started = self.clock()
         pod = catch_up.with_statuses(pod, self.state.pods.get(pod.key))  # as filter judged it
+        self.assumed.release_holds(pod.uid)
         snapshot = self.snapshot()
         claims = self.claims_of(snapshot, pod)
         if claims.empty or not claims.allocates or claims.reason or claims.error:
@@ -492,8 +496,22 @@ class Engine:
         judged = {g: a for g, a in answers.items() if a is not NOT_EVALUATED}
         scores = dict.fromkeys(answers, MIN_SCORE)  # past the budget: 0
         scores.update(score_nodes(judged, self.config.score_policy))
+        answer = list(zip(node_names, map(scores.__getitem__, groups), strict=True))
+        if self.config.hold_seconds > 0:
+            node = holds.best_alone(answer, nodes if nodes is not None else self.state.nodes)
+            if node is not None:
+                holds.hold(
+                    snapshot,
+                    self.assumed,
+                    pod,
+                    claims,
+                    node,
+                    self.nominations(),
+                    self.clock(),
+                    self.config.node_timeout,
+                )
         self._log("prioritize", pod, started, nodes=len(node_names), best=max(scores.values(), default=0))
-        return list(zip(node_names, map(scores.__getitem__, groups), strict=True))
+        return answer
 
     # --- bind (the write path: binder.py) -------------------------------------------------------
 

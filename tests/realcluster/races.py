@@ -345,9 +345,9 @@ def extender_args(mode: str) -> tuple[str, ...] | None:
         return None
     if mode == EXTENDER:
         return ()
-    if mode == DEVICE_PREEMPTION:
-        return ("--device-preemption",)
-    raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
+    if mode.startswith(EXTENDER + " "):  # the extender with these flags ("extender --flag value")
+        return tuple(mode.split()[1:])
+    raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)}, or 'extender FLAGS...')")
 
 
 @contextlib.contextmanager
