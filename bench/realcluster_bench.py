@@ -196,13 +196,15 @@ def histogram_quantiles(
     return (quantile(0.5), quantile(0.99), int(total))
 
 
-def run_mode(plane: ControlPlane, shape: str, nodes: int, *, with_extender: bool) -> dict[str, Any]:
+def run_mode(
+    plane: ControlPlane, shape: str, nodes: int, *, with_extender: bool, extender_args: tuple[str, ...] = ()
+) -> dict[str, Any]:
     api = plane.api
     count = pods_for(shape, nodes)
     create_pods(plane, shape, count)
     ext: Extender | None = None
     if with_extender:
-        ext = Extender(plane).start()
+        ext = Extender(plane, *extender_args).start()
     config = scheduler_config(
         plane.extender_kubeconfig(), extender_url=ext.url if ext else None, client_qps=CLIENT_QPS
     )
@@ -264,6 +266,12 @@ def run_mode(plane: ControlPlane, shape: str, nodes: int, *, with_extender: bool
             ext_metrics, "dra_extender_request_duration_seconds", {"verb": "bind"}
         )
         result["extender_bind_ms"] = {"p50": round(p50 * 1000, 2), "p99": round(p99 * 1000, 2), "count": n}
+        result["extender_bind_failures"] = {
+            sample.labels["reason"]: sample.value
+            for family in text_string_to_metric_families(ext_metrics)
+            for sample in family.samples
+            if sample.name == "dra_extender_bind_failures_total" and sample.value
+        }
     objects = {
         "resourceclaims": api.list("ResourceClaim", NAMESPACE),
         "pods": api.list("Pod", NAMESPACE),
@@ -294,6 +302,7 @@ def report(r: dict[str, Any]) -> str:
         line += f"; extender bind p50/p99 {r['extender_bind_ms']['p50']}/{r['extender_bind_ms']['p99']} ms"
         line += (
             f"\n{'':>14}extender calls {r['extender_calls']}, write conflicts {r['extender_conflicts']:.0f}"
+            f", failed binds {r['extender_bind_failures'] or 0}"
         )
     else:
         line += f"; PreBind p50/p99 {r['prebind_ms']['p50']}/{r['prebind_ms']['p99']} ms"
@@ -321,6 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         "median ratio is printed (runs on a shared machine vary by 1.5x)",
     )
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument(
+        "--extender-args",
+        default="",
+        help="flags for dra-extender serve, one string ('--hold-after-prioritize 1')",
+    )
     args = parser.parse_args(argv)
     located = found.find()
     if isinstance(located, str):
@@ -342,7 +356,13 @@ def main(argv: list[str] | None = None) -> int:
                         order = (False, True) if repeat % 2 == 0 else (True, False)
                         pair = {}
                         for with_extender in order:
-                            r = run_mode(plane, shape, nodes, with_extender=with_extender)
+                            r = run_mode(
+                                plane,
+                                shape,
+                                nodes,
+                                with_extender=with_extender,
+                                extender_args=tuple(args.extender_args.split()),
+                            )
                             print(report(r), flush=True)
                             pair[with_extender] = r
                             clear_pods(plane)
