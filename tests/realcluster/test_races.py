@@ -77,6 +77,7 @@ def check_churn(r: ChurnResult, *, deletions: bool = False) -> None:
     assert refused == [], described(r)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", range(RUNS), ids=lambda run: f"run{run}")
 def test_template_churn_binds_every_pod_without_a_failed_bind(plane: ControlPlane, run: int) -> None:
     r = template_churn(plane, EXTENDER)
@@ -84,6 +85,7 @@ def test_template_churn_binds_every_pod_without_a_failed_bind(plane: ControlPlan
     check_churn(r)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", range(RUNS), ids=lambda run: f"run{run}")
 def test_deletions_mid_scheduling_fail_no_bind(plane: ControlPlane, run: int) -> None:
     check_churn(deletions_mid_scheduling(plane, EXTENDER), deletions=True)
