@@ -72,8 +72,9 @@ class ClusterState:
     pods_by_node: dict[str, dict[Key, Pod]] = field(default_factory=dict)
     nominated: dict[str, dict[Key, Pod]] = field(default_factory=dict)
     bound_priorities: dict[int, int] = field(default_factory=dict)
-    #: Bound pods removed from the cache, newest last: UID -> (node, priority), the last
-    #: :data:`DELETED_PODS_KEPT` of them (the claims they held may not be released yet).
+    #: Pods removed from the cache, newest last: UID -> (node or '', priority), the last
+    #: :data:`DELETED_PODS_KEPT` of them (the claims they held may not be released yet; a bind
+    #: of one must not go on).
     deleted_pods: dict[str, tuple[str, int]] = field(default_factory=dict)
     #: Claims that exist but cannot be read: key -> why.
     broken_claims: dict[Key, str] = field(default_factory=dict)
@@ -167,7 +168,7 @@ class ClusterState:
         gone = table.pop(key, None)
         if kind == "Pod":
             self._index_pod(gone, None)
-            if gone is not None and gone.node_name:
+            if gone is not None:
                 self.deleted_pods[gone.uid] = (gone.node_name, gone.priority)
                 if len(self.deleted_pods) > DELETED_PODS_KEPT:
                     del self.deleted_pods[next(iter(self.deleted_pods))]

@@ -560,6 +560,9 @@ class Binder:
     async def _create_binding(
         self, pod: Pod, node: str, written: list[tuple[ResourceClaim, AssumedWrite]], created: CreatedClaim
     ) -> tuple[str, str | None]:
+        if pod.uid in self.state.deleted_pods:  # deleted while its claims were written
+            await self._release(pod, written, created)
+            return await self._failed(pod, "pod is being deleted"), None
         try:
             await self.api.bind_pod(pod.namespace, pod.name, pod.uid, node)
             return "", None

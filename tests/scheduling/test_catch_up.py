@@ -328,3 +328,30 @@ def test_a_pod_deleted_before_its_binding_gets_its_claims_released() -> None:
     assert bind_failures.reason(error) == "pod-deleted", error
     status = store.get("ResourceClaim", "default", TEMPLATE_CLAIM).get("status") or {}
     assert not status.get("allocation") and not status.get("reservedFor"), status
+
+
+def test_a_pod_deleted_while_its_claims_are_written_is_not_sent_a_binding() -> None:
+    """The pod watch shows the deletion during the claim writes: what was written is released
+    and no Binding is sent (the API server would refuse it)."""
+    e, store = cluster(template_pod(created=True, rv=12), generated_claim(11))
+    api = e.api
+    assert isinstance(api, MemoryAPI)
+    original, bindings = api.update_claim_status, []
+
+    async def deleted_meanwhile(claim: dict[str, Any]) -> dict[str, Any]:
+        answer = await original(claim)
+        if ("default", "worker") in e.state.pods:  # the first write: the pod goes meanwhile
+            gone = store.get("Pod", "default", "worker")
+            store.delete("Pod", "default", "worker")
+            e.state.remove(gone)  # the watch event
+        return answer
+
+    async def binding(namespace: str, name: str, uid: str, node: str) -> None:
+        bindings.append(name)
+
+    api.update_claim_status = deleted_meanwhile  # type: ignore[method-assign]
+    api.bind_pod = binding  # type: ignore[method-assign]
+    error = asyncio.run(e.bind("default", "worker", "uid-worker", "node-1"))
+    assert error == "pod is being deleted" and bindings == []
+    status = store.get("ResourceClaim", "default", TEMPLATE_CLAIM).get("status") or {}
+    assert not status.get("allocation") and not status.get("reservedFor"), status
