@@ -16,11 +16,17 @@ from extender.model.dra import Device, DeviceID, ResourceSlice
 #: Reasons recorded as the search rejects devices, in the order they are reported. "In use" and
 #: "tainted" are counted directly over the matching devices instead, because the candidate
 #: bound skips such devices before the search would reject them.
+#: Devices refused because their slice skips node operations (DRAOptionalNodeOperations).
+SKIPS_OPERATIONS_GATE_OFF = "skipping node operations while DRAOptionalNodeOperations is off"
+SKIPS_OPERATIONS_UNDECLARED = "skipping node operations, which this node does not declare"
+
 REJECTION_REASONS = (
     "out of counters",
     "out of capacity",
     "excluded by a constraint",
     "consuming counters while DRAPartitionableDevices is off",
+    SKIPS_OPERATIONS_GATE_OFF,
+    SKIPS_OPERATIONS_UNDECLARED,
 )
 
 

@@ -19,8 +19,8 @@ from typing import Any
 from extender.allocator import capacity as cap
 from extender.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
 from extender.allocator.errors import AllocationError, AllocationTimeout, AllocatorError, NodeAllocationError
-from extender.allocator.explanations import explain
-from extender.allocator.inventory import Inventory, Pool, device_on_node
+from extender.allocator.explanations import SKIPS_OPERATIONS_GATE_OFF, SKIPS_OPERATIONS_UNDECLARED, explain
+from extender.allocator.inventory import Inventory, Pool, PoolID, device_on_node
 from extender.allocator.requests import Candidate, RequestData
 from extender.allocator.results import DeviceResult, build_allocation
 from extender.allocator.state import AllocatedState
@@ -55,6 +55,8 @@ class _ResultLimit(Exception):
 class NodeInfo:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: The node declares DRAOptionalNodeOperations in ``status.declaredFeatures``.
+    optional_node_operations: bool = False
 
 
 @dataclass(slots=True)
@@ -161,9 +163,9 @@ class _Attempt:
         self.allocating: dict[DeviceID, set[int]] = {}
         #: shared devices: capacity consumed in this attempt.
         self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
-        #: Counters: pool name -> available (after allocated claims) and consumed in this attempt.
-        self.available_counters: dict[str, dict[tuple[str, str], Fraction]] = {}
-        self.consumed_counters: dict[str, dict[tuple[str, str], Fraction]] = {}
+        #: Counters: pool -> available (after allocated claims) and consumed in this attempt.
+        self.available_counters: dict[PoolID, dict[tuple[str, str], Fraction]] = {}
+        self.consumed_counters: dict[PoolID, dict[tuple[str, str], Fraction]] = {}
         self.match_cache: dict[tuple[int, DeviceID], bool] = {}
         self.rejected: dict[tuple[int, int], dict[str, set[DeviceID]]] = {}
         self.steps = 0
@@ -209,11 +211,12 @@ class _Attempt:
                 f"{ALLOCATION_RESULTS_MAX}"
             )
         constraints: list[Constraint] = []
+        lists = self.features.list_type_attributes
         for i, c in enumerate(claim.spec.constraints):
             if c.match_attribute is not None:
-                constraints.append(MatchAttribute(c.requests, c.match_attribute))
+                constraints.append(MatchAttribute(c.requests, c.match_attribute, list_values=lists))
             elif c.distinct_attribute is not None and self.features.variant != "stable":
-                constraints.append(DistinctAttribute(c.requests, c.distinct_attribute))
+                constraints.append(DistinctAttribute(c.requests, c.distinct_attribute, list_values=lists))
             else:
                 raise AllocationError(
                     f"claim {name}, constraint #{i}: empty constraint (unsupported constraint type?)"
@@ -458,18 +461,19 @@ class _Attempt:
         """A bound that never changes the answer: enough devices from ``start`` on that could be picked.
 
         Devices are picked in increasing position within a request, so a branch with fewer
-        possibly-usable candidates left than devices still needed cannot succeed. Upstream has
-        no such bound; it walks that branch and evaluates the selectors of every device not in
-        use, so this evaluates them first (in the same order) and lets a CEL error propagate.
-        Walking the branch can also leave counters charged (see :meth:`_allocate_device`), so
-        the bound is not used when a device that might leak counters is in range.
+        possibly-usable candidates left than devices still needed cannot succeed, and walking
+        it changes nothing (a rejected candidate leaves no state behind: see
+        :meth:`_allocate_device`). Upstream has no such bound; it walks that branch and
+        evaluates the selectors of every device not in use, so this evaluates them first (in
+        the same order) and lets a CEL error propagate.
         """
         count = 0
         check_taints = self.features.device_taints
-        counters = self.features.partitionable_devices
-        constraints = [c for c in self.constraints[data.claim_index] if c.covers(data.base, data.sub)]
-        fixed = [(c.attribute, c.value) for c in constraints if isinstance(c, MatchAttribute) and c.count > 0]
-        leaks = False
+        fixed = [
+            c
+            for c in self.constraints[data.claim_index]
+            if isinstance(c, MatchAttribute) and c.count > 0 and c.covers(data.base, data.sub)
+        ]
         for position in range(start, len(self.candidates)):
             candidate = self.candidates[position]
             device = candidate.device
@@ -477,13 +481,7 @@ class _Attempt:
                 continue
             if not self.selectable(data, device, candidate.slice):
                 continue
-            if counters and device.consumes_counters and not leaks:
-                leaks = (
-                    self._shared(device)
-                    or bool(constraints)
-                    or (check_taints and bool(self.inventory.taints(device)))
-                )
-            if fixed and any(device.attribute(name) != value for name, value in fixed):
+            if any(not c.admits(device) for c in fixed):
                 self._reject(data, ri, "excluded by a constraint", device)  # the search would never see it
                 continue
             if check_taints and not taints_tolerated(self.inventory.taints(device), data.request.tolerations):
@@ -491,7 +489,7 @@ class _Attempt:
             count += 1
             if count >= needed:
                 return True
-        return leaks
+        return False
 
     def _tick(self) -> None:
         self.steps += 1
@@ -517,18 +515,17 @@ class _Attempt:
     def _allocate_device(
         self, data: RequestData, ri: int, device: Device, s: ResourceSlice, pool: Pool, *, must: bool
     ) -> Callable[[], None] | None:
-        """Upstream ``allocateDevice`` (incubating): take ``device`` if usable; the undo, or None.
+        """Upstream ``allocateDevice``: take ``device`` if usable; the undo, or None.
 
-        The checks and the state they change run in upstream's order, and state is left behind
-        exactly where upstream leaves it, because later candidates of the same attempt see it
-        (kubernetes/dynamic-resource-allocation structured/internal/incubating, 1.37 line):
-
-        * counters are charged before the taint and constraint checks and are not released when
-          those fail;
-        * in All mode a failed capacity check returns after the constraints accepted the device
-          and it was marked as allocating: neither is undone;
-        * undoing a pick of a device that allows multiple allocations does not release its
-          counters, and its allocating-capacity entry stays when the share consumed nothing.
+        The checks run in upstream's order. Since kubernetes#140431 (v1.37.0, and v1.36.3 by
+        cherry-pick #140663; read at v1.36.3, structured/internal/incubating
+        ``allocateDevice``/``rollbackDevice``) a rejected candidate leaves nothing behind: every
+        rejection after the counters were charged undoes what this call did (counters, the
+        constraints added so far, the allocating mark), and a pick's undo is the same rollback.
+        The counters of a device that allows multiple allocations are charged by its first
+        share in this attempt (``countersReserved``) and released when that share is undone;
+        the device's allocating-capacity entry (the "already shared" mark that lets later
+        shares skip the counter check) is kept while an earlier share still needs it.
         """
         did = device.id
         multi = self._shared(device)
@@ -540,84 +537,119 @@ class _Attempt:
         if not self.features.partitionable_devices and device.consumes_counters:
             self._reject(data, ri, "consuming counters while DRAPartitionableDevices is off", device)
             return None
-        skip_counter_check = multi and (did in self.a.allocated.capacity or did in self.allocating_capacity)
-        if (
-            not skip_counter_check
-            and device.consumes_counters
-            and not self._charge_counters_if_available(device, pool)
+        if s.skip_node_operations and not (
+            self.features.optional_node_operations and self.node.optional_node_operations
         ):
-            self._reject(data, ri, "out of counters", device)
+            # v1.37.0 allocateDevice (DRAOptionalNodeOperations, kubernetes#139933): a device whose
+            # slice skips node operations needs the gate and a node that declares the feature.
+            why = (
+                SKIPS_OPERATIONS_UNDECLARED
+                if self.features.optional_node_operations
+                else SKIPS_OPERATIONS_GATE_OFF
+            )
+            self._reject(data, ri, why, device)
             return None
+        skip_counter_check = multi and self._shared_already(did)
+        counters_reserved = False
+        if not skip_counter_check and device.consumes_counters:
+            if not self._charge_counters_if_available(device, pool):
+                self._reject(data, ri, "out of counters", device)
+                return None
+            counters_reserved = True
+        constraints = self.constraints[data.claim_index]
+        added = 0
+        marked = False
+        consumption: dict[str, Quantity] | None = None
+        entry_existed = False
+        results = self.results[data.claim_index]
+        result_added = False
+
+        def rollback() -> None:
+            # Upstream rollbackDevice: the opposite order of the changes below.
+            if result_added:
+                results.pop()
+            if consumption is not None:
+                totals = self.allocating_capacity.get(did)
+                if totals is not None:
+                    for name, amount in consumption.items():
+                        if name in totals:
+                            totals[name] -= amount.value
+                    if all(v == 0 for v in totals.values()):
+                        del self.allocating_capacity[did]
+                if entry_existed and did not in self.allocating_capacity:
+                    self.allocating_capacity[did] = {}
+            if marked:
+                self.allocating[did].discard(data.claim_index)
+            for constraint in reversed(constraints[:added]):
+                constraint.remove(data.base, data.sub, device)
+            if counters_reserved:
+                self._charge_counters(device, pool, -1)
+
         if self.features.device_taints and not taints_tolerated(
             self.inventory.taints(device), data.request.tolerations
         ):
-            return None  # upstream leaves the counters charged
-        constraints = self.constraints[data.claim_index]
-        for i, constraint in enumerate(constraints):
+            rollback()
+            return None
+        for constraint in constraints:
             if not constraint.add(data.base, data.sub, device):
+                rollback()
                 if must:
                     raise AllocationError(
                         f"claim {self.claim_name(data.claim_index)}, request {data.request.name}: "
                         f"cannot add device {did} because a claim constraint would not be satisfied"
                     )
-                for previous in constraints[:i]:
-                    previous.remove(data.base, data.sub, device)
                 self._reject(data, ri, "excluded by a constraint", device)
-                return None  # upstream leaves the counters charged
+                return None
+            added += 1
         if not multi:
             self.allocating.setdefault(did, set()).add(data.claim_index)
-        consumption: dict[str, Quantity] | None = None
+            marked = True
         if self.features.consumable_capacity:
             if multi:
-                consumption = self._capacity_fits(data, device)
-                fits = consumption is not None
+                fitted = self._capacity_fits(data, device)
+                fits = fitted is not None
             else:
-                fits = self._capacity_ok(data, device)
+                fitted, fits = None, self._capacity_ok(data, device)
             if not fits:
-                # Only reachable in All mode (the search loop checked capacity already). Upstream
-                # returns here without undoing the constraints, the allocating mark or counters.
+                # Only reachable in All mode (the search loop checked capacity already).
+                rollback()
                 self._reject(data, ri, "out of capacity", device)
                 return None
-            if consumption is not None:
+            if fitted is not None:
+                entry_existed = did in self.allocating_capacity
                 totals = self.allocating_capacity.setdefault(did, {})
-                for name, amount in consumption.items():
+                for name, amount in fitted.items():
                     totals[name] = totals.get(name, Fraction(0)) + amount.value
-        result = DeviceResult(
-            request=data,
-            device=device,
-            slice=s,
-            admin_access=admin,
-            share_id=self.a.new_share_id() if multi else None,
-            consumed_capacity=consumption or None,
+                consumption = fitted
+        results.append(
+            DeviceResult(
+                request=data,
+                device=device,
+                slice=s,
+                admin_access=admin,
+                share_id=self.a.new_share_id() if multi else None,
+                consumed_capacity=consumption or None,
+            )
         )
-        results = self.results[data.claim_index]
-        results.append(result)
+        result_added = True
+        return rollback
 
-        def undo() -> None:
-            results.pop()
-            for constraint in constraints:
-                constraint.remove(data.base, data.sub, device)
-            if multi:
-                if consumption:
-                    totals = self.allocating_capacity.get(did)
-                    if totals is not None:
-                        for name, amount in consumption.items():
-                            if name in totals:
-                                totals[name] -= amount.value
-                        if all(v == 0 for v in totals.values()):
-                            del self.allocating_capacity[did]
-            else:
-                self.allocating[did].discard(data.claim_index)
-                if self.features.partitionable_devices and device.consumes_counters:
-                    self._charge_counters(device, pool, -1)
+    def _shared_already(self, did: DeviceID) -> bool:
+        """Upstream ``deviceCapacityInUse``: a share of ``did`` exists, so its counters are paid.
 
-        return undo
+        An allocated share counts whether or not it recorded consumedCapacity: since
+        kubernetes#140437 (v1.37.0; not in 1.36) a share known only by its shareID in
+        ``AllocatedSharedDeviceIDs`` lets a new share skip the counter check as well.
+        """
+        allocated = self.a.allocated
+        return did in allocated.capacity or did in allocated.shared_ids or did in self.allocating_capacity
 
     # --- partitionable devices ---------------------------------------------------------------------
 
     def _available_counters(self, pool: Pool) -> dict[tuple[str, str], Fraction]:
-        # Upstream keys this cache by pool name only (not driver + pool); reproduced.
-        key = pool.id[1]
+        # Keyed by driver + pool since kubernetes#140435 (v1.37.0, v1.36.4): two drivers' pools of
+        # one name no longer share counters.
+        key = pool.id
         available = self.available_counters.get(key)
         if available is None:
             available = {}
@@ -638,7 +670,7 @@ class _Attempt:
         """Upstream ``checkAvailableCounters``: charge the device's counters, revert if any is exceeded."""
         available = self._available_counters(pool)
         self._charge_counters(device, pool, +1)
-        consumed = self.consumed_counters[pool.id[1]]
+        consumed = self.consumed_counters[pool.id]
         # Every counter of every set must stay covered, not only the ones this device consumes.
         if all(value >= consumed.get(k, Fraction(0)) for k, value in available.items()):
             return True
@@ -646,7 +678,7 @@ class _Attempt:
         return False
 
     def _charge_counters(self, device: Device, pool: Pool, sign: int) -> None:
-        consumed = self.consumed_counters.setdefault(pool.id[1], {})
+        consumed = self.consumed_counters.setdefault(pool.id, {})
         for consumption in device.consumes_counters:
             for name, q in consumption.counters.items():
                 k = (consumption.counter_set, name)

@@ -11,6 +11,10 @@ from extender.model.labels import Labels
 from extender.model.reader import Reader
 from extender.quantity import Quantity
 
+#: The node-declared feature (``status.declaredFeatures``) a kubelet lists when it can skip
+#: NodePrepareResources/NodeUnprepareResources for devices whose slices say so.
+OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
+
 
 @dataclass(frozen=True, slots=True)
 class Node:
@@ -19,6 +23,13 @@ class Node:
     #: status.allocatable (extended resources served by device plugins show up here).
     allocatable: dict[str, str]
     raw: dict[str, Any]
+    #: status.declaredFeatures: what the node's kubelet supports (KEP-5328), e.g.
+    #: ``DRAOptionalNodeOperations``.
+    declared_features: frozenset[str] = frozenset()
+
+    @property
+    def optional_node_operations(self) -> bool:
+        return OPTIONAL_NODE_OPERATIONS in self.declared_features
 
 
 def parse_node(obj: dict[str, Any]) -> Node:
@@ -32,6 +43,7 @@ def parse_node(obj: dict[str, Any]) -> Node:
         labels=Labels({str(k): str(v) for k, v in meta.mapping("labels").items()}),
         allocatable={str(k): str(v) for k, v in status.mapping("allocatable").items()},
         raw=obj,
+        declared_features=frozenset(status.strings("declaredFeatures")),
     )
 
 

@@ -459,6 +459,9 @@ class Allocation:
     shares: tuple[AllocatedDevice, ...] = ()
     #: ``allocationTimestamp`` as seconds since the epoch (None: not set, or not a timestamp).
     allocation_timestamp: float | None = None
+    #: Some result carries ``skipNodeOperations`` (DRAOptionalNodeOperations): only a node that
+    #: declares that feature in ``status.declaredFeatures`` may run the pod.
+    skips_node_operations: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -525,7 +528,9 @@ def parse_claim_spec(spec: Reader) -> ClaimSpec:
 
 def parse_allocation(reader: Reader) -> Allocation:
     devices = []
+    skips = False
     for r in reader.sub("devices").readers("results"):
+        skips = skips or bool(r.strings("skipNodeOperations"))
         devices.append(
             AllocatedDevice(
                 id=DeviceID(r.string("driver"), r.string("pool"), r.string("device")),
@@ -542,7 +547,7 @@ def parse_allocation(reader: Reader) -> Allocation:
     shares = tuple(d for d in devices if not d.admin_access and d.share_id)
     stamp = reader.opt_string("allocationTimestamp")
     timestamp = parse_timestamp(stamp) if stamp else None
-    return Allocation(tuple(devices), node_selector, reader.data, exclusive, shares, timestamp)
+    return Allocation(tuple(devices), node_selector, reader.data, exclusive, shares, timestamp, skips)
 
 
 def rfc3339(seconds: float) -> str:

@@ -18,10 +18,9 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
-from extender.allocator.search import NodeInfo
 from extender.cel import CelCompileError
 from extender.model.dra import ResourceClaim, parse_resource_claim
-from extender.scheduling.decision import Snapshot
+from extender.scheduling.decision import Snapshot, node_info
 
 #: Device attributes read as the product name, first found.
 PRODUCT_ATTRIBUTES = ("productName", "model", "type")
@@ -126,7 +125,7 @@ def capacity_steps(snapshot: Snapshot) -> Generator[None, None, Capacity]:
             total_held[0] += 1
             total_held[1] += allocated.holds(device.id)
         per_node.extend(NodeDrivers(name, d, t, h) for d, (t, h) in sorted(counts.items()))
-        info = NodeInfo(name, node.labels)
+        info = node_info(node)
         for class_name, claim in claims.items():
             if class_name in class_errors:
                 continue

@@ -46,6 +46,11 @@ MAX_CARRIED_ENTRIES = 100_000
 MAX_SPEC_KEYS = 1024
 
 
+def node_info(node: Node) -> NodeInfo:
+    """What the allocator reads of a Node: name, labels, and its declared DRAOptionalNodeOperations."""
+    return NodeInfo(node.name, node.labels, node.optional_node_operations)
+
+
 @dataclass(slots=True)
 class NodeDecision:
     node: str
@@ -156,7 +161,7 @@ class Snapshot:
         #: projection key -> node name -> (signature, in-use), for this snapshot.
         #: Entries hold the Node record they were computed for: a node whose labels changed is a
         #: new record, and its entries no longer apply (Node changes do not make new snapshots).
-        self._node_keys: dict[Any, dict[str, tuple[Node, tuple[int, int] | None]]] = {}
+        self._node_keys: dict[Any, dict[str, tuple[Node, tuple[int, int, bool] | None]]] = {}
         #: Shared fitting answers by node name, per content key: one lookup per node.
         self._by_name: dict[int, dict[str, tuple[Node, Assessment]]] = {}
         self._in_use_ids: dict[tuple[Any, ...], int] = {}
@@ -227,9 +232,7 @@ class Snapshot:
         to_allocate = _with_extended(pod_claims.to_allocate, extended)
         if to_allocate:
             try:
-                outcome = self.allocator.allocate(
-                    NodeInfo(node.name, node.labels), to_allocate, timeout=timeout
-                )
+                outcome = self.allocator.allocate(node_info(node), to_allocate, timeout=timeout)
             except AllocationTimeout as exc:
                 return NodeDecision(node.name, False, reason=str(exc), timed_out=True)
             except NodeAllocationError as exc:
@@ -284,6 +287,11 @@ class Snapshot:
         if selector is not None and not selector.matches(node.name, node.labels):
             where = f"resourceclaim {claim.namespace}/{claim.name}"
             return f"{where} is allocated to devices not available on this node"
+        if allocation.skips_node_operations and not node.optional_node_operations:
+            # v1.37.0 Filter, whatever the gate says: a result that skips node operations needs
+            # a kubelet that declares DRAOptionalNodeOperations.
+            where = f"resourceclaim {claim.namespace}/{claim.name}"
+            return f"{where} skips node operations, which this node does not declare (declaredFeatures)"
         if self.features.device_binding:
             return binding_problem(claim, now, self.binding_timeout)
         return None
@@ -430,14 +438,19 @@ class Snapshot:
         memo = self._assessments
         node_keys = self._node_keys.setdefault(projection.key, {}) if projection is not None else {}
 
-        def node_key(node: Node) -> tuple[int, int] | None:
-            """(signature, in-use) of a node; per snapshot, by name, for the cached Node records."""
+        def node_key(node: Node) -> tuple[int, int, bool] | None:
+            """(signature, in-use, declares optional node operations) of a node; per snapshot, by
+            name, for the cached Node records."""
             found = node_keys.get(node.name)
             if found is not None and found[0] is node:
                 return found[1]
             assert projection is not None
             signature = self.inventory.node_signature(node.name, node.labels, projection)
-            key = None if signature is None else (signature, self._node_in_use(node))
+            key = (
+                None
+                if signature is None
+                else (signature, self._node_in_use(node), node.optional_node_operations)
+            )
             node_keys[node.name] = (node, key)
             return key
 
@@ -527,7 +540,8 @@ class Snapshot:
             if node is not None:
                 signature = self.inventory.node_signature(name, node.labels, projection)
                 if signature is not None:
-                    group = (signature << 32) | self._node_in_use(node)
+                    declares = int(node.optional_node_operations)
+                    group = (signature << 33) | (declares << 32) | self._node_in_use(node)
             table[name] = group
         return list(map(table.__getitem__, names))
 
@@ -555,7 +569,7 @@ class Snapshot:
             return Assessment(False, decision.reason, decision.error, timed_out=decision.timed_out)
         allocated = sum(len(a["devices"]["results"]) for a in decision.allocations.values())
         claims = _with_extended(pod_claims.to_allocate, decision.extended)
-        free = self.allocator.free_matching(NodeInfo(node.name, node.labels), claims) if claims else 0
+        free = self.allocator.free_matching(node_info(node), claims) if claims else 0
         score = (
             prioritized_list_score(pod_claims, decision.allocations)
             if self.features.prioritized_list and pod_claims.to_allocate

@@ -253,7 +253,11 @@ class Engine:
             node = cached.get(name)
             if node is None or node.labels != labels:
                 # Device plugins' extended resources still come from the cached Node.
-                node = Node(name, Labels(labels), node.allocatable if node is not None else {}, {})
+                node = (
+                    Node(name, Labels(labels), node.allocatable, {}, node.declared_features)
+                    if node is not None
+                    else Node(name, Labels(labels), {}, {})
+                )
                 all_cached = False
             out[name] = node
         return None if all_cached else out

@@ -11,11 +11,10 @@ from typing import Any
 
 import orjson
 
-from extender.allocator.search import NodeInfo
 from extender.model.core import Pod
 from extender.model.dra import DeviceID, ResourceClaim
 from extender.scheduling.capacity import SHAPE_COUNTS, capacity, product_of
-from extender.scheduling.decision import fit_summary
+from extender.scheduling.decision import fit_summary, node_info
 from extender.scheduling.engine import Engine
 
 
@@ -129,7 +128,7 @@ def pod(engine: Engine, target: Pod) -> dict[str, Any]:
         node = engine.state.nodes[name]
         if not decision.fits and claims:
             held: dict[str, list[str]] = {}
-            for device, free in snapshot.allocator.matching(NodeInfo(name, node.labels), claims):
+            for device, free in snapshot.allocator.matching(node_info(node), claims):
                 if not free:
                     for owner in owners.get(device.id, ["(a write in flight)"]):
                         held.setdefault(owner, []).append(str(device.id))

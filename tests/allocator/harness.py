@@ -56,6 +56,7 @@ def allocate(
     *,
     node: str = "node-1",
     labels: dict[str, str] | None = None,
+    declares_optional_node_operations: bool = False,
     gates: str = "",
     timeout: float | None = None,
     clock: Callable[[], float] | None = None,
@@ -77,7 +78,9 @@ def allocate(
     )
     wanted = [state.claims[("default", name)] for name in (claims or ["claim-0"])]
     try:
-        result = allocator.allocate(NodeInfo(node, labels or {}), wanted, timeout=timeout)
+        result = allocator.allocate(
+            NodeInfo(node, labels or {}, declares_optional_node_operations), wanted, timeout=timeout
+        )
     except AllocationError as exc:
         return Outcome(error=str(exc))
     except NodeAllocationError as exc:

@@ -80,8 +80,16 @@ def skipping_slice() -> dict[str, object]:
 def test_results_copy_skip_node_operations_when_the_gate_is_on() -> None:
     # DeviceRequestAllocationResult.skipNodeOperations: "a copy of the ResourceSlice.spec.skipNodeOperations
     # value at the time when the device was allocated" (KEP-5945, gate DRAOptionalNodeOperations).
+    # v1.37.0 allocateDevice refuses such a device unless the gate is on and the node declares
+    # DRAOptionalNodeOperations in status.declaredFeatures (kubernetes#139933).
     objects = [device_class(), skipping_slice(), claim()]
-    on = allocate(objects, gates="DRAOptionalNodeOperations=true")
+    on = allocate(objects, gates="DRAOptionalNodeOperations=true", declares_optional_node_operations=True)
     assert on.results()[0]["skipNodeOperations"] == ["NodePrepareResources"]
-    off = allocate(objects)
-    assert "skipNodeOperations" not in off.results()[0]
+    undeclared = allocate(objects, gates="DRAOptionalNodeOperations=true")
+    assert undeclared.unsatisfiable and "1 skipping node operations, which this node does not declare" in (
+        undeclared.unsatisfiable
+    )
+    off = allocate(objects, declares_optional_node_operations=True)
+    assert off.unsatisfiable and "1 skipping node operations while DRAOptionalNodeOperations is off" in (
+        off.unsatisfiable
+    )

@@ -66,6 +66,8 @@ class Case:
     containers: list[dict[str, Any]] | None = None
     init_containers: list[dict[str, Any]] | None = None
     allocatable: dict[str, str | int] = field(default_factory=dict)
+    #: The node's status.declaredFeatures.
+    declared: tuple[str, ...] = ()
 
 
 def bound(name: str, allocation: dict[str, Any], **status: Any) -> dict[str, Any]:
@@ -342,10 +344,10 @@ CASES = [
         devices=("claim-0", [("r0", "d1"), ("r1/small", "e0")]),
     ),
     Case(
-        "all-mode-capacity-failure-leaves-constraint-state-behind",
-        "allocateDevice (incubating, 1.37): in All mode a failed capacity check returns after the "
-        "constraints accepted the device, without removing it again (a known upstream bug, reproduced: "
-        "the leaked matchAttribute value then refuses d0 for the cheaper alternative)",
+        "all-mode-capacity-failure-rolls-back-the-constraint",
+        "allocateDevice -> rollbackDevice (kubernetes#140431, v1.37.0 and v1.36.3): in All mode a failed "
+        "capacity check undoes the constraint that accepted the device, so the alternative may take d0 "
+        "(before the fix the leaked matchAttribute value refused it)",
         [
             A,
             device_class("shared", expression='device.attributes["driver-a"].model == "m1"'),
@@ -371,14 +373,13 @@ CASES = [
                 constraints=[{"requests": ["r1"], "matchAttribute": "driver-a/model"}],
             ),
         ],
-        outcome="reason",
-        contains="cannot allocate all claims",
+        devices=("claim-0", [("r0", "s0"), ("r1/one", "d0")]),
     ),
     Case(
-        "counters-charged-for-a-tainted-device-stay-charged",
-        "allocateDevice (incubating, 1.37): checkAvailableCounters charges the device before the taint "
-        "check, and a refused device's counters are not released (upstream bug, reproduced: t1's charge "
-        "leaves no counter for c2, so the cheaper alternative fails too)",
+        "counters-charged-for-a-tainted-device-are-released",
+        "allocateDevice -> rollbackDevice (kubernetes#140431, v1.37.0 and v1.36.3): checkAvailableCounters "
+        "charges the device before the taint check, and the rejection releases the charge again (before "
+        "the fix t1's charge left no counter for c2)",
         [
             A,
             resource_slice(
@@ -396,8 +397,7 @@ CASES = [
             ),
             claim(requests=[exact("r0"), first_available("r1", exact("two", count=2), exact("one"))]),
         ],
-        outcome="reason",
-        contains="cannot allocate all claims",
+        devices=("claim-0", [("r0", "c0"), ("r1/one", "c2")]),
     ),
     # --- 8. pools searched last: only bindingConditions on this node's slices -----------------------
     Case(
@@ -443,8 +443,9 @@ CASES = [
     ),
     # --- 10. shares without consumedCapacity -----------------------------------------------------------
     Case(
-        "share-without-consumed-capacity-charges-counters-again",
-        "allocateDevice: skipCounterCheck needs AggregatedCapacity, which such a share does not add to",
+        "share-without-consumed-capacity-does-not-charge-counters-again",
+        "allocateDevice -> deviceCapacityInUse (kubernetes#140437, v1.37.0; not in 1.36): a share known "
+        "only by its shareID (AllocatedSharedDeviceIDs) lets the next share skip the counter check",
         [
             A,
             resource_slice(
@@ -455,8 +456,7 @@ CASES = [
             bound("held", allocated(("driver-a", "pool-1", "d0"), share="s1")),
             claim(),
         ],
-        outcome="reason",
-        contains="cannot allocate all claims",
+        devices=("claim-0", [("req-0", "d0")]),
     ),
     Case(
         "share-is-not-in-use-once-the-device-stops-sharing",
@@ -608,12 +608,111 @@ CASES += [
 ]
 
 
+SKIPS_ALL = ["*"]
+SKIPPING = {
+    "devices": {
+        "results": [
+            {
+                "request": "req-0",
+                "driver": "driver-a",
+                "pool": "pool-1",
+                "device": "d0",
+                "skipNodeOperations": SKIPS_ALL,
+            }
+        ]
+    }
+}
+DECLARES = ("DRAOptionalNodeOperations",)
+
+CASES += [
+    # --- 14. DRAOptionalNodeOperations and the node's declaredFeatures (new in 1.37) ----------------
+    Case(
+        "allocated-claim-skipping-node-operations-needs-a-declaring-node",
+        "Filter (v1.37, dynamicresources.go, allocationResultRequiresDRAOptionalNodeOperations; read "
+        "at 4966917a): an allocated claim whose results skip node operations is unavailable on a node "
+        "without DRAOptionalNodeOperations in status.declaredFeatures, whatever the gate says",
+        [A, resource_slice("s", [device("d0")]), bound("claim-0", SKIPPING)],
+        outcome="reason",
+        contains="resourceclaim not available on the node",
+    ),
+    Case(
+        "allocated-claim-skipping-node-operations-gate-on-still-needs-a-declaring-node",
+        "Filter (v1.37): the same check with the gate on",
+        [A, resource_slice("s", [device("d0")]), bound("claim-0", SKIPPING)],
+        gates="DRAOptionalNodeOperations=true",
+        outcome="reason",
+        contains="skips node operations, which this node does not declare",
+    ),
+    Case(
+        "allocated-claim-skipping-node-operations-on-a-declaring-node",
+        "Filter (v1.37): a node that declares the feature runs the pod",
+        [A, resource_slice("s", [device("d0")]), bound("claim-0", SKIPPING)],
+        declared=DECLARES,
+    ),
+    Case(
+        "skipping-device-allocated-on-a-declaring-node",
+        "allocateDevice (v1.37, kubernetes#139933): gate on and a declaring node: the device is "
+        "allocated and its result copies the slice's skipNodeOperations",
+        [A, resource_slice("s", [device("d0")], skipNodeOperations=SKIPS_ALL), claim()],
+        gates="DRAOptionalNodeOperations=true",
+        declared=DECLARES,
+        devices=("claim-0", [("req-0", "d0")]),
+    ),
+    Case(
+        "skipping-device-refused-on-a-node-that-does-not-declare",
+        "allocateDevice (v1.37): a device whose slice skips node operations is refused on a node "
+        "that does not declare the feature",
+        [A, resource_slice("s", [device("d0")], skipNodeOperations=SKIPS_ALL), claim()],
+        gates="DRAOptionalNodeOperations=true",
+        outcome="reason",
+        contains="cannot allocate all claims",
+    ),
+    Case(
+        "skipping-device-refused-while-the-gate-is-off",
+        "allocateDevice (v1.37): with DRAOptionalNodeOperations off such a device is refused",
+        [A, resource_slice("s", [device("d0")], skipNodeOperations=SKIPS_ALL), claim()],
+        declared=DECLARES,
+        outcome="reason",
+        contains="cannot allocate all claims",
+    ),
+    Case(
+        "skipping-device-passed-over-for-a-plain-one",
+        "allocateDevice (v1.37): the refusal is per device, so ExactCount takes a plain sibling",
+        [
+            A,
+            resource_slice("s", [device("d0")], skipNodeOperations=SKIPS_ALL),
+            resource_slice("t", [device("d1")], pool="pool-2"),
+            claim(),
+        ],
+        gates="DRAOptionalNodeOperations=true",
+        devices=("claim-0", [("req-0", "d1")]),
+    ),
+    Case(
+        "skipping-device-fails-allocation-mode-all",
+        "allocateDevice (v1.37): All counts the refused device among its devices and fails "
+        "(kubernetes#141091, which would have skipped it in isSelectable, was closed)",
+        [
+            A,
+            resource_slice("s", [device("d0")], skipNodeOperations=SKIPS_ALL),
+            resource_slice("t", [device("d1")], pool="pool-2"),
+            claim(requests=[exact(mode="All")]),
+        ],
+        gates="DRAOptionalNodeOperations=true",
+        outcome="reason",
+        contains="cannot allocate all claims",
+    ),
+]
+
+
 # --- running a case ------------------------------------------------------------------------------
 
 
 def objects_of(case: Case) -> list[dict[str, Any]]:
     spec = pod("pod", case.claims, containers=case.containers, init_containers=case.init_containers)
-    return [*case.objects, with_allocatable(node("node-1", **case.labels), case.allocatable), spec]
+    the_node = with_allocatable(node("node-1", **case.labels), case.allocatable)
+    if case.declared:
+        the_node.setdefault("status", {})["declaredFeatures"] = list(case.declared)
+    return [*case.objects, the_node, spec]
 
 
 def via_simulate(case: Case, tmp_path: Path) -> dict[str, Any]:
@@ -738,3 +837,29 @@ def test_score_nodes_falls_back_to_the_packing_policy_when_the_plugin_score_ties
         "n2": Assessment(True, free_after=3, dra_score=8),
     }
     assert score_nodes(ranked, "binpack") == {"n1": 7, "n2": 10}
+
+
+# --- 15. look-alike nodes that differ in declaredFeatures get their own answers -------------------------
+
+
+def test_declared_features_split_look_alike_nodes() -> None:
+    """Nodes with equal devices share memoized answers; declaring DRAOptionalNodeOperations must
+    keep a node out of the group of those that do not, in either order of judging."""
+    declaring = node("node-1")
+    declaring["status"] = {"declaredFeatures": list(DECLARES)}
+    objects = [
+        A,
+        declaring,
+        node("node-2"),
+        resource_slice("s1", [device("d0")], node="node-1", pool="p1", skipNodeOperations=SKIPS_ALL),
+        resource_slice("s2", [device("d0")], node="node-2", pool="p2", skipNodeOperations=SKIPS_ALL),
+        claim(),
+        pod("pod", ["claim-0"]),
+    ]
+    state = ClusterState.from_objects(objects)
+    features = Features.parse("DRAOptionalNodeOperations=true")
+    for order in (["node-1", "node-2"], ["node-2", "node-1"]):
+        engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment(), EngineConfig(features=features))
+        result = engine.filter(state.pods[("default", "pod")], order)
+        assert result.passed == ["node-1"], result
+        assert "node-2" in {**result.failed, **result.unresolvable}, result
