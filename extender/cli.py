@@ -17,6 +17,14 @@ import orjson
 from extender import __version__
 from extender.allocator import FeatureGateError, Features, parse_feature_gates
 from extender.allocator.features import GATES
+from extender.allocator.releases import (
+    DEFAULT_MINOR,
+    RELEASES,
+    Release,
+    ReleaseError,
+    parse_release,
+    release_of,
+)
 from extender.bundled import ExamplesError, copy_examples
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.kube import KubeConfigError, load_configuration, running_in_cluster
@@ -45,6 +53,20 @@ from extender.service.logs import configure_logging
 from extender.service.runtime import LeaderElection, ServeConfig, build_cluster, build_embedded
 from extender.simulate import SelectionError, SimulationRequest, render_text, simulate, unschedulable
 from extender.statefile import StateFileError, load_objects
+
+
+def kubernetes_version(text: str) -> Release:
+    """argparse type: a Kubernetes release the extender knows (``1.36``, ``v1.37.0``)."""
+    try:
+        return parse_release(text)
+    except ReleaseError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+VERSION_HELP = (
+    "decide as kube-scheduler of this Kubernetes release does: its DRA gate defaults and the "
+    f"rules that changed between releases ({', '.join(r.name for r in RELEASES.values())})"
+)
 
 
 def positive_seconds(text: str) -> float:
@@ -114,6 +136,13 @@ def _parser() -> argparse.ArgumentParser:
         default="",
         help="comma-separated NAME=true|false; locked gates may be changed here to emulate older releases "
         f"(known: {', '.join(sorted(GATES))})",
+    )
+    sim.add_argument(
+        "--kubernetes-version",
+        type=kubernetes_version,
+        default=release_of(DEFAULT_MINOR),
+        metavar="VERSION",
+        help=f"{VERSION_HELP}; default 1.{DEFAULT_MINOR}",
     )
     sim.add_argument(
         "--timeout",
@@ -305,6 +334,13 @@ def _parser() -> argparse.ArgumentParser:
         "for it this many seconds, until its bind or next filter (0, the default: off; see README)",
     )
     serve.add_argument(
+        "--kubernetes-version",
+        type=kubernetes_version,
+        metavar="VERSION",
+        help=f"{VERSION_HELP}; default: the API server's version (cluster mode), "
+        f"1.{DEFAULT_MINOR} (embedded)",
+    )
+    serve.add_argument(
         "--device-preemption",
         action="store_true",
         help="for kube-scheduler 1.38 or newer (which hands the preempt verb nodes only extenders "
@@ -351,23 +387,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _features(text: str) -> Features:
-    gates = parse_feature_gates(text, allow_locked=True)
+def _features(text: str, release: Release) -> Features:
+    gates = parse_feature_gates(text, allow_locked=True, release=release)
     for name, value in gates.items():
-        spec = GATES[name]
+        spec = release.gates[name]
         if spec.locked and value != spec.default:
             print(
-                f"warning: feature gate {name} is locked to {str(spec.default).lower()} in Kubernetes 1.37; "
-                "emulating an older release",
+                f"warning: feature gate {name} is locked to {str(spec.default).lower()} in Kubernetes "
+                f"{release.name}; emulating an older release (--kubernetes-version does it fully)",
                 file=sys.stderr,
             )
-    return Features.from_gates(gates)
+    return Features.from_gates(gates, release)
 
 
 def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
     try:
-        features = _features(args.feature_gates)
-        if not parse_feature_gates(args.feature_gates, allow_locked=True).get(
+        release = args.kubernetes_version
+        features = _features(args.feature_gates, release)
+        if not parse_feature_gates(args.feature_gates, allow_locked=True, release=release).get(
             "DynamicResourceAllocation", True
         ):
             raise FeatureGateError(
@@ -435,9 +472,11 @@ def serve_problems(args: argparse.Namespace) -> list[str]:
 
 
 def serve_config(args: argparse.Namespace) -> ServeConfig:
-    features = Features.from_gates(parse_feature_gates(args.feature_gates))
+    release = args.kubernetes_version or release_of(DEFAULT_MINOR)
+    gates = parse_feature_gates(args.feature_gates, release=release if args.kubernetes_version else None)
     engine = EngineConfig(
-        features=features,
+        features=Features.from_gates(gates, release),
+        release=release,
         score_policy=args.score_policy,
         node_timeout=args.node_timeout,
         filter_budget=args.filter_budget,
@@ -465,6 +504,8 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         leader_election=leader,
         api_timeout=args.api_timeout or DEFAULT_API_TIMEOUT,
         cache_stale_after=args.cache_stale_after or DEFAULT_CACHE_STALE_AFTER,
+        gates=gates,
+        release_from_server=args.kubernetes_version is None and not args.state,
     )
 
 

@@ -246,3 +246,52 @@ def test_simulate_preempt_says_when_no_eviction_helps(tmp_path: Path) -> None:
     state = preemption_state(tmp_path, low_priority=5000)  # more important than the pending pod
     code, text = run("simulate", state, "--pod", "default/high", "--preempt")
     assert code == 1 and "preemption: evicting lower-priority pods frees enough on no node" in text
+
+
+# --- --kubernetes-version ---------------------------------------------------------------------------
+
+
+def _tainted_state(tmp_path: Path) -> Path:
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "drain"},
+        "spec": {"deviceSelector": {"device": "d0"}, "taint": {"key": "drain", "effect": "NoSchedule"}},
+    }
+    objects = [
+        device_class(),
+        node(),
+        resource_slice("s", [device("d0")]),
+        rule,
+        claim(),
+        pod("p", ["claim-0"]),
+    ]
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("version", "fits"), [("1.35", True), ("1.36", True), ("1.37", False), ("1.38", False)]
+)
+def test_simulate_decides_as_the_release_given(version: str, fits: bool, tmp_path: Path) -> None:
+    """DeviceTaintRules count from 1.37 on (GA, on by default); in 1.36 the gate is beta and off,
+    in 1.35 alpha and off, so kube-scheduler of those releases places the pod."""
+    code, text = run("simulate", str(_tainted_state(tmp_path)), "--kubernetes-version", version, "-o", "json")
+    answer = json.loads(text)["pods"][0]["nodes"]["node-1"]
+    assert (code, answer["fits"]) == ((0, True) if fits else (1, False))
+
+
+def test_simulate_refuses_an_unknown_release_and_a_gate_the_release_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = str(_tainted_state(tmp_path))
+    with pytest.raises(SystemExit) as exited:
+        run("simulate", state, "--kubernetes-version", "1.33")
+    assert exited.value.code == 2
+    assert "Kubernetes 1.33 is not supported" in capsys.readouterr().err
+    code, _ = run(
+        "simulate", state, "--kubernetes-version", "1.36", "--feature-gates", "DRAOptionalNodeOperations=true"
+    )
+    assert code == 2
+    assert "unrecognized feature gate: DRAOptionalNodeOperations (Kubernetes 1.36)" in capsys.readouterr().err

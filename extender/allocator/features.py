@@ -1,6 +1,7 @@
 """Kubernetes feature gates that change DRA allocation, with Kubernetes' names and syntax.
 
-Defaults are the newest release's (1.37). ``--feature-gates DRAPrioritizedList=true,DRADeviceTaints=false``
+Defaults are a release's (:mod:`extender.allocator.releases`; 1.37 unless told).
+``--feature-gates DRAPrioritizedList=true,DRADeviceTaints=false``
 parses with :func:`parse_feature_gates`; a locked gate cannot be set to the other value.
 """
 
@@ -9,66 +10,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from extender.allocator.releases import DEFAULT_MINOR, GateSpec, Release, release_of
+
 
 class FeatureGateError(ValueError):
     """An unknown gate, a malformed value, or an attempt to change a locked gate."""
 
 
-@dataclass(frozen=True, slots=True)
-class GateSpec:
-    default: bool
-    locked: bool
-    maturity: str
-    #: Why the extender refuses to turn this gate on (None: supported either way). These gates
-    #: change what kube-scheduler 1.37 decides in ways the extender does not implement yet, so
-    #: accepting them would make filter answer differently from the scheduler it claims to mirror.
-    unsupported_on: str | None = None
+#: The default release's gates (1.37), by name.
+GATES: dict[str, GateSpec] = release_of(DEFAULT_MINOR).gates
 
 
-#: Kubernetes 1.37 defaults (source: the versioned gate table of the 1.37 line).
-GATES: dict[str, GateSpec] = {
-    "DynamicResourceAllocation": GateSpec(True, True, "GA"),
-    "DRAAdminAccess": GateSpec(True, True, "GA"),
-    "DRAPrioritizedList": GateSpec(True, True, "GA"),
-    "DRAPartitionableDevices": GateSpec(True, False, "beta"),
-    "DRADeviceTaints": GateSpec(True, False, "GA"),
-    "DRADeviceTaintRules": GateSpec(True, False, "GA"),
-    "DRAConsumableCapacity": GateSpec(True, False, "beta"),
-    "DRADeviceBindingConditions": GateSpec(True, False, "beta"),
-    "DRAResourceClaimDeviceStatus": GateSpec(True, True, "GA"),
-    "DRAExtendedResource": GateSpec(True, True, "GA"),
-    "DRAListTypeAttributes": GateSpec(False, False, "alpha"),
-    "DRASchedulerFilterTimeout": GateSpec(True, False, "beta"),
-    # New in 1.37 (all off by default): one is implemented, the others are refused when turned on.
-    "DRAOptionalNodeOperations": GateSpec(False, False, "alpha"),
-    "DRAFractionalCapacityRange": GateSpec(
-        False, False, "beta", "fractional validRange min/step values for consumable capacity"
-    ),
-    "DRADerivedAttributes": GateSpec(False, False, "alpha", "attributes derived from other attributes"),
-    "DRADeviceCompatibilityGroups": GateSpec(
-        False, False, "alpha", "device compatibility groups in the allocator"
-    ),
-    "DRANodeAllocatableResources": GateSpec(
-        False, False, "alpha", "node-allocatable resources backed by devices (NodeResourcesFit accounting)"
-    ),
-    "DRAWorkloadResourceClaims": GateSpec(
-        False, False, "beta", "PodGroup (workload) resource claims, which need the gang-scheduling cycle"
-    ),
-    "DRASharedConsumableCapacity": GateSpec(
-        False, False, "alpha", "consumable capacity shared across devices"
-    ),
-    # Gates that do not change scheduling decisions (API server, controller manager, kubelet).
-    "DRAResourcePoolStatus": GateSpec(False, False, "alpha"),
-    "DRAPartitionableDevicesType": GateSpec(False, False, "alpha"),
-}
-
-
-def parse_feature_gates(text: str, *, allow_locked: bool = False) -> dict[str, bool]:
+def parse_feature_gates(
+    text: str, *, allow_locked: bool = False, release: Release | None = None
+) -> dict[str, bool]:
     """``A=true,B=false`` -> {A: True, B: False}; rejects unknown gates and locked changes.
 
-    ``allow_locked`` lets tests reproduce older releases' behaviour (upstream's own tests do the
-    same through their emulation version).
+    Gates are ``release``'s (default 1.37): a gate that release does not have is unknown, as
+    kube-scheduler of that release would say. ``allow_locked`` lets tests reproduce older
+    releases' behaviour (upstream's own tests do the same through their emulation version).
     """
+    table = GATES if release is None else release.gates
+    version = f"1.{DEFAULT_MINOR}" if release is None else release.name
     out: dict[str, bool] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -77,9 +40,9 @@ def parse_feature_gates(text: str, *, allow_locked: bool = False) -> dict[str, b
         name, value = name.strip(), value.strip().lower()
         if not sep or value not in ("true", "false"):
             raise FeatureGateError(f"invalid feature gate {part!r}: expected NAME=true|false")
-        spec = GATES.get(name)
+        spec = table.get(name)
         if spec is None:
-            raise FeatureGateError(f"unrecognized feature gate: {name}")
+            raise FeatureGateError(f"unrecognized feature gate: {name} (Kubernetes {version})")
         enabled = value == "true"
         if spec.locked and enabled != spec.default and not allow_locked:
             raise FeatureGateError(
@@ -90,7 +53,7 @@ def parse_feature_gates(text: str, *, allow_locked: bool = False) -> dict[str, b
             raise FeatureGateError(
                 f"feature gate {name}=true is not supported by dra-extender: it would need "
                 f"{spec.unsupported_on}, which the extender does not implement; leave it off "
-                "(its 1.37 default) or let the in-tree DynamicResources plugin schedule such pods"
+                f"(its {version} default) or let the in-tree DynamicResources plugin schedule such pods"
             )
         out[name] = enabled
     return out
@@ -115,26 +78,35 @@ class Features:
     optional_node_operations: bool = False
 
     @classmethod
-    def from_gates(cls, overrides: Mapping[str, bool] | None = None) -> Features:
-        gates = {name: spec.default for name, spec in GATES.items()}
+    def from_gates(
+        cls, overrides: Mapping[str, bool] | None = None, release: Release | None = None
+    ) -> Features:
+        """``release``'s defaults (1.37 when None) with ``overrides``; a gate the release does not
+        have is off."""
+        table = GATES if release is None else release.gates
+        gates = {name: spec.default for name, spec in table.items()}
         gates.update(overrides or {})
+
+        def on(name: str) -> bool:
+            return gates.get(name, False)
+
         return cls(
-            admin_access=gates["DRAAdminAccess"],
-            prioritized_list=gates["DRAPrioritizedList"],
-            partitionable_devices=gates["DRAPartitionableDevices"],
-            device_taints=gates["DRADeviceTaints"],
-            device_taint_rules=gates["DRADeviceTaints"] and gates["DRADeviceTaintRules"],
-            consumable_capacity=gates["DRAConsumableCapacity"],
-            device_binding=gates["DRADeviceBindingConditions"] and gates["DRAResourceClaimDeviceStatus"],
-            list_type_attributes=gates["DRAListTypeAttributes"],
-            extended_resource=gates["DRAExtendedResource"],
-            filter_timeout=gates["DRASchedulerFilterTimeout"],
-            optional_node_operations=gates["DRAOptionalNodeOperations"],
+            admin_access=on("DRAAdminAccess"),
+            prioritized_list=on("DRAPrioritizedList"),
+            partitionable_devices=on("DRAPartitionableDevices"),
+            device_taints=on("DRADeviceTaints"),
+            device_taint_rules=on("DRADeviceTaints") and on("DRADeviceTaintRules"),
+            consumable_capacity=on("DRAConsumableCapacity"),
+            device_binding=on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus"),
+            list_type_attributes=on("DRAListTypeAttributes"),
+            extended_resource=on("DRAExtendedResource"),
+            filter_timeout=on("DRASchedulerFilterTimeout"),
+            optional_node_operations=on("DRAOptionalNodeOperations"),
         )
 
     @classmethod
-    def parse(cls, text: str, *, allow_locked: bool = False) -> Features:
-        return cls.from_gates(parse_feature_gates(text, allow_locked=allow_locked))
+    def parse(cls, text: str, *, allow_locked: bool = False, release: Release | None = None) -> Features:
+        return cls.from_gates(parse_feature_gates(text, allow_locked=allow_locked, release=release), release)
 
     @property
     def variant(self) -> str:

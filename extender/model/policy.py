@@ -2,8 +2,9 @@
 
 DefaultPreemption (``filterPodsWithPDBViolation``, pkg/scheduler/framework/preemption) reads a
 budget's namespace, ``spec.selector``, ``status.disruptionsAllowed`` and
-``status.disruptedPods``; a nil or empty selector matches nothing there, and so does one that
-``metav1.LabelSelectorAsSelector`` cannot convert.
+``status.disruptedPods``; a nil or empty selector matches nothing there (until 1.37; from 1.38,
+kubernetes#141785, an empty selector ``{}`` matches every pod of the budget's namespace), and
+neither does one that ``metav1.LabelSelectorAsSelector`` cannot convert.
 """
 
 from __future__ import annotations
@@ -76,10 +77,17 @@ class PodDisruptionBudget:
     disruptions_allowed: int
     #: ``status.disruptedPods``: pod names the API server has already counted against the budget.
     disrupted_pods: frozenset[str]
+    #: The selector is the empty ``{}`` (``selector`` is None then).
+    selects_all: bool = False
 
-    def protects(self, namespace: str, labels: Mapping[str, str]) -> bool:
-        """Whether a pod with these labels counts against this budget."""
-        if self.selector is None or namespace != self.namespace or not labels:
+    def protects(self, namespace: str, labels: Mapping[str, str], *, empty_selects_all: bool = False) -> bool:
+        """Whether a pod with these labels counts against this budget (``empty_selects_all``:
+        kube-scheduler 1.38's reading of an empty selector)."""
+        if namespace != self.namespace:
+            return False
+        if self.selects_all:
+            return empty_selects_all
+        if self.selector is None or not labels:
             return False  # upstream: a pod with no labels matches no budget
         return self.selector.matches(labels)
 
@@ -89,17 +97,19 @@ def parse_pod_disruption_budget(obj: dict[str, object]) -> PodDisruptionBudget:
     spec = Reader(obj.get("spec"), "spec")
     status = Reader(obj.get("status"), "status")
     selector: LabelSelector | None = None
+    selects_all = False
     if spec.has("selector"):
         try:
             selector = parse_label_selector(spec.sub("selector"))
         except ObjectError:
             selector = None  # "This object has an invalid selector, it does not match the pod"
         if selector is not None and selector.empty:
-            selector = None  # "A PDB with a nil or empty selector matches nothing"
+            selector, selects_all = None, True  # 1.37: "A PDB with a nil or empty selector matches nothing"
     return PodDisruptionBudget(
         namespace=meta.string("namespace", "default"),
         name=meta.string("name"),
         selector=selector,
         disruptions_allowed=status.integer("disruptionsAllowed"),
         disrupted_pods=frozenset(str(k) for k in status.mapping("disruptedPods")),
+        selects_all=selects_all,
     )

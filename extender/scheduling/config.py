@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from extender.allocator import Features
+from extender.allocator.releases import DEFAULT_MINOR, Release, release_of
 from extender.scheduling.binding import DEFAULT_BINDING_WAIT
 from extender.scheduling.decision import DEFAULT_BINDING_TIMEOUT
 
@@ -53,6 +54,8 @@ class NoObserver:
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     features: Features = field(default_factory=Features)
+    #: The Kubernetes release decisions follow (its gate defaults are in ``features`` already).
+    release: Release = field(default_factory=lambda: release_of(DEFAULT_MINOR))
     score_policy: str = "binpack"
     #: Allocation budget per node, and for all nodes of one filter call (seconds).
     node_timeout: float = 1.0

@@ -110,7 +110,16 @@ class Engine:
         )
 
     def reconfigure(self, config: EngineConfig) -> None:
-        """Replace the configuration (on the engine's loop), for decisions and writes alike."""
+        """Replace the configuration (on the engine's loop), for decisions and writes alike.
+
+        New features (another Kubernetes release, read from the API server at start) change
+        how allocations count: the devices in use are recounted and no snapshot is kept."""
+        if config.features != self.config.features:
+            self._allocated = AllocatedState(config.features)
+            self._counted = {}
+            self.state.changed_claims |= set(self.state.claims)
+            self._snapshot = None
+            self._snapshot_key = None
         self.config = config
         self.binder.config = config
 
@@ -554,6 +563,7 @@ class Engine:
             timeout=self.config.node_timeout,
             budget=self.config.filter_budget,
             clock=self.clock,
+            empty_pdb_selector_selects_all=self.config.release.pdb_empty_selector_matches_all,
         )
         cached = self.state.pods.get(pod.key)
         if answer and cached is not None and cached.uid == pod.uid and cached.priority == pod.priority:

@@ -66,7 +66,9 @@ def potential_victims(state: ClusterState, preemptor: Pod, node_name: str) -> li
     return sorted((p for p in on_node if p.priority < preemptor.priority and not p.terminal), key=importance)
 
 
-def pdb_violating(pods: Sequence[Pod], pdbs: Iterable[PodDisruptionBudget]) -> set[str]:
+def pdb_violating(
+    pods: Sequence[Pod], pdbs: Iterable[PodDisruptionBudget], *, empty_selects_all: bool = False
+) -> set[str]:
     """UIDs of the pods whose eviction, in this order, would violate a PodDisruptionBudget
     (upstream ``filterPodsWithPDBViolation``: each matching pod not already in the budget's
     disruptedPods uses up one of its allowed disruptions; past zero, the pod violates it)."""
@@ -75,7 +77,8 @@ def pdb_violating(pods: Sequence[Pod], pdbs: Iterable[PodDisruptionBudget]) -> s
     out: set[str] = set()
     for pod in pods:
         for i, pdb in enumerate(budgets):
-            if not pdb.protects(pod.namespace, pod.labels) or pod.name in pdb.disrupted_pods:
+            protected = pdb.protects(pod.namespace, pod.labels, empty_selects_all=empty_selects_all)
+            if not protected or pod.name in pdb.disrupted_pods:
                 continue
             allowed[i] -= 1
             if allowed[i] < 0:
@@ -227,6 +230,7 @@ def select_victims(
     *,
     claims: PodClaims | None = None,
     pdbs: Iterable[PodDisruptionBudget] = (),
+    empty_selects_all: bool = False,
     nominations: Nominations | None = None,
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
     evicted: frozenset[str] = frozenset(),
@@ -247,7 +251,7 @@ def select_victims(
     victims = {*evicted, *(p.uid for p in lower)}
     if not what_if.fits(victims):
         return None
-    violating = pdb_violating(everyone, pdbs)
+    violating = pdb_violating(everyone, pdbs, empty_selects_all=empty_selects_all)
     chosen: list[Pod] = []
     violations = 0
     for pod in [*(p for p in lower if p.uid in violating), *(p for p in lower if p.uid not in violating)]:
@@ -275,6 +279,7 @@ def preempt(
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
     budget: float = 3.0,
     clock: Callable[[], float] = time.monotonic,
+    empty_pdb_selector_selects_all: bool = False,
 ) -> dict[str, Candidate]:
     """The preempt verb's answer: per candidate node, kube-scheduler's victims and the pods the
     preemptor's claims need gone, most important first; a node where no set of lower-priority
@@ -285,6 +290,8 @@ def preempt(
     Nodes not judged within ``budget`` seconds are dropped too (the answer must arrive within
     the scheduler's timeout). PodDisruptionBudgets are the cache's (``snapshot.state.pdbs``).
     ``claims``: the preemptor's, as the caller's PreFilter resolved them.
+    ``empty_pdb_selector_selects_all``: kube-scheduler 1.38+ (a budget's ``{}`` selector
+    protects every pod of its namespace).
     """
     claims = claims if claims is not None else snapshot.claims_of(preemptor)
     if claims.error is None and claims.reason is None and not claims.allocates:
@@ -305,6 +312,7 @@ def preempt(
             node,
             claims=claims,
             pdbs=pdbs,
+            empty_selects_all=empty_pdb_selector_selects_all,
             nominations=nominations,
             timeout=timeout,
             evicted=frozenset(proposed.uids),

@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,7 @@ from extender.scheduling.engine import Engine
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.logs import decision_log
 from extender.service.metrics import CapacityFeed, Metrics
+from extender.service.versions import ServerVersion, device_preemption_fallback, features_for, release_for
 from extender.service.worker import Batches, EngineWorker
 from extender.statefile import load_objects
 
@@ -62,6 +63,10 @@ class ServeConfig:
     api_timeout: float = 30.0
     #: Cluster mode: an informer down this long makes the cache stale (not ready, no binds).
     cache_stale_after: float = 30.0
+    #: ``--feature-gates`` as given (``engine.features`` applies them to ``engine.release``).
+    gates: Mapping[str, bool] = field(default_factory=dict)
+    #: No ``--kubernetes-version`` in cluster mode: follow the API server's ``/version``.
+    release_from_server: bool = False
 
 
 def follow(store: MemoryStore, state: ClusterState) -> None:
@@ -93,6 +98,7 @@ def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, 
     worker = EngineWorker()
     metrics = observed(engine, worker)
     engine.snapshot()  # index the inventory now, not on the first request
+    log.info("deciding as Kubernetes %s", config.engine.release.name)
     service = Service(engine=engine, metrics=metrics, ready=lambda: True, mode="embedded", worker=worker)
     return service, store
 
@@ -197,35 +203,6 @@ def discover(raw: RawKube, health: ClusterHealth, stop: threading.Event) -> tupl
     return None
 
 
-#: The first kube-scheduler release that hands the preempt verb nodes only extenders rejected
-#: (kubernetes#135486): --device-preemption needs it.
-DEVICE_PREEMPTION_SINCE = (1, 38)
-
-
-def device_preemption_fallback(raw: RawKube) -> str | None:
-    """Why --device-preemption must fall back to the in-tree answers here, or None.
-
-    kube-scheduler is never newer than kube-apiserver (the version skew policy), so an API
-    server older than 1.38 means a kube-scheduler that cannot use it: there, nodes answered
-    Unschedulable for devices make its in-tree preemption fail with "expected at least one
-    victim pod on node" and retry the pod about a hundred times a second (measured with 1.36).
-    """
-    try:
-        version = raw.server_version()
-    except ClusterAPIError as exc:
-        return (
-            f"--device-preemption is off: the API server's version could not be read ({exc}), and "
-            "kube-scheduler older than 1.38 turns it into a retry loop"
-        )
-    if version is None or version >= DEVICE_PREEMPTION_SINCE:
-        return None
-    return (
-        f"--device-preemption is off: the API server is {version[0]}.{version[1]}, so kube-scheduler "
-        "is 1.37 or older and cannot use it (its preemption would retry every pod short of devices "
-        "in a loop); filter answers as the in-tree plugin does"
-    )
-
-
 def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     """Against an API server: informers (raw list+watch) feed the cache; writes go to the server.
 
@@ -286,11 +263,30 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         found = discover(raw, health, stop)
         if found is None:
             return
-        if config.engine.device_preemption:
-            fallback = device_preemption_fallback(raw)
+        server = ServerVersion.read(raw)
+        engine_config = config.engine
+        if config.release_from_server:
+            release, warning = release_for(server)
+            if warning is not None:
+                log.warning("%s", warning)
+            features, ignored = features_for(release, config.gates)
+            for line in ignored:
+                log.warning("%s", line)
+            engine_config = dataclasses.replace(engine_config, release=release, features=features)
+        if engine_config.device_preemption:
+            fallback = device_preemption_fallback(server)
             if fallback is not None:
                 log.warning("%s", fallback)
-                changes.put(engine.reconfigure, dataclasses.replace(engine.config, device_preemption=False))
+                engine_config = dataclasses.replace(engine_config, device_preemption=False)
+        log.info(
+            "deciding as Kubernetes %s (API server %s)",
+            engine_config.release.name,
+            server.shown,
+            extra={"fields": {"source": "API server" if config.release_from_server else "flag or default"}},
+        )
+        if engine_config != config.engine:
+            changes.put(engine.reconfigure, engine_config)  # before any informer delivers an object
+        features = engine_config.features
         paths, served = found
         kube_api.paths = paths
         reflectors: list[Reflector] = []

@@ -24,11 +24,6 @@ from tests.shared import REPO
 SCHEDULER_NAME = "dra-extender-scheduler"
 SHIPPED_CONFIG = REPO / "scheduler-config" / "second-scheduler.yaml"
 
-#: kube-scheduler 1.36.3 is the version the suite ran with; where the extender's 1.37 defaults
-#: differ from 1.36's, the extender is given 1.36's value: DRADeviceTaintRules is beta and off
-#: in 1.36 (GA and on in 1.37).
-EXTENDER_GATES_FOR_136 = "DRADeviceTaintRules=false"
-
 
 def scheduler_config(
     kubeconfig: Path,
@@ -137,8 +132,6 @@ class Extender:
                 "0",
                 "--ops-host",
                 "127.0.0.1",
-                "--feature-gates",
-                EXTENDER_GATES_FOR_136,
                 *args,
             ],
             plane.folder / f"{name}.log",

@@ -38,3 +38,8 @@ def test_example_cluster_scheduled_by_the_real_scheduler(cluster: ControlPlane) 
     extended = legacy["status"]["extendedResourceClaimStatus"]
     assert extended["resourceClaimName"].startswith("legacy-gpu-extended-resources-")
     assert cluster.refused_writes(audit_from) == []
+    # No --kubernetes-version: the extender follows the real API server's release (its gates:
+    # DRADeviceTaintRules is beta and off in 1.36, GA and on in the extender's 1.37 default).
+    said = [line for line in ext.process.log.read_text().splitlines() if "deciding as Kubernetes" in line]
+    minor = cluster.api.request("GET", "/version")["minor"]
+    assert len(said) == 1 and f"deciding as Kubernetes 1.{minor} (API server 1.{minor})" in said[0], said

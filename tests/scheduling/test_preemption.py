@@ -266,6 +266,46 @@ def test_pdb_violations_as_upstream_filterPodsWithPDBViolation(case: Any) -> Non
     assert {p.name for p in parsed if p.uid in pdb_violating(parsed, budgets)} == violating
 
 
+#: kubernetes#141785 (kube-scheduler 1.38): an empty selector ``{}`` protects every pod of the
+#: budget's namespace (1.37: none); a missing selector still protects none. name: (pods, budgets,
+#: violating with the 1.37 rule, violating with the 1.38 rule)
+EMPTY_SELECTOR_CASES = {
+    "empty selector": ([("p1", APP_A), ("p2", None)], [budget({}, 0)], set(), {"p1", "p2"}),
+    "empty selector, one disruption allowed": (
+        [("p1", APP_A), ("p2", APP_B)],
+        [budget({}, 1)],
+        set(),
+        {"p2"},
+    ),
+    "empty selector of another namespace": ([("p1", APP_A)], [budget({}, 0, ns="other")], set(), set()),
+    "no selector": ([("p1", APP_A)], [budget(None, 0)], set(), set()),
+}
+
+
+@pytest.mark.parametrize("case", EMPTY_SELECTOR_CASES.values(), ids=EMPTY_SELECTOR_CASES.keys())
+def test_an_empty_budget_selector_by_release(case: Any) -> None:
+    pods, budgets, before, since = case
+    parsed = [labelled(name, labels) for name, labels in pods]
+    for empty_selects_all, violating in ((False, before), (True, since)):
+        found = pdb_violating(parsed, budgets, empty_selects_all=empty_selects_all)
+        assert {p.name for p in parsed if p.uid in found} == violating, empty_selects_all
+
+
+def test_the_preempt_verb_reads_an_empty_budget_selector_as_the_release_does() -> None:
+    """The victim an empty-selector budget protects counts as a PDB violation in the answer
+    under 1.38 (kube-scheduler prefers nodes with fewer), and not under 1.37."""
+    snapshot, state = cluster(
+        [Holder("a", 1, (0, 1, 2, 3), labels=APP_A)],
+        1,
+        extra=[pod_disruption_budget("everyone", {}, allowed=0)],
+    )
+    preemptor = state.pods[("default", "preemptor")]
+    as_1_37 = preempt(snapshot, preemptor, {"node-1": Candidate(())})
+    as_1_38 = preempt(snapshot, preemptor, {"node-1": Candidate(())}, empty_pdb_selector_selects_all=True)
+    assert as_1_37 == {"node-1": Candidate(("uid-a",), 0)}
+    assert as_1_38 == {"node-1": Candidate(("uid-a",), 1)}
+
+
 def test_an_invalid_selector_protects_nothing() -> None:
     raw = pod_disruption_budget("b", APP_A, allowed=0)
     raw["spec"]["selector"] = {"matchExpressions": [{"key": "app", "operator": "Sometimes"}]}
