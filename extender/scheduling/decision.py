@@ -123,6 +123,7 @@ class Snapshot:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         binding_timeout: float = DEFAULT_BINDING_TIMEOUT,
+        timeout_is_error: bool = True,
         new_share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
         inventory: Inventory | None = None,
         previous: Snapshot | None = None,
@@ -133,11 +134,13 @@ class Snapshot:
         """``allocated``: the devices in use, kept up to date by the caller (then ``claims`` are
         not counted again). ``previous`` and ``changed`` (the devices whose use changed since
         it): the snapshot this one replaces, whose memo tables it takes over, minus what it
-        remembered of ``changed_claims`` (changed or deleted since)."""
+        remembered of ``changed_claims`` (changed or deleted since). ``timeout_is_error``: an
+        allocation that runs out of time is an error for the pod (1.36+), not this node's reason."""
         self.state = state
         self.features = features
         self.wall_clock = wall_clock
         self.binding_timeout = binding_timeout
+        self.timeout_is_error = timeout_is_error
         self.inventory = inventory or Inventory(
             state.slices.values(), state.classes, features, state.taint_rules.values()
         )
@@ -234,6 +237,10 @@ class Snapshot:
             try:
                 outcome = self.allocator.allocate(node_info(node), to_allocate, timeout=timeout)
             except AllocationTimeout as exc:
+                if self.timeout_is_error:
+                    # v1.36.3 Filter (kubernetes#137607): "Timeouts are potentially transient.
+                    # Return Error so the pod retries via backoff".
+                    return NodeDecision(node.name, False, error=f"node {node.name}: {exc}", timed_out=True)
                 return NodeDecision(node.name, False, reason=str(exc), timed_out=True)
             except NodeAllocationError as exc:
                 # ErrFailedAllocationOnNode: unschedulable on this node, not an error for the pod.

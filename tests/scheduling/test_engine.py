@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from extender.allocator.releases import release_of
 from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
@@ -37,8 +38,11 @@ def engine_with(clock: SteppingClock, nodes: int, config: EngineConfig, alike: b
 
 
 def test_a_node_that_timed_out_keeps_that_answer_for_a_while() -> None:
+    """Before 1.36 a timeout is the node's reason (Unresolvable, until a cluster event): the
+    extender does not spend the budget on that node again for a while."""
     clock = SteppingClock(2.0)
-    engine = engine_with(clock, 1, EngineConfig(node_timeout=1.0, filter_budget=1e9))
+    config = EngineConfig(node_timeout=1.0, filter_budget=1e9, release=release_of(35))
+    engine = engine_with(clock, 1, config)
     p = engine.state.pods[("default", "p")]
     clock.running = True
     first = engine.filter(p, ["node-0"])
@@ -47,6 +51,20 @@ def test_a_node_that_timed_out_keeps_that_answer_for_a_while() -> None:
     assert engine.filter(p, ["node-0"]).unresolvable["node-0"] == first.unresolvable["node-0"]
     clock.now += engine.config.timeout_memo_seconds + 1
     assert engine.filter(p, ["node-0"]).passed == ["node-0"]
+
+
+def test_a_timeout_fails_the_filter_from_1_36_and_the_retry_allocates_again() -> None:
+    """v1.36.3 Filter (kubernetes#137607): a timeout is an error, so kube-scheduler backs the
+    pod off and tries again; the retry allocates afresh (nothing remembered)."""
+    clock = SteppingClock(2.0)
+    engine = engine_with(clock, 2, EngineConfig(node_timeout=1.0, filter_budget=1e9), alike=False)
+    p = engine.state.pods[("default", "p")]
+    clock.running = True
+    first = engine.filter(p, ["node-0", "node-1"])
+    assert first.error == "node node-0: timed out trying to allocate devices"
+    assert first.passed == []
+    clock.running = False
+    assert engine.filter(p, ["node-0", "node-1"]).passed == ["node-0", "node-1"]
 
 
 def slowed(engine: Engine, clock: SteppingClock, seconds: float) -> list[str]:
