@@ -418,7 +418,9 @@ def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
     state = ClusterState.from_objects(objects)
     state.problems[:0] = problems
     try:
-        result = simulate(state, features, SimulationRequest(args.pod, args.node, args.timeout, args.preempt))
+        result = simulate(
+            state, features, SimulationRequest(args.pod, args.node, args.timeout, args.preempt, release)
+        )
     except SelectionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -473,7 +475,11 @@ def serve_problems(args: argparse.Namespace) -> list[str]:
 
 def serve_config(args: argparse.Namespace) -> ServeConfig:
     release = args.kubernetes_version or release_of(DEFAULT_MINOR)
-    gates = parse_feature_gates(args.feature_gates, release=release if args.kubernetes_version else None)
+    from_server = args.kubernetes_version is None and not args.state
+    # Following the API server: its release's locks are checked once it is known (versions.py).
+    gates = parse_feature_gates(
+        args.feature_gates, allow_locked=from_server, release=release if args.kubernetes_version else None
+    )
     engine = EngineConfig(
         features=Features.from_gates(gates, release),
         release=release,
@@ -505,7 +511,7 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         api_timeout=args.api_timeout or DEFAULT_API_TIMEOUT,
         cache_stale_after=args.cache_stale_after or DEFAULT_CACHE_STALE_AFTER,
         gates=gates,
-        release_from_server=args.kubernetes_version is None and not args.state,
+        release_from_server=from_server,
     )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.allocator import Features
+from extender.allocator.releases import DEFAULT_MINOR, Release, release_of
 from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.state import ClusterState
 from extender.model.core import Pod
@@ -24,6 +25,8 @@ class SimulationRequest:
     #: where preemption may help) and, for a pod that fits nowhere, which lower-priority pods to
     #: evict per node (the preempt verb).
     preempt: bool = False
+    #: The Kubernetes release decisions follow (1.37 when None).
+    release: Release | None = None
 
 
 class SelectionError(ValueError):
@@ -42,7 +45,8 @@ def _pods(state: ClusterState, wanted: str | None) -> list[Pod]:
 
 def simulate(state: ClusterState, features: Features, request: SimulationRequest) -> dict[str, Any]:
     cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
-    snapshot = Snapshot(state, features, cel)
+    release = request.release or release_of(DEFAULT_MINOR)
+    snapshot = Snapshot(state, features, cel, timeout_is_error=release.filter_timeout_is_error)
     if request.node is not None and request.node not in state.nodes:
         raise SelectionError(f"node {request.node} not found in the state")
     nodes = (
@@ -75,20 +79,32 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
             "nodes": {name: d.to_dict() for name, d in decisions.items()},
         }
         if request.preempt and not any(d.fits for d in decisions.values()):
-            entry["preemption"] = _preemption(state, snapshot, pod, [n.name for n in nodes], request.timeout)
+            names = [n.name for n in nodes]
+            entry["preemption"] = _preemption(state, snapshot, pod, names, request.timeout, release)
         pods_out.append(entry)
     return {"pods": pods_out, "problems": list(state.problems)}
 
 
 def _preemption(
-    state: ClusterState, snapshot: Snapshot, pod: Pod, nodes: list[str], timeout: float | None
+    state: ClusterState,
+    snapshot: Snapshot,
+    pod: Pod,
+    nodes: list[str],
+    timeout: float | None,
+    release: Release,
 ) -> dict[str, list[str]]:
     """Per node where evicting lower-priority pods makes room: those pods, most important first
     (the preempt verb's order)."""
     by_uid = {p.uid: p for p in state.pods.values()}
     candidates = {n: Candidate(()) for n in nodes}
     answer = preempt(
-        snapshot, pod, candidates, nominations=nominated.Nominations(), timeout=timeout, budget=60.0
+        snapshot,
+        pod,
+        candidates,
+        nominations=nominated.Nominations(),
+        timeout=timeout,
+        budget=60.0,
+        pdb_selectors_as_policy_v1=release.pdb_selectors_as_policy_v1,
     )
     return {
         node: [f"{by_uid[u].namespace}/{by_uid[u].name}" for u in candidate.uids if u in by_uid]

@@ -95,7 +95,9 @@ class Features:
             prioritized_list=on("DRAPrioritizedList"),
             partitionable_devices=on("DRAPartitionableDevices"),
             device_taints=on("DRADeviceTaints"),
-            device_taint_rules=on("DRADeviceTaints") and on("DRADeviceTaintRules"),
+            # 1.34 has no DRADeviceTaintRules: DeviceTaintRules came with DRADeviceTaints.
+            device_taint_rules=on("DRADeviceTaints")
+            and gates.get("DRADeviceTaintRules", on("DRADeviceTaints")),
             consumable_capacity=on("DRAConsumableCapacity"),
             device_binding=on("DRADeviceBindingConditions") and on("DRAResourceClaimDeviceStatus"),
             list_type_attributes=on("DRAListTypeAttributes"),

@@ -415,6 +415,8 @@ class Inventory:
                         p.id[0],
                         p.invalid,
                         p.has_binding_conditions,
+                        # Devices of slices that skip node operations are refused on some nodes.
+                        tuple((len(s.devices), bool(s.skip_node_operations)) for s in p.slices),
                         tuple(self._device_entries(p, node_name, labels, projection)),
                     )
                     for p in pools

@@ -105,9 +105,17 @@ class Release:
     # --- kube-scheduler rules that changed between releases ------------------------------------
 
     @property
-    def pdb_empty_selector_matches_all(self) -> bool:
-        """Preemption reads a PodDisruptionBudget's empty selector ``{}`` as every pod of its
-        namespace (kubernetes#141785, 1.38); before, as no pod."""
+    def filter_timeout_is_error(self) -> bool:
+        """An allocation that runs out of time fails Filter with an error, so the pod goes to
+        back-off and is tried again, instead of being unschedulable on that node until a cluster
+        event (kubernetes#137607, 1.36)."""
+        return self.minor >= 36
+
+    @property
+    def pdb_selectors_as_policy_v1(self) -> bool:
+        """Preemption reads PodDisruptionBudget selectors as policy/v1 defines them: ``{}`` is
+        every pod of the namespace and unlabelled pods are matched (kubernetes#141785, 1.38);
+        before, ``{}`` and unlabelled pods matched nothing."""
         return self.minor >= 38
 
     @property

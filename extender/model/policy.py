@@ -3,7 +3,8 @@
 DefaultPreemption (``filterPodsWithPDBViolation``, pkg/scheduler/framework/preemption) reads a
 budget's namespace, ``spec.selector``, ``status.disruptionsAllowed`` and
 ``status.disruptedPods``; a nil or empty selector matches nothing there (until 1.37; from 1.38,
-kubernetes#141785, an empty selector ``{}`` matches every pod of the budget's namespace), and
+kubernetes#141785, an empty selector ``{}`` matches every pod of the budget's namespace and a
+pod without labels is no longer skipped), and
 neither does one that ``metav1.LabelSelectorAsSelector`` cannot convert.
 """
 
@@ -80,15 +81,18 @@ class PodDisruptionBudget:
     #: The selector is the empty ``{}`` (``selector`` is None then).
     selects_all: bool = False
 
-    def protects(self, namespace: str, labels: Mapping[str, str], *, empty_selects_all: bool = False) -> bool:
-        """Whether a pod with these labels counts against this budget (``empty_selects_all``:
-        kube-scheduler 1.38's reading of an empty selector)."""
+    def protects(self, namespace: str, labels: Mapping[str, str], *, as_policy_v1: bool = False) -> bool:
+        """Whether a pod with these labels counts against this budget.
+
+        ``as_policy_v1``: kube-scheduler 1.38's reading (kubernetes#141785), as policy/v1
+        defines selectors: ``{}`` selects every pod of the namespace, and a pod without labels is
+        matched like any other. Before, an empty selector and an unlabelled pod matched nothing."""
         if namespace != self.namespace:
             return False
         if self.selects_all:
-            return empty_selects_all
-        if self.selector is None or not labels:
-            return False  # upstream: a pod with no labels matches no budget
+            return as_policy_v1
+        if self.selector is None or (not labels and not as_policy_v1):
+            return False
         return self.selector.matches(labels)
 
 

@@ -114,7 +114,7 @@ class Engine:
 
         New features (another Kubernetes release, read from the API server at start) change
         how allocations count: the devices in use are recounted and no snapshot is kept."""
-        if config.features != self.config.features:
+        if config.features != self.config.features or config.release != self.config.release:
             self._allocated = AllocatedState(config.features)
             self._counted = {}
             self.state.changed_claims |= set(self.state.claims)
@@ -202,6 +202,7 @@ class Engine:
                 clock=self.clock,
                 wall_clock=self.wall_clock,
                 binding_timeout=self.config.binding_timeout,
+                timeout_is_error=self.config.release.filter_timeout_is_error,
                 inventory=inventory,
                 previous=previous if inventory is not None else None,
             )
@@ -563,7 +564,7 @@ class Engine:
             timeout=self.config.node_timeout,
             budget=self.config.filter_budget,
             clock=self.clock,
-            empty_pdb_selector_selects_all=self.config.release.pdb_empty_selector_matches_all,
+            pdb_selectors_as_policy_v1=self.config.release.pdb_selectors_as_policy_v1,
         )
         cached = self.state.pods.get(pod.key)
         if answer and cached is not None and cached.uid == pod.uid and cached.priority == pod.priority:
@@ -623,7 +624,7 @@ class Engine:
                         return found[1]
                     del mine[node.name]
             answer = assess(node)
-            if answer.timed_out:
+            if answer.timed_out and answer.error is None:  # an error is retried by kube-scheduler
                 if sum(len(t) for t in timeouts.values()) >= MAX_REMEMBERED_TIMEOUTS:
                     self._expire_timeouts()
                     if sum(len(t) for t in timeouts.values()) >= MAX_REMEMBERED_TIMEOUTS:

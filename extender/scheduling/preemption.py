@@ -67,7 +67,7 @@ def potential_victims(state: ClusterState, preemptor: Pod, node_name: str) -> li
 
 
 def pdb_violating(
-    pods: Sequence[Pod], pdbs: Iterable[PodDisruptionBudget], *, empty_selects_all: bool = False
+    pods: Sequence[Pod], pdbs: Iterable[PodDisruptionBudget], *, as_policy_v1: bool = False
 ) -> set[str]:
     """UIDs of the pods whose eviction, in this order, would violate a PodDisruptionBudget
     (upstream ``filterPodsWithPDBViolation``: each matching pod not already in the budget's
@@ -77,7 +77,7 @@ def pdb_violating(
     out: set[str] = set()
     for pod in pods:
         for i, pdb in enumerate(budgets):
-            protected = pdb.protects(pod.namespace, pod.labels, empty_selects_all=empty_selects_all)
+            protected = pdb.protects(pod.namespace, pod.labels, as_policy_v1=as_policy_v1)
             if not protected or pod.name in pdb.disrupted_pods:
                 continue
             allowed[i] -= 1
@@ -230,7 +230,7 @@ def select_victims(
     *,
     claims: PodClaims | None = None,
     pdbs: Iterable[PodDisruptionBudget] = (),
-    empty_selects_all: bool = False,
+    as_policy_v1: bool = False,
     nominations: Nominations | None = None,
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
     evicted: frozenset[str] = frozenset(),
@@ -251,7 +251,7 @@ def select_victims(
     victims = {*evicted, *(p.uid for p in lower)}
     if not what_if.fits(victims):
         return None
-    violating = pdb_violating(everyone, pdbs, empty_selects_all=empty_selects_all)
+    violating = pdb_violating(everyone, pdbs, as_policy_v1=as_policy_v1)
     chosen: list[Pod] = []
     violations = 0
     for pod in [*(p for p in lower if p.uid in violating), *(p for p in lower if p.uid not in violating)]:
@@ -279,7 +279,7 @@ def preempt(
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
     budget: float = 3.0,
     clock: Callable[[], float] = time.monotonic,
-    empty_pdb_selector_selects_all: bool = False,
+    pdb_selectors_as_policy_v1: bool = False,
 ) -> dict[str, Candidate]:
     """The preempt verb's answer: per candidate node, kube-scheduler's victims and the pods the
     preemptor's claims need gone, most important first; a node where no set of lower-priority
@@ -290,8 +290,8 @@ def preempt(
     Nodes not judged within ``budget`` seconds are dropped too (the answer must arrive within
     the scheduler's timeout). PodDisruptionBudgets are the cache's (``snapshot.state.pdbs``).
     ``claims``: the preemptor's, as the caller's PreFilter resolved them.
-    ``empty_pdb_selector_selects_all``: kube-scheduler 1.38+ (a budget's ``{}`` selector
-    protects every pod of its namespace).
+    ``pdb_selectors_as_policy_v1``: kube-scheduler 1.38+ (a budget's ``{}`` selector protects
+    every pod of its namespace, and unlabelled pods are matched too).
     """
     claims = claims if claims is not None else snapshot.claims_of(preemptor)
     if claims.error is None and claims.reason is None and not claims.allocates:
@@ -312,7 +312,7 @@ def preempt(
             node,
             claims=claims,
             pdbs=pdbs,
-            empty_selects_all=empty_pdb_selector_selects_all,
+            as_policy_v1=pdb_selectors_as_policy_v1,
             nominations=nominations,
             timeout=timeout,
             evicted=frozenset(proposed.uids),

@@ -274,7 +274,8 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
                 log.warning("%s", line)
             engine_config = dataclasses.replace(engine_config, release=release, features=features)
         if engine_config.device_preemption:
-            fallback = device_preemption_fallback(server)
+            given = None if config.release_from_server else engine_config.release
+            fallback = device_preemption_fallback(server, given)
             if fallback is not None:
                 log.warning("%s", fallback)
                 engine_config = dataclasses.replace(engine_config, device_preemption=False)

@@ -7,7 +7,8 @@ says which release's gates and rules filter follows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from extender.allocator import Features
@@ -24,11 +25,19 @@ class ServerVersion:
     error: str | None = None
 
     @classmethod
-    def read(cls, raw: RawKube) -> ServerVersion:
-        try:
-            return cls(raw.server_version())
-        except ClusterAPIError as exc:
-            return cls(None, str(exc))
+    def read(
+        cls, raw: RawKube, *, attempts: int = 3, pause: Callable[[float], object] = time.sleep
+    ) -> ServerVersion:
+        """``/version``, tried ``attempts`` times (a second apart) before giving up."""
+        error = ""
+        for attempt in range(attempts):
+            if attempt:
+                pause(1.0)
+            try:
+                return cls(raw.server_version())
+            except ClusterAPIError as exc:
+                error = str(exc)
+        return cls(None, error)
 
     @property
     def shown(self) -> str:
@@ -54,25 +63,39 @@ def release_for(server: ServerVersion) -> tuple[Release, str | None]:
 
 def features_for(release: Release, gates: Mapping[str, bool]) -> tuple[Features, list[str]]:
     """``release``'s gate defaults with the operator's ``--feature-gates``; a gate that release
-    does not have is left out, with a warning (kube-scheduler of that release would refuse it)."""
+    does not have, or has locked to the other value, is left out with a warning (kube-scheduler
+    of that release would refuse to start with it)."""
     known = release.gates
-    kept = {name: value for name, value in gates.items() if name in known}
-    warnings = [
-        f"feature gate {name} does not exist in Kubernetes {release.name}; ignored"
-        for name in gates
-        if name not in known
-    ]
+    kept: dict[str, bool] = {}
+    warnings = []
+    for name, value in gates.items():
+        spec = known.get(name)
+        if spec is None:
+            warnings.append(f"feature gate {name} does not exist in Kubernetes {release.name}; ignored")
+        elif spec.locked and value != spec.default:
+            warnings.append(
+                f"feature gate {name} is locked to {str(spec.default).lower()} in Kubernetes "
+                f"{release.name}; ignored"
+            )
+        else:
+            kept[name] = value
     return Features.from_gates(kept, release), warnings
 
 
-def device_preemption_fallback(server: ServerVersion) -> str | None:
+def device_preemption_fallback(server: ServerVersion, release: Release | None = None) -> str | None:
     """Why --device-preemption must fall back to the in-tree answers here, or None.
 
     kube-scheduler is never newer than kube-apiserver, so an API server older than 1.38 means a
     kube-scheduler that cannot use it: there, nodes answered Unschedulable for devices make its
     in-tree preemption fail with "expected at least one victim pod on node" and retry the pod
-    about a hundred times a second (measured with 1.36).
+    about a hundred times a second (measured with 1.36). ``release``: the one the operator gave
+    with ``--kubernetes-version``, which says the same of kube-scheduler.
     """
+    if release is not None and not release.preempts_for_extenders:
+        return (
+            f"--device-preemption is off: --kubernetes-version {release.name} says kube-scheduler cannot "
+            "use it (only 1.38 and newer hand the preempt verb nodes without in-tree victims)"
+        )
     if server.version is None and server.error is not None:
         return (
             f"--device-preemption is off: the API server's version could not be read ({server.error}), and "

@@ -1,9 +1,10 @@
-"""The search's candidate bound never changes an answer: not the devices, not an error, not a leak.
+"""The search's candidate bound never changes an answer: not the devices, not an error.
 
 Upstream walks every branch; the extender skips branches with too few usable candidates left.
 This property compares both on small random inventories that mix what can interact with the
 bound: selectors that fail at runtime on some devices, matchAttribute constraints, taints,
-counter-consuming and multi-allocatable devices (whose counters upstream may leave charged).
+counter-consuming and multi-allocatable devices (a rejected candidate leaves nothing charged
+since kubernetes#140431, so walking a hopeless branch changes no state).
 """
 
 from __future__ import annotations

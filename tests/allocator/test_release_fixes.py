@@ -397,3 +397,25 @@ def test_list_valued_constraints(
         assert out.unsatisfiable is not None, out
     else:
         assert [d for _, d in out.devices()] == expected
+
+
+def test_a_later_constraint_refusing_a_device_rolls_back_the_earlier_ones() -> None:
+    """allocateDevice adds the device to each constraint in turn; when one refuses it, the ones
+    before it drop it again (rollbackDevice's constraintsAdded), or d0's value would stick."""
+    objects = [
+        A,
+        resource_slice(
+            "s",
+            [
+                device("d0", attributes=attrs(a=1, b=1)),
+                device("d1", attributes=attrs(a=1, b=1)),
+                device("d2", attributes=attrs(a=2, b=2)),
+                device("d3", attributes=attrs(a=2, b=3)),
+            ],
+        ),
+        claim(
+            requests=[exact("r0"), exact("r1")],
+            constraints=[{"matchAttribute": "driver-a/a"}, {"distinctAttribute": "driver-a/b"}],
+        ),
+    ]
+    assert allocate(objects).devices() == [("r0", "d2"), ("r1", "d3")]

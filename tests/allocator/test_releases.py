@@ -70,7 +70,7 @@ def test_unsupported_gates_are_refused_in_every_release_that_has_them() -> None:
 def test_rules_that_changed_in_1_38() -> None:
     for minor, since in ((36, False), (37, False), (38, True)):
         release = release_of(minor)
-        assert release.pdb_empty_selector_matches_all is since
+        assert release.pdb_selectors_as_policy_v1 is since
         assert release.preempts_for_extenders is since
 
 

@@ -147,7 +147,8 @@ def test_every_call_is_allowed(fake: FakeApiServer, tmp_path: Path) -> None:
 
 def discovery(target: str) -> bool:
     path = urllib.parse.urlsplit(target).path.strip("/").split("/")
-    return path in (["api"], ["apis"]) or (
+    # /version, like discovery, is open to every client (ClusterRole system:public-info-viewer).
+    return path in (["api"], ["apis"], ["version"]) or (
         path[0] == "apis" and len(path) <= 3 and path[-1] in ("resource.k8s.io", "v1", "v1beta1", "v1beta2")
     )
 

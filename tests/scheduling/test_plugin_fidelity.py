@@ -863,3 +863,23 @@ def test_declared_features_split_look_alike_nodes() -> None:
         result = engine.filter(state.pods[("default", "pod")], order)
         assert result.passed == ["node-1"], result
         assert "node-2" in {**result.failed, **result.unresolvable}, result
+
+
+def test_a_slice_that_skips_node_operations_splits_look_alike_nodes() -> None:
+    """Equal devices, but only node-1's slice skips node operations: whatever the gate, node-1
+    cannot take its device (no declared feature) and node-2 can, in either order of judging."""
+    objects = [
+        A,
+        node("node-1"),
+        node("node-2"),
+        resource_slice("s1", [device("d0")], node="node-1", pool="p1", skipNodeOperations=SKIPS_ALL),
+        resource_slice("s2", [device("d0")], node="node-2", pool="p2"),
+        claim(),
+        pod("pod", ["claim-0"]),
+    ]
+    state = ClusterState.from_objects(objects)
+    for gates in ("", "DRAOptionalNodeOperations=true"):
+        for order in (["node-1", "node-2"], ["node-2", "node-1"]):
+            config = EngineConfig(features=Features.parse(gates))
+            engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment(), config)
+            assert engine.filter(state.pods[("default", "pod")], order).passed == ["node-2"], (gates, order)

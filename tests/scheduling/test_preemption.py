@@ -266,10 +266,18 @@ def test_pdb_violations_as_upstream_filterPodsWithPDBViolation(case: Any) -> Non
     assert {p.name for p in parsed if p.uid in pdb_violating(parsed, budgets)} == violating
 
 
+def without_label(key: str) -> Any:
+    raw = pod_disruption_budget("b", None, allowed=0)
+    raw["spec"]["selector"] = {"matchExpressions": [{"key": key, "operator": "DoesNotExist"}]}
+    return parse_pod_disruption_budget(raw)
+
+
 #: kubernetes#141785 (kube-scheduler 1.38): an empty selector ``{}`` protects every pod of the
 #: budget's namespace (1.37: none); a missing selector still protects none. name: (pods, budgets,
 #: violating with the 1.37 rule, violating with the 1.38 rule)
-EMPTY_SELECTOR_CASES = {
+EMPTY_SELECTOR_CASES: dict[
+    str, tuple[list[tuple[str, dict[str, str] | None]], list[Any], set[str], set[str]]
+] = {
     "empty selector": ([("p1", APP_A), ("p2", None)], [budget({}, 0)], set(), {"p1", "p2"}),
     "empty selector, one disruption allowed": (
         [("p1", APP_A), ("p2", APP_B)],
@@ -279,6 +287,12 @@ EMPTY_SELECTOR_CASES = {
     ),
     "empty selector of another namespace": ([("p1", APP_A)], [budget({}, 0, ns="other")], set(), set()),
     "no selector": ([("p1", APP_A)], [budget(None, 0)], set(), set()),
+    "an unlabelled pod under a DoesNotExist selector": (
+        [("p1", None)],
+        [without_label("app")],
+        set(),
+        {"p1"},
+    ),
 }
 
 
@@ -286,9 +300,9 @@ EMPTY_SELECTOR_CASES = {
 def test_an_empty_budget_selector_by_release(case: Any) -> None:
     pods, budgets, before, since = case
     parsed = [labelled(name, labels) for name, labels in pods]
-    for empty_selects_all, violating in ((False, before), (True, since)):
-        found = pdb_violating(parsed, budgets, empty_selects_all=empty_selects_all)
-        assert {p.name for p in parsed if p.uid in found} == violating, empty_selects_all
+    for as_policy_v1, violating in ((False, before), (True, since)):
+        found = pdb_violating(parsed, budgets, as_policy_v1=as_policy_v1)
+        assert {p.name for p in parsed if p.uid in found} == violating, as_policy_v1
 
 
 def test_the_preempt_verb_reads_an_empty_budget_selector_as_the_release_does() -> None:
@@ -301,7 +315,7 @@ def test_the_preempt_verb_reads_an_empty_budget_selector_as_the_release_does() -
     )
     preemptor = state.pods[("default", "preemptor")]
     as_1_37 = preempt(snapshot, preemptor, {"node-1": Candidate(())})
-    as_1_38 = preempt(snapshot, preemptor, {"node-1": Candidate(())}, empty_pdb_selector_selects_all=True)
+    as_1_38 = preempt(snapshot, preemptor, {"node-1": Candidate(())}, pdb_selectors_as_policy_v1=True)
     assert as_1_37 == {"node-1": Candidate(("uid-a",), 0)}
     assert as_1_38 == {"node-1": Candidate(("uid-a",), 1)}
 
