@@ -118,13 +118,14 @@ class Allocator:
         for candidate in attempt.candidates:
             device = candidate.device
             found: bool | None = None  # None: no request selects it
+            refused = attempt.refuses_node_operations(candidate.slice)  # never free for these claims
             for data in requests:
                 try:
-                    if free_only and not attempt.available(data, device):
+                    if free_only and (refused or not attempt.available(data, device)):
                         continue
                     if not attempt.selectable(data, device, candidate.slice):
                         continue
-                    if free_only or attempt.available(data, device):
+                    if free_only or (not refused and attempt.available(data, device)):
                         found = True
                         break
                     found = False
@@ -537,11 +538,7 @@ class _Attempt:
         if not self.features.partitionable_devices and device.consumes_counters:
             self._reject(data, ri, "consuming counters while DRAPartitionableDevices is off", device)
             return None
-        if s.skip_node_operations and not (
-            self.features.optional_node_operations and self.node.optional_node_operations
-        ):
-            # v1.37.0 allocateDevice (DRAOptionalNodeOperations, kubernetes#139933): a device whose
-            # slice skips node operations needs the gate and a node that declares the feature.
+        if self.refuses_node_operations(s):
             why = (
                 SKIPS_OPERATIONS_UNDECLARED
                 if self.features.optional_node_operations
@@ -633,6 +630,13 @@ class _Attempt:
         )
         result_added = True
         return rollback
+
+    def refuses_node_operations(self, s: ResourceSlice) -> bool:
+        """v1.37.0 allocateDevice (DRAOptionalNodeOperations, kubernetes#139933): a device whose
+        slice skips node operations needs the gate and a node that declares the feature."""
+        return bool(s.skip_node_operations) and not (
+            self.features.optional_node_operations and self.node.optional_node_operations
+        )
 
     def _shared_already(self, did: DeviceID) -> bool:
         """Upstream ``deviceCapacityInUse``: a share of ``did`` exists, so its counters are paid.

@@ -93,3 +93,25 @@ def test_results_copy_skip_node_operations_when_the_gate_is_on() -> None:
     assert off.unsatisfiable and "1 skipping node operations while DRAOptionalNodeOperations is off" in (
         off.unsatisfiable
     )
+
+
+def test_devices_refused_for_skipping_node_operations_are_never_counted_free() -> None:
+    """Prioritize's free-device count and the capacity gauges read ``matching``: a device the
+    allocator would refuse on this node is selected by the class but not free here."""
+    from extender.allocator import AllocatedState, Allocator, Inventory, NodeInfo
+    from extender.cluster.state import ClusterState
+    from tests.allocator.harness import cel_env
+
+    state = ClusterState.from_objects([device_class(), skipping_slice(), claim()])
+    claim_0 = state.claims[("default", "claim-0")]
+    for gates, declares, free in [
+        ("", True, False),
+        ("DRAOptionalNodeOperations=true", False, False),
+        ("DRAOptionalNodeOperations=true", True, True),
+    ]:
+        features = Features.parse(gates)
+        inventory = Inventory(state.slices.values(), state.classes, features, ())
+        allocator = Allocator(inventory, AllocatedState(features), cel_env())
+        node = NodeInfo("node-1", {}, declares)
+        assert [(d.id.device, f) for d, f in allocator.matching(node, [claim_0])] == [("d", free)], gates
+        assert allocator.free_matching(node, [claim_0]) == int(free)
