@@ -25,12 +25,13 @@ from extender.model.dra import (
 )
 from extender.model.errors import ObjectError
 from extender.model.policy import PodDisruptionBudget, parse_pod_disruption_budget
+from extender.model.scheduling import PodGroup, parse_pod_group
 from extender.model.versions import SUPPORTED_VERSIONS, resource_version_of
 from extender.tally import tally
 
 Key = tuple[str, str]  # (namespace, name); namespace '' for cluster-scoped objects
 
-NAMESPACED = {"Pod", "ResourceClaim", "ResourceClaimTemplate", "PodDisruptionBudget"}
+NAMESPACED = {"Pod", "ResourceClaim", "ResourceClaimTemplate", "PodDisruptionBudget", "PodGroup"}
 _PARSERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "Node": parse_node,
     "Pod": parse_pod,
@@ -40,6 +41,7 @@ _PARSERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "ResourceClaimTemplate": parse_resource_claim_template,
     "DeviceTaintRule": parse_device_taint_rule,
     "PodDisruptionBudget": parse_pod_disruption_budget,
+    "PodGroup": parse_pod_group,
 }
 _DRA_KINDS = {"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"}
 
@@ -67,6 +69,8 @@ class ClusterState:
     taint_rules: dict[str, DeviceTaintRule] = field(default_factory=dict)
     #: policy/v1 PodDisruptionBudgets (preemption spares the pods they protect where it can).
     pdbs: dict[Key, PodDisruptionBudget] = field(default_factory=dict)
+    #: scheduling.k8s.io PodGroups (DRAWorkloadResourceClaims: claims shared by a group's pods).
+    pod_groups: dict[Key, PodGroup] = field(default_factory=dict)
     #: Indexes of ``pods`` kept with it: bound pods by node; pods not bound yet by the node an
     #: earlier preemption nominated; how many bound, running pods have each priority.
     pods_by_node: dict[str, dict[Key, Pod]] = field(default_factory=dict)
@@ -236,6 +240,7 @@ class ClusterState:
             "ResourceClaimTemplate": self.templates,
             "DeviceTaintRule": self.taint_rules,
             "PodDisruptionBudget": self.pdbs,
+            "PodGroup": self.pod_groups,
         }
         return tables.get(kind, {})
 

@@ -101,6 +101,8 @@ class Pod:
     terminal: bool = False
     #: ``status.startTime`` in seconds since the epoch (None: not started).
     start_time: float | None = None
+    #: ``spec.schedulingGroup.podGroupName``: the PodGroup the pod belongs to (None: none).
+    pod_group: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -140,6 +142,7 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         deleting=meta.has("deletionTimestamp"),
         terminal=status.string("phase") in ("Succeeded", "Failed"),
         start_time=_timestamp(status.opt_string("startTime")),
+        pod_group=spec.sub("schedulingGroup").opt_string("podGroupName"),
     )
 
 

@@ -481,6 +481,8 @@ class ResourceClaim:
     raw: dict[str, Any]
     #: ``status.devices``: device -> condition type -> condition (what drivers report).
     device_conditions: Mapping[DeviceID, Mapping[str, DeviceCondition]] = field(default_factory=dict)
+    #: The controller ownerReference's (apiVersion, kind, name), if any (a PodGroup's claim).
+    controller: tuple[str, str, str] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -488,6 +490,16 @@ class ResourceClaim:
 
     def reserved_for_uid(self, uid: str) -> bool:
         return any(entry.get("uid") == uid for entry in self.reserved_for)
+
+    def reserved_for_group(self, group: str) -> bool:
+        """Reserved for the PodGroup of this name (upstream IsReservedForPod: pods do not know
+        their group's UID, so the group, resource and name are compared)."""
+        return any(
+            entry.get("apiGroup") == "scheduling.k8s.io"
+            and entry.get("resource") == "podgroups"
+            and entry.get("name") == group
+            for entry in self.reserved_for
+        )
 
 
 def _tolerations(reader: Reader) -> tuple[Toleration, ...]:
@@ -607,9 +619,11 @@ def parse_resource_claim(original: dict[str, Any], previous: ResourceClaim | Non
         else:
             allocation = parse_allocation(status.sub("allocation"))
     controller_uid = None
+    controller = None
     for ref in meta.readers("ownerReferences"):
         if ref.boolean("controller"):
             controller_uid = ref.string("uid")
+            controller = (ref.string("apiVersion"), ref.string("kind"), ref.string("name"))
     annotations = meta.mapping("annotations")
     return ResourceClaim(
         namespace=meta.string("namespace", "default"),
@@ -625,6 +639,7 @@ def parse_resource_claim(original: dict[str, Any], previous: ResourceClaim | Non
         annotations={str(k): str(v) for k, v in annotations.items()},
         raw=original,
         device_conditions=_device_conditions(status),
+        controller=controller,
     )
 
 

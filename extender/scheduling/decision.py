@@ -195,6 +195,7 @@ class Snapshot:
             self.features,
             pending,
             self._extended_prefilter if self.features.extended_resource else None,
+            self.state.pod_groups,
         )
 
     def _extended_prefilter(self, pod: Pod) -> er.ExtendedResources | None:

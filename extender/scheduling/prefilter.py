@@ -18,6 +18,7 @@ from extender.allocator import Features
 from extender.cluster.state import Key
 from extender.model.core import Pod
 from extender.model.dra import DeviceClass, ResourceClaim
+from extender.model.scheduling import SCHEDULING_GROUP, PodGroup
 from extender.scheduling.extended import ExtendedResources
 
 #: resourceapi.ResourceClaimReservedForMaxSize: a claim cannot be reserved for more consumers.
@@ -37,6 +38,9 @@ class PodClaims:
     error: str | None = None
     #: Extended resources a DeviceClass backs (the synthesized claim is allocated last).
     extended: ExtendedResources | None = None
+    #: DRAWorkloadResourceClaims: claim -> the ``reservedFor`` entry it gets, where that is the
+    #: pod's PodGroup (upstream ``podResourceClaimBindings``); claims not here are the pod's.
+    consumers: dict[Key, dict[str, str]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -76,21 +80,78 @@ def resolve_claims(
     features: Features,
     pending: Callable[[ResourceClaim], bool] | None = None,
     extended: Callable[[Pod], ExtendedResources | None] | None = None,
+    pod_groups: Mapping[Key, PodGroup] | None = None,
 ) -> PodClaims:
-    """``podResourceClaims``, ``preFilterExtendedResources``, then the per-claim checks.
+    """``podResourceClaims``, ``preFilterExtendedResources``, ``podResourceClaimBindings`` (with
+    DRAWorkloadResourceClaims), then the per-claim checks.
 
     ``pending``: another bind is allocating the claim; ``extended``: the extended-resource
-    PreFilter (None: DRAExtendedResource off).
+    PreFilter (None: DRAExtendedResource off); ``pod_groups``: the cache's PodGroups.
     """
-    out = _find(pod, claims, broken)
+    groups = features.workload_resource_claims
+    out = _find(pod, claims, broken, groups)
     if out.reason is None and out.error is None:
         if extended is not None:
             out.extended = extended(pod)
-        _check(pod, out, classes, features, pending)
+        if groups:
+            _bindings(pod, out, claims, pod_groups or {})
+        if out.reason is None:
+            _check(pod, out, classes, features, pending)
     return out
 
 
-def _find(pod: Pod, claims: Mapping[Key, ResourceClaim], broken: Mapping[Key, str]) -> PodClaims:
+def _bindings(
+    pod: Pod, out: PodClaims, claims: Mapping[Key, ResourceClaim], pod_groups: Mapping[Key, PodGroup]
+) -> None:
+    """podResourceClaimBindings -> resourceclaim.BindTo (v1.36.3): a pod claim that matches an
+    entry of its PodGroup exactly (name, claim name, template name) is reserved for the group."""
+    if pod.pod_group is None:
+        return
+    group = pod_groups.get((pod.namespace, pod.pod_group))
+    if group is None:
+        out.reason = f'podgroup.scheduling.k8s.io "{pod.pod_group}" not found'
+        return
+    for ref in pod.claims:
+        for entry in group.claims:
+            if entry.resource_claim_name is None and entry.resource_claim_template_name is None:
+                out.reason = (
+                    f"PodGroup {group.namespace}/{group.name} claim {entry.name}: "
+                    "none of the supported fields are set"
+                )
+                return
+            if (entry.name, entry.resource_claim_name, entry.resource_claim_template_name) == (
+                ref.name,
+                ref.resource_claim_name,
+                ref.resource_claim_template_name,
+            ):
+                name = ref.resource_claim_name or pod.claim_statuses.get(ref.name)
+                if name is not None and (pod.namespace, name) in claims:
+                    out.consumers[(pod.namespace, name)] = group.consumer()
+                break
+
+
+def _owned(pod: Pod, claim: ResourceClaim, groups: bool) -> str | None:
+    """resourceclaim.IsForPod: why a template claim is not the pod's to use (None: it is)."""
+    if claim.controller_uid == pod.uid:
+        return None
+    where = f"ResourceClaim {claim.namespace}/{claim.name} was not created for Pod {pod.namespace}/{pod.name}"
+    if groups and pod.pod_group is not None:
+        controller = claim.controller
+        if (
+            controller is not None
+            and controller[1] == "PodGroup"
+            and controller[2] == pod.pod_group
+            and controller[0].startswith(f"{SCHEDULING_GROUP}/")  # any version of the group
+        ):
+            return None
+        return f"{where} (neither Pod nor PodGroup {pod.pod_group} is the owner)"
+    # A pod outside any group: v1.36.3 dereferences the missing group (a panic, kubernetes#139844).
+    return f"{where} (Pod is not owner)"
+
+
+def _find(
+    pod: Pod, claims: Mapping[Key, ResourceClaim], broken: Mapping[Key, str], groups: bool
+) -> PodClaims:
     """foreachPodResourceClaim: every failure is "unschedulable" with its error text."""
     out = PodClaims()
     for ref in pod.claims:
@@ -123,11 +184,8 @@ def _find(pod: Pod, claims: Mapping[Key, ResourceClaim], broken: Mapping[Key, st
         if claim.deleting:
             out.reason = f'resourceclaim "{name}" is being deleted'
             return out
-        if owned and claim.controller_uid != pod.uid:
-            out.reason = (
-                f"ResourceClaim {pod.namespace}/{name} was not created for Pod "
-                f"{pod.namespace}/{pod.name} (Pod is not owner)"
-            )
+        if owned and (problem := _owned(pod, claim, groups)) is not None:
+            out.reason = problem
             return out
         (out.allocated if claim.allocation is not None else out.to_allocate).append(claim)
         out.ordered.append(claim)
@@ -145,7 +203,7 @@ def _check(
     for claim in out.ordered:
         where = f"{claim.namespace}/{claim.name}"
         if claim.allocation is not None:
-            if len(claim.reserved_for) >= RESERVED_FOR_MAX and not claim.reserved_for_uid(pod.uid):
+            if len(claim.reserved_for) >= RESERVED_FOR_MAX and not _reserved_for(claim, pod, features):
                 out.reason = "resourceclaim in use"  # resourceclaim.CanBeReserved is false
                 return
             selector = claim.allocation.node_selector
@@ -180,6 +238,17 @@ def _check(
                 else:
                     out.reason = message
                 return
+
+
+def _reserved_for(claim: ResourceClaim, pod: Pod, features: Features) -> bool:
+    """resourceclaim.IsReservedForPod: the pod, or (DRAWorkloadResourceClaims) its PodGroup."""
+    if claim.reserved_for_uid(pod.uid):
+        return True
+    return (
+        features.workload_resource_claims
+        and pod.pod_group is not None
+        and claim.reserved_for_group(pod.pod_group)
+    )
 
 
 def _validate_class(
