@@ -47,6 +47,7 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
     cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
     release = request.release or release_of(DEFAULT_MINOR)
     snapshot = Snapshot(state, features, cel, timeout_is_error=release.filter_timeout_is_error)
+    timeout = request.timeout if features.filter_timeout else None  # DRASchedulerFilterTimeout
     if request.node is not None and request.node not in state.nodes:
         raise SelectionError(f"node {request.node} not found in the state")
     nodes = (
@@ -60,16 +61,14 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
         claims = snapshot.claims_of(pod)
         nominations = nominated.Nominations() if request.preempt else None
         decisions: dict[str, NodeDecision] = {
-            n.name: nominated.decide(
-                snapshot, pod, claims, n, nominations=nominations, timeout=request.timeout
-            )
+            n.name: nominated.decide(snapshot, pod, claims, n, nominations=nominations, timeout=timeout)
             for n in nodes
         }
         if request.preempt:
             failing = [n for n in nodes if not decisions[n.name].fits and decisions[n.name].error is None]
             rejected = {n.name: n for n in failing}
             helped = preemption.where_it_may_help(
-                snapshot, pod, claims, rejected, nominations=nominations, timeout=request.timeout
+                snapshot, pod, claims, rejected, nominations=nominations, timeout=timeout
             )
             for name, addition in helped.items():
                 decisions[name].reason = (decisions[name].reason or "does not fit") + addition
@@ -78,7 +77,8 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
             "name": pod.name,
             "nodes": {name: d.to_dict() for name, d in decisions.items()},
         }
-        if request.preempt and not any(d.fits for d in decisions.values()):
+        aborted = any(d.error is not None for d in decisions.values())  # Filter's error ends the attempt
+        if request.preempt and not aborted and not any(d.fits for d in decisions.values()):
             names = [n.name for n in nodes]
             entry["preemption"] = _preemption(state, snapshot, pod, names, request.timeout, release)
         pods_out.append(entry)
@@ -125,11 +125,16 @@ def _bound(state: ClusterState, pod: Pod) -> dict[str, Any]:
 
 
 def unschedulable(result: dict[str, Any]) -> list[str]:
-    """The simulated pods that fit on no node (``simulate`` exits 1 when there are any)."""
+    """The simulated pods that fit on no node, or whose attempt an error on some node ends as
+    kube-scheduler's does (a timeout from 1.36); ``simulate`` exits 1 when there are any."""
     return [
         f"{p['namespace']}/{p['name']}"
         for p in result["pods"]
-        if "boundTo" not in p and not any(d["fits"] for d in p["nodes"].values())
+        if "boundTo" not in p
+        and (
+            not any(d["fits"] for d in p["nodes"].values())
+            or any(d.get("error") for d in p["nodes"].values())
+        )
     ]
 
 

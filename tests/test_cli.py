@@ -295,3 +295,27 @@ def test_simulate_refuses_an_unknown_release_and_a_gate_the_release_lacks(
     )
     assert code == 2
     assert "unrecognized feature gate: DRAOptionalNodeOperations (Kubernetes 1.36)" in capsys.readouterr().err
+
+
+def test_an_error_on_one_node_makes_the_pod_unschedulable_in_simulate() -> None:
+    """kube-scheduler ends the attempt at a Filter error on any node (a timeout from 1.36),
+    whatever the other nodes answered: simulate counts the pod as not scheduled."""
+    from typing import Any
+
+    from extender.simulate import unschedulable
+
+    result: dict[str, Any] = {
+        "pods": [
+            {
+                "namespace": "default",
+                "name": "p",
+                "nodes": {
+                    "node-1": {"fits": True, "error": None},
+                    "node-2": {"fits": False, "error": "node node-2: timed out trying to allocate devices"},
+                },
+            }
+        ]
+    }
+    assert unschedulable(result) == ["default/p"]
+    result["pods"][0]["nodes"]["node-2"]["error"] = None
+    assert unschedulable(result) == []

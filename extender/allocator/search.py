@@ -116,16 +116,17 @@ class Allocator:
         requests = [data for per_claim in attempt.requests for alts in per_claim for data in alts]
         out: list[tuple[Device, bool]] = []
         for candidate in attempt.candidates:
+            if attempt.refuses_node_operations(candidate.slice):
+                continue  # never usable on this node: neither free nor held by anyone
             device = candidate.device
             found: bool | None = None  # None: no request selects it
-            refused = attempt.refuses_node_operations(candidate.slice)  # never free for these claims
             for data in requests:
                 try:
-                    if free_only and (refused or not attempt.available(data, device)):
+                    if free_only and not attempt.available(data, device):
                         continue
                     if not attempt.selectable(data, device, candidate.slice):
                         continue
-                    if free_only or (not refused and attempt.available(data, device)):
+                    if free_only or attempt.available(data, device):
                         found = True
                         break
                     found = False

@@ -25,7 +25,7 @@ from extender.model.dra import (
 )
 from extender.model.errors import ObjectError
 from extender.model.policy import PodDisruptionBudget, parse_pod_disruption_budget
-from extender.model.scheduling import PodGroup, parse_pod_group
+from extender.model.scheduling import SCHEDULING_GROUP, PodGroup, parse_pod_group
 from extender.model.versions import SUPPORTED_VERSIONS, resource_version_of
 from extender.tally import tally
 
@@ -117,6 +117,8 @@ class ClusterState:
         if len(self.problems) > 1000:
             del self.problems[:500]  # a long-running cache keeps the recent ones
         parser = _PARSERS.get(kind)
+        if kind == "PodGroup" and not str(obj.get("apiVersion", "")).startswith(f"{SCHEDULING_GROUP}/"):
+            parser = None  # another project's PodGroup (Volcano, coscheduling)
         if parser is None:
             self.problems.append(f"{label}: kind not used for DRA scheduling, ignored")
             return

@@ -247,7 +247,7 @@ class Binder:
                 claims,
                 node,
                 nominations=self.decider.nominations(),
-                timeout=self.config.node_timeout,
+                timeout=self.config.allocation_timeout,
             )
         else:  # a bound pod whose node is gone: only reservations of allocated claims can be repaired
             fits = not (claims.reason or claims.error)

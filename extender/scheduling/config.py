@@ -88,3 +88,9 @@ class EngineConfig:
     device_preemption: bool = False
     #: How long the victims the preempt verb named are remembered (seconds).
     preemption_memory_seconds: float = 600.0
+
+    @property
+    def allocation_timeout(self) -> float | None:
+        """The limit of one node's allocation: ``node_timeout``, or none with the
+        DRASchedulerFilterTimeout gate off (as the plugin's Filter then has none)."""
+        return self.node_timeout if self.features.filter_timeout else None

@@ -381,7 +381,7 @@ class Engine:
             claims,
             rejected,
             nominations=self.nominations(),
-            timeout=self.config.node_timeout,
+            timeout=self.config.allocation_timeout,
             deadline=started + self.config.filter_budget,
             clock=self.clock,
             groups=group_of,
@@ -408,13 +408,16 @@ class Engine:
         names: Sequence[str],
         nodes: Mapping[str, Node] | None,
         started: float,
+        *,
+        stop_at_error: bool = True,
     ) -> tuple[list[Hashable], dict[Hashable, Assessment]]:
         """Per node name its group, and one answer per group (kube-scheduler's Filter per node).
 
         Look-alike nodes (:meth:`Snapshot.node_groups`) share a group, so a call costs one
         allocation per distinct group and a dict lookup per node; otherwise every node is its own
         group. Groups are judged in order until an error (the pod's answer) or until the filter
-        budget runs out: the rest are :data:`NOT_EVALUATED`.
+        budget runs out: the rest are :data:`NOT_EVALUATED`. Prioritize goes on past a node's
+        error (``stop_at_error`` False): a timeout there costs only that node's score.
         """
         groups: list[Hashable] | None = None
         if nodes is None and not self._remembered_timeouts(claims):  # these are remembered by name
@@ -434,7 +437,7 @@ class Engine:
                 answers[group] = NOT_EVALUATED
             else:
                 answers[group] = answer = assess(node)
-                if answer.error is not None:
+                if answer.error is not None and stop_at_error:
                     break
         for group in representatives:  # after an error: the remaining groups are not judged
             if group not in answers:
@@ -445,13 +448,20 @@ class Engine:
         judged = nominated_answers.Judged(names, groups, answers, lookup)
         if nominations is not None and self.state.nominated:
             nominated_answers.kept_for_others(
-                snapshot, pod, claims, judged, nominations, deadline, self.clock, self.config.node_timeout
+                snapshot,
+                pod,
+                claims,
+                judged,
+                nominations,
+                deadline,
+                self.clock,
+                self.config.allocation_timeout,
             )
         target = self.nominated_node(pod)
         if target:
             freeing = self.releasing(snapshot, pod, claims, target)
             nominated_answers.preemptor(
-                snapshot, pod, claims, judged, target, freeing, nominations, self.config.node_timeout
+                snapshot, pod, claims, judged, target, freeing, nominations, self.config.allocation_timeout
             )
         return groups, answers
 
@@ -480,7 +490,7 @@ class Engine:
             node,
             nominations=self.nominations(),
             freed=[c.allocation for c in freeing if c.allocation is not None],
-            timeout=self.config.node_timeout,
+            timeout=self.config.allocation_timeout,
         )
         return (freed, freeing) if freed.fits else (decision, [])
 
@@ -506,7 +516,9 @@ class Engine:
         if claims.empty or not claims.allocates or claims.reason or claims.error:
             return [(n, MIN_SCORE) for n in node_names]
         self.expected.expect(pod.uid)  # the bind follows the scores
-        groups, answers = self._answers(snapshot, pod, claims, node_names, nodes, started)
+        groups, answers = self._answers(
+            snapshot, pod, claims, node_names, nodes, started, stop_at_error=False
+        )
         judged = {g: a for g, a in answers.items() if a is not NOT_EVALUATED}
         scores = dict.fromkeys(answers, MIN_SCORE)  # past the budget: 0
         scores.update(score_nodes(judged, self.config.score_policy))
@@ -522,7 +534,7 @@ class Engine:
                     node,
                     self.nominations(),
                     self.clock(),
-                    self.config.node_timeout,
+                    self.config.allocation_timeout,
                 )
         self._log("prioritize", pod, started, nodes=len(node_names), best=max(scores.values(), default=0))
         return answer
@@ -561,7 +573,7 @@ class Engine:
             candidates,
             claims=self.claims_of(snapshot, pod),
             nominations=self.nominations(),
-            timeout=self.config.node_timeout,
+            timeout=self.config.allocation_timeout,
             budget=self.config.filter_budget,
             clock=self.clock,
             pdb_selectors_as_policy_v1=self.config.release.pdb_selectors_as_policy_v1,
@@ -600,7 +612,12 @@ class Engine:
                 out[name] = NodeDecision(name, False, reason=reason, timed_out=True)
             else:
                 out[name] = nominated.decide(
-                    snapshot, pod, claims, node, nominations=nominations, timeout=self.config.node_timeout
+                    snapshot,
+                    pod,
+                    claims,
+                    node,
+                    nominations=nominations,
+                    timeout=self.config.allocation_timeout,
                 )
         return out
 
@@ -610,7 +627,7 @@ class Engine:
         A node whose allocation ran out of time is answered the same way for
         ``timeout_memo_seconds`` instead of spending the budget on it again at every retry.
         """
-        assess = snapshot.assessor(claims, timeout=self.config.node_timeout)
+        assess = snapshot.assessor(claims, timeout=self.config.allocation_timeout)
         claims_key = claims.key()
         timeouts = self._timeouts
         ttl = self.config.timeout_memo_seconds

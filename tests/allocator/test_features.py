@@ -95,9 +95,10 @@ def test_results_copy_skip_node_operations_when_the_gate_is_on() -> None:
     )
 
 
-def test_devices_refused_for_skipping_node_operations_are_never_counted_free() -> None:
-    """Prioritize's free-device count and the capacity gauges read ``matching``: a device the
-    allocator would refuse on this node is selected by the class but not free here."""
+def test_devices_refused_for_skipping_node_operations_are_never_counted() -> None:
+    """Prioritize's free-device count, the capacity gauges and the debug views read
+    ``matching``: a device the allocator would refuse on this node is not one of its devices
+    for these claims (neither free nor held by anyone)."""
     from extender.allocator import AllocatedState, Allocator, Inventory, NodeInfo
     from extender.cluster.state import ClusterState
     from tests.allocator.harness import cel_env
@@ -113,5 +114,6 @@ def test_devices_refused_for_skipping_node_operations_are_never_counted_free() -
         inventory = Inventory(state.slices.values(), state.classes, features, ())
         allocator = Allocator(inventory, AllocatedState(features), cel_env())
         node = NodeInfo("node-1", {}, declares)
-        assert [(d.id.device, f) for d, f in allocator.matching(node, [claim_0])] == [("d", free)], gates
+        expected = [("d", True)] if free else []
+        assert [(d.id.device, f) for d, f in allocator.matching(node, [claim_0])] == expected, gates
         assert allocator.free_matching(node, [claim_0]) == int(free)

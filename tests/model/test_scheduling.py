@@ -61,3 +61,14 @@ def test_the_pods_group_and_the_cache() -> None:
     assert list(state.pod_groups) == [("default", "g")] and not state.problems
     state.remove(group)
     assert state.pod_groups == {}
+
+
+def test_another_projects_pod_group_is_not_read() -> None:
+    volcano = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+    }
+    state = ClusterState.from_objects([volcano])
+    assert state.pod_groups == {}
+    assert state.problems == ["PodGroup default/g: kind not used for DRA scheduling, ignored"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from extender.allocator import Features
 from extender.allocator.releases import release_of
 from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
@@ -51,6 +52,44 @@ def test_a_node_that_timed_out_keeps_that_answer_for_a_while() -> None:
     assert engine.filter(p, ["node-0"]).unresolvable["node-0"] == first.unresolvable["node-0"]
     clock.now += engine.config.timeout_memo_seconds + 1
     assert engine.filter(p, ["node-0"]).passed == ["node-0"]
+
+
+def test_prioritize_scores_the_other_nodes_past_a_timeout() -> None:
+    """A node's timeout is the pod's error in filter (1.36+), but prioritize only loses that
+    node's score: the nodes after it are still judged."""
+    clock = SteppingClock(0.0)
+    engine = engine_with(clock, 3, EngineConfig(node_timeout=1.0, filter_budget=1e9), alike=False)
+    p = engine.state.pods[("default", "p")]
+    slow = {"node-0"}
+    original = engine._assessor
+
+    def slow_first(snapshot, claims):  # type: ignore[no-untyped-def]
+        assess = original(snapshot, claims)
+
+        def each(n):  # type: ignore[no-untyped-def]
+            clock.step, clock.running = (2.0, True) if n.name in slow else (0.0, False)
+            try:
+                return assess(n)
+            finally:
+                clock.running = False
+
+        return each
+
+    engine._assessor = slow_first  # type: ignore[method-assign]
+    scores = dict(engine.prioritize(p, ["node-0", "node-1", "node-2"]))
+    slow.clear()
+    others = dict(engine.prioritize(p, ["node-1", "node-2"]))
+    assert max(others.values()) == 10
+    assert scores == {"node-0": 0, **others}
+
+
+def test_without_the_filter_timeout_gate_an_allocation_has_no_limit() -> None:
+    """DRASchedulerFilterTimeout off: the plugin's Filter sets no deadline, nor does the extender."""
+    clock = SteppingClock(2.0)
+    features = Features.parse("DRASchedulerFilterTimeout=false")
+    engine = engine_with(clock, 1, EngineConfig(features=features, node_timeout=1.0, filter_budget=1e9))
+    clock.running = True
+    assert engine.filter(engine.state.pods[("default", "p")], ["node-0"]).passed == ["node-0"]
 
 
 def test_a_timeout_fails_the_filter_from_1_36_and_the_retry_allocates_again() -> None:
