@@ -38,12 +38,11 @@ from extender.scheduling.expected_binds import ExpectedBinds
 from extender.scheduling.nominated_answers import NOT_EVALUATED
 from extender.scheduling.preemption import Candidate
 from extender.scheduling.prefilter import PodClaims
+from extender.scheduling.timeout_memo import TimeoutMemo
 
 log = logging.getLogger("dra_extender.engine")
 
 MIN_SCORE, MAX_SCORE = 0, 10
-#: Bound of the (claims, node) -> timed-out answer table.
-MAX_REMEMBERED_TIMEOUTS = 10_000
 #: Per-node reasons a filter's decision entry keeps (log line, /debug/decisions); the rest counted.
 LOGGED_REASONS = 20
 #: How many preemptions' victims are remembered (what pods nominated by them keep; see nominated.py).
@@ -95,8 +94,7 @@ class Engine:
         if observer is not None:
             self.observer = observer
         #: (claims, node) -> an assessment that ran out of time, remembered for a short while.
-        #: Per claims key: node -> (until, answer); see :meth:`_assessor`.
-        self._timeouts: dict[Any, dict[str, tuple[float, Assessment]]] = {}
+        self._timeouts = TimeoutMemo(lambda: self.clock(), lambda: self.config.timeout_memo_seconds)
         self._snapshot: Snapshot | None = None
         #: Devices in use, kept up to date by delta (see _count_in_use), and what it counts.
         self._allocated = AllocatedState(self.config.features)
@@ -420,7 +418,7 @@ class Engine:
         error (``stop_at_error`` False): a timeout there costs only that node's score.
         """
         groups: list[Hashable] | None = None
-        if nodes is None and not self._remembered_timeouts(claims):  # these are remembered by name
+        if nodes is None and not self._timeouts.remembers(claims.key()):  # these are remembered by name
             groups = snapshot.node_groups(claims, names)
         if groups is None:
             groups = list(names)
@@ -622,54 +620,10 @@ class Engine:
         return out
 
     def _assessor(self, snapshot: Snapshot, claims: PodClaims) -> Callable[[Node], Assessment]:
-        """The snapshot's assessor, with nodes that just timed out for these claims remembered.
-
-        A node whose allocation ran out of time is answered the same way for
-        ``timeout_memo_seconds`` instead of spending the budget on it again at every retry.
-        """
+        """The snapshot's assessor, with nodes that just timed out for these claims remembered
+        (:mod:`extender.scheduling.timeout_memo`)."""
         assess = snapshot.assessor(claims, timeout=self.config.allocation_timeout)
-        claims_key = claims.key()
-        timeouts = self._timeouts
-        ttl = self.config.timeout_memo_seconds
-
-        def remembered(node: Node) -> Assessment:
-            mine = timeouts.get(claims_key)  # the common case, none remembered: one lookup per node
-            if mine is not None:
-                found = mine.get(node.name)
-                if found is not None:
-                    if found[0] > self.clock():
-                        return found[1]
-                    del mine[node.name]
-            answer = assess(node)
-            if answer.timed_out and answer.error is None:  # an error is retried by kube-scheduler
-                if sum(len(t) for t in timeouts.values()) >= MAX_REMEMBERED_TIMEOUTS:
-                    self._expire_timeouts()
-                    if sum(len(t) for t in timeouts.values()) >= MAX_REMEMBERED_TIMEOUTS:
-                        timeouts.clear()
-                timeouts.setdefault(claims_key, {})[node.name] = (self.clock() + ttl, answer)
-            return answer
-
-        return remembered
-
-    def _remembered_timeouts(self, claims: PodClaims) -> bool:
-        """Whether a node timed out for these claims a short while ago (expired ones dropped)."""
-        mine = self._timeouts.get(claims.key())
-        if mine is None:
-            return False
-        now = self.clock()
-        for name in [n for n, (until, _) in mine.items() if until <= now]:
-            del mine[name]
-        if not mine:
-            del self._timeouts[claims.key()]
-        return bool(mine)
-
-    def _expire_timeouts(self) -> None:
-        now = self.clock()
-        for key, mine in list(self._timeouts.items()):
-            for name in [n for n, (until, _) in mine.items() if until <= now]:
-                del mine[name]
-            if not mine:
-                del self._timeouts[key]
+        return self._timeouts.wrap(assess, claims.key())
 
     def _log(self, verb: str, pod: Pod | None, started: float, **details: Any) -> None:
         entry: dict[str, Any] = {
