@@ -80,7 +80,7 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
         aborted = any(d.error is not None for d in decisions.values())  # Filter's error ends the attempt
         if request.preempt and not aborted and not any(d.fits for d in decisions.values()):
             names = [n.name for n in nodes]
-            entry["preemption"] = _preemption(state, snapshot, pod, names, request.timeout, release)
+            entry["preemption"] = _preemption(state, snapshot, pod, names, timeout, release)
         pods_out.append(entry)
     return {"pods": pods_out, "problems": list(state.problems)}
 

@@ -109,19 +109,29 @@ class Pod:
         return (self.namespace, self.name)
 
 
-def parse_pod(obj: dict[str, Any]) -> Pod:
-    meta = Reader(obj.get("metadata"), "metadata")
-    spec = Reader(obj.get("spec"), "spec")
-    status = Reader(obj.get("status"), "status")
-    claims = tuple(
+def claim_refs(spec: Reader) -> tuple[PodClaimRef, ...]:
+    """``spec.resourceClaims`` of a Pod or a PodGroup (the same three fields)."""
+    return tuple(
         PodClaimRef(
             c.string("name"), c.opt_string("resourceClaimName"), c.opt_string("resourceClaimTemplateName")
         )
         for c in spec.readers("resourceClaims")
     )
-    statuses = {
+
+
+def claim_statuses(status: Reader) -> dict[str, str | None]:
+    """``status.resourceClaimStatuses`` of a Pod or a PodGroup: entry name -> generated claim."""
+    return {
         s.string("name"): s.opt_string("resourceClaimName") for s in status.readers("resourceClaimStatuses")
     }
+
+
+def parse_pod(obj: dict[str, Any]) -> Pod:
+    meta = Reader(obj.get("metadata"), "metadata")
+    spec = Reader(obj.get("spec"), "spec")
+    status = Reader(obj.get("status"), "status")
+    claims = claim_refs(spec)
+    statuses = claim_statuses(status)
     containers = [_container(c, init=True) for c in spec.readers("initContainers")]
     containers += [_container(c, init=False) for c in spec.readers("containers")]
     return Pod(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from extender.model.core import PodClaimRef, claim_refs, claim_statuses
 from extender.model.errors import ObjectError
 from extender.model.reader import Reader
 
@@ -20,20 +21,12 @@ SCHEDULING_GROUP = "scheduling.k8s.io"
 
 
 @dataclass(frozen=True, slots=True)
-class PodGroupClaim:
-    """One ``spec.resourceClaims`` entry: exactly one of the two names is set."""
-
-    name: str
-    resource_claim_name: str | None
-    resource_claim_template_name: str | None
-
-
-@dataclass(frozen=True, slots=True)
 class PodGroup:
     namespace: str
     name: str
     uid: str
-    claims: tuple[PodGroupClaim, ...]
+    #: ``spec.resourceClaims``: the same fields as a pod's entries (exactly one name is set).
+    claims: tuple[PodClaimRef, ...]
     #: ``status.resourceClaimStatuses``: entry name -> generated claim name (None: none needed).
     claim_statuses: dict[str, str | None]
     raw: dict[str, Any]
@@ -50,7 +43,6 @@ class PodGroup:
 def parse_pod_group(obj: dict[str, Any]) -> PodGroup:
     meta = Reader(obj.get("metadata"), "metadata")
     spec = Reader(obj.get("spec"), "spec")
-    statuses = Reader(obj.get("status"), "status").readers("resourceClaimStatuses")
     name = meta.string("name")
     if not name:
         raise ObjectError("metadata.name is required")
@@ -58,12 +50,7 @@ def parse_pod_group(obj: dict[str, Any]) -> PodGroup:
         namespace=meta.string("namespace", "default"),
         name=name,
         uid=meta.string("uid"),
-        claims=tuple(
-            PodGroupClaim(
-                c.string("name"), c.opt_string("resourceClaimName"), c.opt_string("resourceClaimTemplateName")
-            )
-            for c in spec.readers("resourceClaims")
-        ),
-        claim_statuses={s.string("name"): s.opt_string("resourceClaimName") for s in statuses},
+        claims=claim_refs(spec),
+        claim_statuses=claim_statuses(Reader(obj.get("status"), "status")),
         raw=obj,
     )

@@ -119,11 +119,7 @@ def _bindings(
                     "none of the supported fields are set"
                 )
                 return
-            if (entry.name, entry.resource_claim_name, entry.resource_claim_template_name) == (
-                ref.name,
-                ref.resource_claim_name,
-                ref.resource_claim_template_name,
-            ):
+            if entry == ref:
                 name = ref.resource_claim_name or pod.claim_statuses.get(ref.name)
                 if name is not None and (pod.namespace, name) in claims:
                     out.consumers[(pod.namespace, name)] = group.consumer()
