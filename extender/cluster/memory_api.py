@@ -8,7 +8,6 @@ from typing import Any
 
 from extender.cluster.api import ApiAlreadyExists, ApiConflict, ApiNotFound, ClusterAPIError
 from extender.cluster.memstore import AlreadyExists, Conflict, MemoryStore, NotFound, StoreError
-from extender.model.dra import DELETE_PROTECTION_FINALIZER
 
 
 def _translate(exc: StoreError) -> ClusterAPIError:
@@ -66,19 +65,15 @@ class MemoryAPI:
             if obj["metadata"].get("uid") != claim_uid:
                 raise Conflict("precondition failed: claim UID changed")
             status = obj.get("status") or {}
-            had = status.get("reservedFor") or []
-            kept = [e for e in had if e.get("uid") != pod_uid]
+            kept = [e for e in status.get("reservedFor") or [] if e.get("uid") != pod_uid]
             if kept:
                 status["reservedFor"] = kept
-                return
-            status.pop("reservedFor", None)
-            # kube-controller-manager's part, which nobody else plays here: on the transition to
-            # no consumers, deallocate and drop the finalizer.
-            finalizers = obj["metadata"].get("finalizers") or []
-            if had and DELETE_PROTECTION_FINALIZER in finalizers:
-                status.pop("allocation", None)
-                status.pop("devices", None)
-                finalizers.remove(DELETE_PROTECTION_FINALIZER)
+            else:
+                # The allocation stays: kube-controller-manager deallocates only when it removes
+                # the last consumer itself (a pod that is gone), not after another client's
+                # patch (v1.36.3 pkg/controller/resourceclaim syncClaim); the scheduler's next
+                # PostFilter frees it if no node can use it.
+                status.pop("reservedFor", None)
 
         try:
             return self.store.mutate("ResourceClaim", namespace, name, drop)
