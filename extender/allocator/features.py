@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from extender.allocator.releases import DEFAULT_MINOR, GateSpec, Release, release_of
+from extender.allocator.releases import DEFAULT_MINOR, DEPENDENCIES, GateSpec, Release, release_of
 
 
 class FeatureGateError(ValueError):
@@ -56,6 +56,14 @@ def parse_feature_gates(
                 f"(its {version} default) or let the in-tree DynamicResources plugin schedule such pods"
             )
         out[name] = enabled
+    for name, needs in DEPENDENCIES.items():
+        if out.get(name, name in table and table[name].default):
+            off = [n for n in needs if not out.get(n, n in table and table[n].default)]
+            if off:
+                # kube-scheduler's own words (component-base featuregate dependencies).
+                raise FeatureGateError(
+                    f"{name} is enabled, but depends on features that are disabled: [{' '.join(off)}]"
+                )
     return out
 
 

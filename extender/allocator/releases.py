@@ -41,7 +41,6 @@ UNSUPPORTED: dict[str, str] = {
     "DRANodeAllocatableResources": (
         "node-allocatable resources backed by devices (NodeResourcesFit accounting)"
     ),
-    "DRAWorkloadResourceClaims": "PodGroup (workload) resource claims, which need the gang-scheduling cycle",
     "DRASharedConsumableCapacity": "consumable capacity shared across devices",
 }
 
@@ -74,6 +73,14 @@ _GATE_TABLE: dict[str, dict[int, str]] = {
     # Gates that do not change scheduling decisions (API server, controller manager, kubelet).
     "DRAResourcePoolStatus": {36: "A-", 37: "A-", 38: "A-"},
     "DRAPartitionableDevicesType": {37: "A-", 38: "A-"},
+    # Not DRA's, but DRAWorkloadResourceClaims needs it (PodGroups exist only with it).
+    "GenericWorkload": {35: "A-", 36: "A-", 37: "B-", 38: "B-"},
+}
+
+#: Gate -> the gates it needs on (pkg/features/kube_features.go defaultKubernetesFeatureGateDependencies,
+#: v1.36.3): kube-scheduler refuses to start with it on and one of them off, and so do we.
+DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "DRAWorkloadResourceClaims": ("DynamicResourceAllocation", "GenericWorkload"),
 }
 
 
@@ -110,6 +117,14 @@ class Release:
         back-off and is tried again, instead of being unschedulable on that node until a cluster
         event (kubernetes#137607, 1.36)."""
         return self.minor >= 36
+
+    @property
+    def deallocates_pod_group_claims(self) -> bool:
+        """With DRAWorkloadResourceClaims, PostFilter deallocates an unavailable claim reserved
+        for nothing but the pod's PodGroup at once (PodGroupPostFilter,
+        deallocatePodGroupClaims, kubernetes#139864, 1.37); 1.36 only removes the group's
+        reservation (unreservePodGroupClaims) and a later attempt deallocates."""
+        return self.minor >= 37
 
     @property
     def pdb_selectors_as_policy_v1(self) -> bool:

@@ -29,6 +29,9 @@ RESOURCE_GROUP = "resource.k8s.io"
 #: and the bind path's writes (binds write several claims each; 16 binds in flight).
 API_CONNECTIONS = 32
 PREFERRED_VERSIONS = ("v1", "v1beta2", "v1beta1")
+#: PodGroups (DRAWorkloadResourceClaims): v1beta1 from 1.37 (kubernetes#140184), v1alpha2 in 1.36.
+SCHEDULING_GROUP = "scheduling.k8s.io"
+POD_GROUP_VERSIONS = ("v1beta1", "v1alpha2")
 
 
 class KubeConfigError(Exception):
@@ -77,6 +80,8 @@ class Paths:
     #: resource.k8s.io resources served only at another version: resource -> version (1.36
     #: serves DeviceTaintRules at v1beta2 alone, behind its beta gate and runtime-config).
     elsewhere: Mapping[str, str] = field(default_factory=dict)
+    #: The scheduling.k8s.io version PodGroups are read at (None: not read).
+    pod_groups: str | None = None
 
     def collection(self, resource: str) -> str:
         if resource in ("nodes", "pods", "events"):
@@ -85,6 +90,8 @@ class Paths:
             return "/apis/coordination.k8s.io/v1/leases"
         if resource == "poddisruptionbudgets":
             return "/apis/policy/v1/poddisruptionbudgets"
+        if resource == "podgroups":
+            return f"/apis/{SCHEDULING_GROUP}/{self.pod_groups}/podgroups"
         return f"/apis/{RESOURCE_GROUP}/{self.version_of(resource)}/{resource}"
 
     def version_of(self, resource: str) -> str:
@@ -159,10 +166,24 @@ class RawKube:
             )
         return found
 
-    def served_resources(self, version: str) -> set[str]:
-        """The resources of resource.k8s.io/``version`` (discovery)."""
-        listing = self.request("GET", f"/apis/{RESOURCE_GROUP}/{version}")
+    def served_resources(self, version: str, group: str = RESOURCE_GROUP) -> set[str]:
+        """The resources of ``group``/``version`` (discovery)."""
+        listing = self.request("GET", f"/apis/{group}/{version}")
         return {str(r.get("name")) for r in (listing or {}).get("resources", []) if isinstance(r, dict)}
+
+    def pod_group_version(self) -> str | None:
+        """The scheduling.k8s.io version serving podgroups, preferred first (None: none does)."""
+        try:
+            group = self.request("GET", f"/apis/{SCHEDULING_GROUP}")
+        except ClusterAPIError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        served = {v.get("version") for v in (group or {}).get("versions", []) if isinstance(v, dict)}
+        for version in POD_GROUP_VERSIONS:
+            if version in served and "podgroups" in self.served_resources(version, SCHEDULING_GROUP):
+                return version
+        return None
 
     def watch_lines(
         self,

@@ -71,6 +71,8 @@ class AssumedWrite:
     #: ``created_rv`` is the resourceVersion it was created (or found) at.
     creating: bool = False
     created_rv: str = ""
+    #: The ``reservedFor`` entry written, when not the pod's own (its PodGroup's).
+    consumer: dict[str, str] | None = None
 
 
 def _settled(record: AssumedWrite, cached: ResourceClaim | None, seen_rv: str) -> bool:
@@ -139,10 +141,13 @@ class AssumedClaims:
         node: str,
         allocation: dict[str, Any] | None,
         now: float,
+        consumer: dict[str, str] | None = None,
     ) -> AssumedWrite:
         """Record a write before it is sent (its devices are taken from now on)."""
         devices = parse_allocation(Reader(allocation, "allocation")) if allocation is not None else None
-        record = AssumedWrite(claim.key, claim.uid, pod_uid, pod, node, allocation, devices, started=now)
+        record = AssumedWrite(
+            claim.key, claim.uid, pod_uid, pod, node, allocation, devices, started=now, consumer=consumer
+        )
         self._records.setdefault(claim.key, {})[pod_uid] = record
         self._changed(claim.key)
         return record

@@ -24,7 +24,7 @@ from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod, parse_pod
 from extender.model.dra import ResourceClaim, parse_resource_claim, rfc3339
 from extender.model.errors import ObjectError
-from extender.scheduling import bind_failures, catch_up, extended_writes, nominated, stale_claims
+from extender.scheduling import bind_failures, catch_up, extended_writes, nominated, post_filter, stale_claims
 from extender.scheduling import extended as er
 from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
 from extender.scheduling.binding import (
@@ -43,7 +43,7 @@ from extender.scheduling.claim_writes import (
 from extender.scheduling.config import EngineConfig, NoObserver, Observer
 from extender.scheduling.decision import NodeDecision, Snapshot
 from extender.scheduling.expected_binds import ExpectedBinds
-from extender.scheduling.prefilter import PodClaims
+from extender.scheduling.prefilter import PodClaims, reserved_for_pod
 
 log = logging.getLogger("dra_extender.engine")
 
@@ -408,11 +408,12 @@ class Binder:
         todo = []
         seen: set[Key] = set()
         for claim in claims.ordered:
-            if claim.reserved_for_uid(pod.uid) or claim.key in seen:
+            if reserved_for_pod(claim, pod, self.config.features) or claim.key in seen:
                 continue  # a claim the pod lists twice is written once, with its first allocation
             seen.add(claim.key)
             allocation = decision.allocations.get(claim.name) if claim.allocation is None else None
-            record = self.assumed.assume(claim, pod.uid, pod.key, node, allocation, self.clock())
+            consumer = claims.consumers.get(claim.key)  # its PodGroup's (DRAWorkloadResourceClaims)
+            record = self.assumed.assume(claim, pod.uid, pod.key, node, allocation, self.clock(), consumer)
             todo.append((claim, allocation, record))
         extended = decision.extended
         if extended is not None:
@@ -502,6 +503,7 @@ class Binder:
                 on_conflict=self.observer.conflict,
                 pending_since=record.sent_on if again else None,
                 allocated_at=rfc3339(self.wall_clock()) if self.config.features.device_binding else None,
+                consumer=record.consumer,
             )
         except WriteOutcomeUnknown as exc:
             self.assumed.unknown(record)  # its devices stay taken until the cache shows the outcome
@@ -544,8 +546,8 @@ class Binder:
                     "deleting resourceclaim %s/%s failed: %s", meta.get("namespace"), meta.get("name"), exc
                 )
         for claim, record in reversed(written):
-            if record.written is None:
-                continue
+            if record.written is None or record.consumer is not None:
+                continue  # upstream Unreserve never removes a PodGroup's reservation
             try:
                 after = await release_claim(
                     self.api, record.written.raw, pod, allocated_here=record.allocation is not None
@@ -602,48 +604,15 @@ class Binder:
     def deallocate_unavailable(
         self, snapshot: Snapshot, pod: Pod, claims: PodClaims, nodes: Sequence[Node]
     ) -> None:
-        """No node fits: free one allocated claim that is unavailable somewhere (its nodeSelector,
-        or its binding conditions failed or timed out) and used by nobody else, so the pod can be
-        allocated afresh (upstream PostFilter; it picks one at random, we take the first in the
-        pod's order).
-        """
-        if pod.node_name or pod.uid in self.in_flight or self.fence() is not None:
-            return
-        # A Binding of the pod that went unanswered may still land: its claims stay, unless
-        # no node their devices are on exists any more (such a Binding binds the pod to a node
-        # that is gone, which the pod garbage collector deletes; nothing can use the devices).
-        may_land = self._binding_may_land(pod)
-        stale = claims.extended.existing if claims.extended is not None else None
-        if stale is not None and not may_land:
-            # Filter rejected every node for it ("cannot schedule extended resource claim"),
-            # before looking at any other claim: upstream PostFilter deletes it.
-            if not any(r.pod_uid != pod.uid for r in self.assumed.of(stale.key)):
-                self._spawn(stale_claims.delete_if_unbound(self.api, pod, stale))
-            return
-        if stale is not None:
-            return
-        now = self.wall_clock()
-        for claim in claims.allocated:
-            if may_land and not self._stranded(claim):
-                continue
-            # Filter's own test (nodeSelector, binding failure or timeout), as upstream's
-            # unavailableClaims: unavailable on at least one candidate node.
-            if all(snapshot.claim_unavailable(claim, n, now) is None for n in nodes):
-                continue
-            users = [e.get("uid") for e in claim.reserved_for]
-            if users not in ([], [pod.uid]) or self.assumed.of(claim.key):
-                continue
-            self._spawn(stale_claims.deallocate_if_unbound(self.api, pod, claim))
-            return
+        """No node fits: make upstream PostFilter's write, if any (:mod:`post_filter`)."""
+        work = post_filter.post_filter(self, snapshot, pod, claims, nodes)
+        if work is not None:
+            self._spawn(work)
 
-    def _stranded(self, claim: ResourceClaim) -> bool:
-        """The claim is allocated to devices of nodes that no longer exist: no Node the cache
-        knows matches its allocation's node selector (None: any node, never stranded)."""
-        allocation = claim.allocation
-        selector = allocation.node_selector if allocation is not None else None
-        if selector is None:
-            return False
-        return not any(selector.matches(n.name, n.labels) for n in self.state.nodes.values())
+    async def background_done(self) -> None:
+        """Wait for the background writes started so far (PostFilter's; tests and shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def _spawn(self, work: Any) -> None:
         try:
@@ -654,7 +623,7 @@ class Binder:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _binding_may_land(self, pod: Pod) -> bool:
+    def binding_may_land(self, pod: Pod) -> bool:
         """A Binding of the pod went unanswered recently: it could still land (so its claims stay)."""
         now = self.clock()
         for uid, sent in list(self._binding_unknown.items()):

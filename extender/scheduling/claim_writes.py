@@ -40,6 +40,11 @@ def reserved_for_entry(pod: Pod) -> dict[str, str]:
     return {"resource": "pods", "name": pod.name, "uid": pod.uid}
 
 
+#: A ``status.reservedFor`` entry: the pod's own (:func:`reserved_for_entry`) or, with
+#: DRAWorkloadResourceClaims, its PodGroup's (``PodGroup.consumer``).
+Consumer = dict[str, str]
+
+
 def is_reserved_for(raw: dict[str, Any], pod_uid: str) -> bool:
     status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
     assert isinstance(status, dict)
@@ -72,8 +77,14 @@ async def reserve_claim(
     on_conflict: Callable[[], None] | None = None,
     pending_since: str | None = None,
     allocated_at: str | None = None,
+    consumer: Consumer | None = None,
 ) -> dict[str, Any]:
     """Store ``allocation`` (None: the claim is already allocated) and reserve the claim for ``pod``.
+
+    ``consumer``: the ``reservedFor`` entry to add, when not the pod's own (a claim the pod
+    uses on behalf of its PodGroup is reserved for the group, as upstream PreBind's
+    ``podResourceClaimBindings``; the group's entry found there means written, whichever
+    member wrote it).
 
     ``allocated_at`` (RFC 3339; binding-condition gates on): written as the new allocation's
     ``allocationTimestamp``, as upstream bindClaim does, so the binding timeout can be measured
@@ -86,6 +97,7 @@ async def reserve_claim(
     based on that resourceVersion (so it may land still, unless a read shows the claim moved on).
     """
     ns, name = claim.namespace, claim.name
+    entry = consumer if consumer is not None else reserved_for_entry(pod)
     raw = clone(claim.raw)
     #: The base resourceVersion of a status write that may still land; None once a read showed
     #: the claim moved past it without our reservation (then it never can).
@@ -93,7 +105,7 @@ async def reserve_claim(
     last_error = "no attempt made"
     for _attempt in range(CONFLICT_RETRIES):
         try:
-            return await _reserve_once(api, raw, allocation, pod, sending, allocated_at)
+            return await _reserve_once(api, raw, allocation, entry, sending, allocated_at)
         except ApiConflict as exc:
             if on_conflict is not None:
                 on_conflict()
@@ -115,9 +127,9 @@ async def reserve_claim(
                     f"({last_error}) and reading the claim back failed: {exc}"
                 ) from None
             raise ClaimWriteError(f"resourceclaim {ns}/{name}: {last_error}; read back: {exc}") from None
-        if is_reserved_for(raw, pod.uid):
+        if is_reserved_for(raw, entry["uid"]):
             _check_found(raw, allocation)
-            return raw  # an earlier write of ours landed
+            return raw  # an earlier write of ours (or, for a PodGroup, a member's) landed
         if maybe_pending is not None and _rv(raw) != maybe_pending:
             maybe_pending = None
     if maybe_pending is not None:
@@ -158,7 +170,7 @@ async def _reserve_once(
     api: ClusterAPI,
     raw: dict[str, Any],
     allocation: dict[str, Any] | None,
-    pod: Pod,
+    entry: Consumer,
     sending: Callable[[str], None],
     allocated_at: str | None = None,
 ) -> dict[str, Any]:
@@ -168,9 +180,9 @@ async def _reserve_once(
         raise ClaimWriteError(f"{where}: malformed object from the API server (no metadata)")
     if meta.get("deletionTimestamp"):
         raise ClaimWriteError(f"{where} got deleted in the meantime")
-    if is_reserved_for(raw, pod.uid):
+    if is_reserved_for(raw, entry["uid"]):
         _check_found(raw, allocation)
-        return raw  # an earlier attempt for this pod got this far (bind is idempotent)
+        return raw  # an earlier attempt for this pod (or its group) got this far: idempotent
     status = dict(raw["status"]) if isinstance(raw.get("status"), dict) else {}
     if allocation is not None:
         if status.get("allocation"):
@@ -183,12 +195,12 @@ async def _reserve_once(
             status["allocation"]["allocationTimestamp"] = allocated_at
     elif not status.get("allocation"):
         raise ClaimWriteError(f"{where} is not allocated anymore")
-    status["reservedFor"] = [*(status.get("reservedFor") or []), reserved_for_entry(pod)]
+    status["reservedFor"] = [*(status.get("reservedFor") or []), dict(entry)]
     raw["status"] = status
     base = _rv(raw)
     sending(base)
     answer = await _answered(api.update_claim_status(raw), where, base)
-    if not is_reserved_for(answer, pod.uid):
+    if not is_reserved_for(answer, entry["uid"]):
         raise _Unanswered(f"{where}: the answer to the status write does not show it", base)
     return answer
 
@@ -210,8 +222,8 @@ def _check_found(raw: dict[str, Any], allocation: dict[str, Any] | None) -> None
     assert isinstance(status, dict)
     if allocated_devices(status.get("allocation")) != allocated_devices(allocation):
         raise ClaimWriteError(
-            f"{_where(raw)} is already allocated to other devices and reserved for this pod "
-            "(an earlier attempt); this bind leaves it as it is"
+            f"{_where(raw)} is already allocated to other devices and reserved for this pod or "
+            "its PodGroup (an earlier attempt); this bind leaves it as it is"
         )
 
 

@@ -199,7 +199,7 @@ def _check(
     for claim in out.ordered:
         where = f"{claim.namespace}/{claim.name}"
         if claim.allocation is not None:
-            if len(claim.reserved_for) >= RESERVED_FOR_MAX and not _reserved_for(claim, pod, features):
+            if len(claim.reserved_for) >= RESERVED_FOR_MAX and not reserved_for_pod(claim, pod, features):
                 out.reason = "resourceclaim in use"  # resourceclaim.CanBeReserved is false
                 return
             selector = claim.allocation.node_selector
@@ -236,7 +236,7 @@ def _check(
                 return
 
 
-def _reserved_for(claim: ResourceClaim, pod: Pod, features: Features) -> bool:
+def reserved_for_pod(claim: ResourceClaim, pod: Pod, features: Features) -> bool:
     """resourceclaim.IsReservedForPod: the pod, or (DRAWorkloadResourceClaims) its PodGroup."""
     if claim.reserved_for_uid(pod.uid):
         return True

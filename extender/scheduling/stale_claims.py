@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import logging
 
-from extender.cluster.api import ApiConflict, ClusterAPI, ClusterAPIError
+from extender.cluster.api import ApiConflict, ApiNotFound, ClusterAPI, ClusterAPIError
 from extender.cluster.state import Key
 from extender.model.core import Pod
 from extender.model.dra import ResourceClaim, parse_resource_claim
 from extender.model.errors import ObjectError
+from extender.model.scheduling import PodGroup
 from extender.scheduling import extended_writes
 from extender.scheduling.claim_writes import deallocated
 
@@ -91,4 +92,65 @@ async def deallocate_if_unbound(api: ClusterAPI, pod: Pod, claim: ResourceClaim)
         where,
         pod.namespace,
         pod.name,
+    )
+
+
+async def _group_idle(api: ClusterAPI, pod: Pod, members: list[Pod]) -> bool:
+    """The API server shows the pod unbound and no other member of its group scheduled (one
+    the cache shows unbound may have been bound meanwhile: then the group uses its claims)."""
+    if not await still_unbound(api, pod):
+        return False
+    for member in members:
+        try:
+            current = await api.get_pod(member.namespace, member.name)
+        except ApiNotFound:
+            continue
+        except ClusterAPIError:
+            return False
+        meta, spec = current.get("metadata") or {}, current.get("spec") or {}
+        phase = (current.get("status") or {}).get("phase")
+        if meta.get("uid") == member.uid and spec.get("nodeName") and phase not in ("Succeeded", "Failed"):
+            return False
+    return True
+
+
+async def deallocate_for_group(api: ClusterAPI, pod: Pod, members: list[Pod], claim: ResourceClaim) -> None:
+    """1.37 PodGroupPostFilter: an unavailable claim reserved only for the pod's group, with no
+    member scheduled, is deallocated (under the cached resourceVersion)."""
+    where = f"resourceclaim {claim.namespace}/{claim.name}"
+    if not await _group_idle(api, pod, members):
+        return
+    try:
+        await api.update_claim_status(deallocated(claim.raw))
+    except ClusterAPIError as exc:
+        log.info("not deallocating %s for pod group %s: %s", where, pod.pod_group, exc)
+        return
+    log.info(
+        "deallocated %s: reserved only for pod group %s/%s, no pod of which is scheduled, and "
+        "unavailable to pod %s",
+        where,
+        pod.namespace,
+        pod.pod_group,
+        pod.name,
+    )
+
+
+async def unreserve_group(
+    api: ClusterAPI, pod: Pod, members: list[Pod], claim: ResourceClaim, group: PodGroup
+) -> None:
+    """unreservePodGroupClaims (v1.36.3): the group's reservation is removed (upstream's strategic
+    merge patch, the claim's UID as precondition); the allocation stays for a later attempt."""
+    where = f"resourceclaim {claim.namespace}/{claim.name}"
+    if not await _group_idle(api, pod, members):
+        return
+    try:
+        await api.unreserve_claim(claim.namespace, claim.name, claim.uid, group.uid)
+    except ClusterAPIError as exc:
+        log.info("not unreserving %s for pod group %s: %s", where, group.name, exc)
+        return
+    log.info(
+        "unreserved %s for pod group %s/%s: no pod of the group is scheduled",
+        where,
+        group.namespace,
+        group.name,
     )

@@ -20,7 +20,15 @@ from kubernetes import client as k8s
 from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.async_kube import AsyncKube, write_window
-from extender.cluster.kube import RESOURCE_GROUP, KubeAPI, Paths, RawKube, bounded_retries
+from extender.cluster.kube import (
+    POD_GROUP_VERSIONS,
+    RESOURCE_GROUP,
+    SCHEDULING_GROUP,
+    KubeAPI,
+    Paths,
+    RawKube,
+    bounded_retries,
+)
 from extender.cluster.leader import LeaseElector
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import Event, MemoryStore
@@ -112,7 +120,8 @@ def observed(engine: Engine, worker: EngineWorker) -> Metrics:
     return metrics
 
 
-#: kind -> collection resource; DeviceTaintRules only when the gate is on and the server serves them.
+#: kind -> collection resource; DeviceTaintRules only when the gate is on and the server serves them,
+#: PodGroups likewise (DRAWorkloadResourceClaims: they decide whom a claim is reserved for).
 #: PodDisruptionBudgets only inform preemption: see OPTIONAL.
 WATCHED = (
     ("Node", "nodes"),
@@ -123,6 +132,7 @@ WATCHED = (
     ("ResourceClaimTemplate", "resourceclaimtemplates"),
     ("DeviceTaintRule", "devicetaintrules"),
     ("PodDisruptionBudget", "poddisruptionbudgets"),
+    ("PodGroup", "podgroups"),
 )
 #: Informers whose outage does not make the cache stale: allocation and binding never read them
 #: (without PodDisruptionBudgets, preemption spares no pod for a budget it does not know).
@@ -201,6 +211,27 @@ def discover(raw: RawKube, health: ClusterHealth, stop: threading.Event) -> tupl
         stop.wait(delay * (0.5 + rng.random() / 2))
         delay = min(10.0, delay * 2)
     return None
+
+
+def pod_group_version(raw: RawKube) -> str | None:
+    """The scheduling.k8s.io version to read PodGroups at, with DRAWorkloadResourceClaims on.
+
+    None, with a warning, when the API server serves none (GenericWorkload off, or 1.36
+    without ``--runtime-config scheduling.k8s.io/v1alpha2=true``): then a pod in a PodGroup is
+    unschedulable with "podgroup ... not found", which is what kube-scheduler's lister says.
+    """
+    try:
+        version = raw.pod_group_version()
+    except ClusterAPIError as exc:
+        log.warning("reading which %s versions serve podgroups failed: %s", SCHEDULING_GROUP, exc)
+        return None
+    if version is None:
+        log.warning(
+            "DRAWorkloadResourceClaims is on but the API server serves no %s podgroups (%s)",
+            SCHEDULING_GROUP,
+            ", ".join(POD_GROUP_VERSIONS),
+        )
+    return version
 
 
 def build_cluster(configuration: Any, config: ServeConfig) -> Service:
@@ -289,16 +320,23 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
             changes.put(engine.reconfigure, engine_config)  # before any informer delivers an object
         features = engine_config.features
         paths, served = found
+        if features.workload_resource_claims:
+            paths = dataclasses.replace(paths, pod_groups=pod_group_version(raw))
         kube_api.paths = paths
         reflectors: list[Reflector] = []
         optional: list[Reflector] = []
         for kind, resource in WATCHED:
             if resource == "devicetaintrules" and (not features.device_taint_rules or resource not in served):
                 continue
-            if kind not in OUTSIDE_DRA and resource not in served:
+            if resource == "podgroups":
+                if paths.pod_groups is None:
+                    continue
+                group_version = f"{SCHEDULING_GROUP}/{paths.pod_groups}"
+            elif kind not in OUTSIDE_DRA and resource not in served:
                 log.warning("%s/%s does not serve %s", RESOURCE_GROUP, paths.dra_version, resource)
                 continue
-            group_version = OUTSIDE_DRA.get(kind, f"{RESOURCE_GROUP}/{paths.version_of(resource)}")
+            else:
+                group_version = OUTSIDE_DRA.get(kind, f"{RESOURCE_GROUP}/{paths.version_of(resource)}")
             (optional if kind in OPTIONAL else reflectors).append(
                 Reflector(
                     raw,

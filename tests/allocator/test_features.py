@@ -39,7 +39,6 @@ REFUSED_ON = [
     "DRADerivedAttributes",
     "DRADeviceCompatibilityGroups",
     "DRANodeAllocatableResources",
-    "DRAWorkloadResourceClaims",
     "DRASharedConsumableCapacity",
 ]
 
@@ -48,6 +47,18 @@ REFUSED_ON = [
 def test_unbuilt_gates_are_refused_on_with_a_clear_message(gate: str) -> None:
     with pytest.raises(FeatureGateError, match=f"feature gate {gate}=true is not supported by dra-extender"):
         parse_feature_gates(f"{gate}=true")
+
+
+def test_workload_claims_need_generic_workload_as_kube_scheduler_says() -> None:
+    """kube-scheduler v1.36.3 refuses ``--feature-gates DRAWorkloadResourceClaims=true`` alone with
+    exactly this message (the real binary, run once by hand; kube_features.go dependencies)."""
+    with pytest.raises(
+        FeatureGateError,
+        match=r"^DRAWorkloadResourceClaims is enabled, but depends on features that are disabled: \[GenericWorkload\]$",
+    ):
+        parse_feature_gates("DRAWorkloadResourceClaims=true")
+    both = parse_feature_gates("DRAWorkloadResourceClaims=true,GenericWorkload=true")
+    assert Features.from_gates(both).workload_resource_claims
 
 
 def test_gates_without_scheduling_effect_may_be_turned_on() -> None:

@@ -3,8 +3,9 @@
 Read from the fake API server's objects (not the extender's view):
 (a) no device is allocated to two claims other than through admin access (which takes nothing),
     unless the device allows multiple allocations (then each share has its own shareID);
-(b) every bound pod's claims are allocated, reserved for it, and on its node;
-(c) no claim is reserved for a pod that is not bound (except those the caller allows);
+(b) every bound pod's claims are allocated, reserved for it (or for its PodGroup), and on its node;
+(c) no claim is reserved for a pod that is not bound (except those the caller allows); a PodGroup
+    reservation is not a pod's;
 (d) no claim is reserved without an allocation;
 (e) a bound pod's extended-resource claim (``status.extendedResourceClaimStatus``) is held to
     (b) too, and no pod owns more than one extended-resource claim.
@@ -115,7 +116,7 @@ def check(objects: Objects, *, allow_unbound: set[str] | None = None) -> list[st
                 problems.append(f"{where} does not exist")
             elif not status.get("allocation"):
                 problems.append(f"{where} is not allocated")
-            elif not any(e.get("uid") == uid for e in status.get("reservedFor") or []):
+            elif not any(_reserves(e, uid, p) for e in status.get("reservedFor") or []):
                 problems.append(f"{where} is not reserved for it")
             elif not _selector_admits(status["allocation"].get("nodeSelector"), node):
                 problems.append(f"{where} is allocated to devices of another node")
@@ -134,7 +135,7 @@ def check(objects: Objects, *, allow_unbound: set[str] | None = None) -> list[st
     for (ns, name), c in claims.items():
         for entry in (c.get("status") or {}).get("reservedFor") or []:
             uid = entry.get("uid")
-            if uid in bound_uids:
+            if uid in bound_uids or entry.get("resource") == "podgroups":
                 continue
             pod_key = pod_names.get(uid)
             if pod_key is not None and pod_key[1] in allowed:
@@ -143,3 +144,16 @@ def check(objects: Objects, *, allow_unbound: set[str] | None = None) -> list[st
                 f"claim {ns}/{name} is reserved for {entry.get('name')} ({uid}), which is not bound"
             )
     return problems
+
+
+def _reserves(entry: dict[str, Any], uid: str, pod: dict[str, Any]) -> bool:
+    """The reservedFor entry is the pod's, or its PodGroup's (DRAWorkloadResourceClaims)."""
+    if entry.get("uid") == uid:
+        return True
+    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    return (
+        group is not None
+        and entry.get("apiGroup") == "scheduling.k8s.io"
+        and entry.get("resource") == "podgroups"
+        and entry.get("name") == group
+    )

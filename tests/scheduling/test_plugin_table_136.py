@@ -76,6 +76,7 @@ PLUGIN_GATES: dict[str, bool] = {
     "DRANodeAllocatableResources": False,  # enableDRANodeAllocatableResources
     "DRAConsumableCapacity": False,  # enableDRAConsumableCapacity
     "DRAWorkloadResourceClaims": False,  # enableDRAWorkloadResourceClaims
+    "GenericWorkload": False,  # set together with enableDRAWorkloadResourceClaims
     "DRAPartitionableDevices": False,  # never set by testPlugin
     "DRAListTypeAttributes": False,  # never set by testPlugin
 }
@@ -277,6 +278,37 @@ def extended_claim(node_name: str = WORKER) -> dict[str, Any]:
         ownerReferences=POD_OWNER,
     )
     return with_allocation(c, allocation(("container-0-request-0", "instance-1"), node_name=node_name))
+
+
+#: testPlugin turns GenericWorkload on with EnableDRAWorkloadResourceClaims (it depends on it).
+GROUP_GATES = {"DRAWorkloadResourceClaims": True, "GenericWorkload": True}
+#: allocatedClaimWithWrongTopology's allocation: available on no node.
+WRONG_TOPOLOGY = {"nodeSelector": by_label("no-such-label", "no-such-value")}
+
+
+def pod_group(template: bool = False) -> dict[str, Any]:
+    """podGroupWithClaimName (podGroupWithClaimTemplate): its entry is exactly the pod's (the
+    entry names are the extender's builders', my_pod's and template_pod's)."""
+    entry = (
+        {"name": "my-resource", "resourceClaimTemplateName": "template"}
+        if template
+        else {
+            "name": CLAIM,
+            "resourceClaimName": CLAIM,
+        }
+    )
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": PODGROUP, "namespace": "default", "uid": PODGROUP_UID},
+        "spec": {"resourceClaims": [entry]},
+    }
+
+
+def pod_group_claim(alloc: dict[str, Any] | None = None, **status: Any) -> dict[str, Any]:
+    """pendingPodGroupClaim (the PodGroup owns it), allocated with ``alloc`` if given."""
+    c = plain(ownerReferences=PODGROUP_OWNER)
+    return c if alloc is None else with_allocation(c, alloc, **status)
 
 
 # --- the cases ----------------------------------------------------------------------------------------
@@ -945,6 +977,89 @@ CASES = [
         nodes=[worker(), worker(WORKER2), worker(WORKER3)],
         gates={"DRAPrioritizedList": True},
     ),
+    # --- DRAWorkloadResourceClaims (their PreBind and PostFilter writes: test_pod_group_writes.py)
+    # v1.36.3 dynamicresources_test.go TestPlugin/podgroup-claim-reference
+    Case(
+        "podgroup-claim-reference",
+        [pod_group_claim(ON_WORKER), plain("not-my-claim"), pod_group()],
+        grouped(my_pod()),
+        fits(NOTHING_NEW),
+        gates=GROUP_GATES,
+    ),
+    # v1.36.3 dynamicresources_test.go TestPlugin/podgroup-claim-template
+    Case(
+        "podgroup-claim-template",
+        [pod_group_claim(ON_WORKER), plain("not-my-claim"), pod_group(template=True)],
+        grouped(template_pod()),
+        fits(NOTHING_NEW),
+        gates=GROUP_GATES,
+    ),
+    # v1.36.3 dynamicresources_test.go TestPlugin/podgroup-with-resources
+    Case(
+        "podgroup-with-resources",
+        [pod_group_claim(), CLASS_A, WORKER_SLICE, pod_group()],
+        grouped(my_pod()),
+        fits(INSTANCE_1),
+        gates=GROUP_GATES,
+    ),
+    # v1.36.3 dynamicresources_test.go TestPlugin/bind-podgroup-failure
+    Case(
+        "bind-podgroup-failure",
+        [pod_group_claim(ON_WORKER), pod_group()],
+        grouped(my_pod()),
+        fits(NOTHING_NEW),
+        gates=GROUP_GATES,
+    ),
+    # v1.36.3 dynamicresources_test.go TestPlugin/postfilter-unreserve-podgroup
+    Case(
+        "postfilter-unreserve-podgroup",
+        [pod_group_claim(WRONG_TOPOLOGY, reservedFor=[FOR_PODGROUP]), CLASS_A, pod_group()],
+        grouped(my_pod()),
+        reason("resourceclaim not available on the node"),
+        gates=GROUP_GATES,
+    ),
+    # v1.36.3 dynamicresources_test.go TestPlugin/postfilter-deallocate-podgroup
+    Case(
+        "postfilter-deallocate-podgroup",
+        [pod_group_claim(WRONG_TOPOLOGY), CLASS_A, pod_group()],
+        grouped(my_pod()),
+        reason("resourceclaim not available on the node"),
+        gates=GROUP_GATES,
+    ),
+    # v1.36.3 dynamicresources_test.go TestPlugin/postfilter-skip-unreserve-podgroup-when-pods-active
+    Case(
+        "postfilter-skip-unreserve-podgroup-when-pods-active",
+        [
+            pod_group_claim(WRONG_TOPOLOGY, reservedFor=[FOR_PODGROUP]),
+            CLASS_A,
+            pod_group(),
+            grouped(pod(f"{POD}-2", node_name=WORKER)),  # scheduled: still needs the group's claim
+        ],
+        grouped(my_pod()),
+        reason("resourceclaim not available on the node"),
+        gates=GROUP_GATES,
+    ),
+    # v1.36.3 dynamicresources_test.go TestPlugin/postfilter-skip-unreserve-podgroup-other-claim-deallocated
+    Case(
+        "postfilter-skip-unreserve-podgroup-other-claim-deallocated",
+        [
+            pod_group_claim(WRONG_TOPOLOGY, reservedFor=[FOR_PODGROUP]),
+            with_allocation(pending(CLAIM2), WRONG_TOPOLOGY),
+            CLASS_A,
+            pod_group(),
+        ],
+        grouped(my_pod(CLAIM, CLAIM2)),
+        reason("resourceclaim not available on the node"),
+        gates=GROUP_GATES,
+    ),
+    # v1.36.3 dynamicresources_test.go TestPlugin/reserved-okay-podgroup
+    Case(
+        "reserved-okay-podgroup",
+        [pod_group_claim(ON_WORKER, reservedFor=[FOR_PODGROUP]), pod_group()],
+        grouped(my_pod()),
+        fits(NOTHING_NEW),
+        gates=GROUP_GATES,
+    ),
 ]
 
 
@@ -1038,21 +1153,10 @@ UPSTREAM_NAMES = [
     "node-allocatable-resource-insufficient-with-capacityKey",
 ]
 
-_WORKLOAD = "needs DRAWorkloadResourceClaims, which the extender refuses to turn on (PodGroup claims)"
 _ALLOCATABLE = "needs DRANodeAllocatableResources, which the extender refuses to turn on"
 
 #: Upstream cases with nothing to answer at PreFilter/Filter that simulate can reproduce, and why.
 NOT_EXPRESSIBLE: dict[str, str] = {
-    "podgroup-claim-reference": _WORKLOAD + "; the difference is PreBind's reservation for the PodGroup",
-    "podgroup-claim-template": _WORKLOAD + "; the difference is PreBind's reservation for the PodGroup",
-    "podgroup-with-resources": _WORKLOAD + "; the difference is PreBind's reservation for the PodGroup",
-    "bind-podgroup-failure": _WORKLOAD + "; the difference is Unreserve keeping the PodGroup reserved",
-    "postfilter-unreserve-podgroup": _WORKLOAD + "; the difference is PostFilter's unreservation",
-    "postfilter-deallocate-podgroup": _WORKLOAD + "; the difference is PostFilter's deallocation",
-    "postfilter-skip-unreserve-podgroup-when-pods-active": _WORKLOAD + "; the difference is in PostFilter",
-    "postfilter-skip-unreserve-podgroup-other-claim-deallocated": _WORKLOAD
-    + "; the difference is in PostFilter",
-    "reserved-okay-podgroup": _WORKLOAD + " (the claim is reserved for the pod's PodGroup)",
     "exhausted-resources-in-flight-claim": "an in-flight allocation (SignalClaimPendingAllocation) is the "
     "plugin's internal state between Reserve and PreBind; a state file has no such thing",
     "other-resources-in-flight-claim": "an in-flight allocation (SignalClaimPendingAllocation) is the "
