@@ -41,6 +41,8 @@ RESOURCES: dict[str, tuple[str, str, str, bool]] = {
     "devicetaintrules": ("resource.k8s.io", "v1", "DeviceTaintRule", False),
     "leases": ("coordination.k8s.io", "v1", "Lease", True),
     "poddisruptionbudgets": ("policy", "v1", "PodDisruptionBudget", True),
+    # 1.37 serves PodGroups at v1beta1 (kubernetes#140184); ``served_at`` moves them (1.36: v1alpha2).
+    "podgroups": ("scheduling.k8s.io", "v1beta1", "PodGroup", True),
 }
 KIND_TO_RESOURCE = {kind: res for res, (_, _, kind, _) in RESOURCES.items()}
 
@@ -173,7 +175,7 @@ class FakeApiServer:
         #: resource -> the only version it is served at (1.36: devicetaintrules at v1beta2).
         served_at = served_at or {}
         self.resources = {
-            r: (g, served_at.get(r, dra_version) if g == "resource.k8s.io" else v, k, ns)
+            r: (g, served_at.get(r, dra_version) if g == "resource.k8s.io" else served_at.get(r, v), k, ns)
             for r, (g, v, k, ns) in RESOURCES.items()
         }
         self.store = Store()

@@ -36,6 +36,7 @@ KINDS: dict[str, tuple[str, bool]] = {
     "ResourceClaim": ("resourceclaims", True),
     "ResourceClaimTemplate": ("resourceclaimtemplates", True),
     "DeviceTaintRule": ("devicetaintrules", False),
+    "PodGroup": ("podgroups", True),
 }
 
 #: The apiVersion the tests use for each kind unless an object names its own.
@@ -55,6 +56,8 @@ DEFAULT_VERSIONS: dict[str, str] = {
     "ResourceClaimTemplate": "resource.k8s.io/v1",
     # 1.36 serves DeviceTaintRule as v1beta2 (and v1alpha3).
     "DeviceTaintRule": "resource.k8s.io/v1beta2",
+    # 1.36 serves PodGroups as v1alpha2 (GenericWorkload and runtime-config); 1.37 as v1beta1.
+    "PodGroup": "scheduling.k8s.io/v1alpha2",
 }
 
 

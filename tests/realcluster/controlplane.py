@@ -167,12 +167,20 @@ class ControlPlane:
     """etcd and kube-apiserver, the project's RBAC applied, and the extender's identity."""
 
     def __init__(
-        self, binaries: Binaries, folder: Path, *, feature_gates: str = "", controller_manager: bool = True
+        self,
+        binaries: Binaries,
+        folder: Path,
+        *,
+        feature_gates: str = "",
+        controller_manager: bool = True,
+        runtime_config: str = "",
     ) -> None:
         self.binaries = binaries
         self.want_controller_manager = controller_manager
         self.folder = folder
         self.feature_gates = feature_gates
+        #: More ``--runtime-config`` entries (``group/version=true``) for kube-apiserver.
+        self.runtime_config = runtime_config
         self.certs = Certificates(folder / "pki")
         self.etcd_port = free_port()
         self.port = free_port()
@@ -261,7 +269,8 @@ class ControlPlane:
             # DeviceTaintRules are beta and off in 1.36, served at v1beta2 only: on here, so the
             # taint-rule tests can turn them on in kube-scheduler and the extender. Components
             # with the gate off (1.36's default, as every other test runs them) ignore them.
-            f"--runtime-config={DEVICE_TAINT_RULES_API}=true",
+            "--runtime-config="
+            + ",".join(g for g in (f"{DEVICE_TAINT_RULES_API}=true", self.runtime_config) if g),
         ]
         gates = ",".join(g for g in ("DRADeviceTaintRules=true", self.feature_gates) if g)
         command.append(f"--feature-gates={gates}")

@@ -1,0 +1,197 @@
+"""PodGroup claims (DRAWorkloadResourceClaims) under the real kube-scheduler, side by side with
+the in-tree plugin.
+
+kube-apiserver 1.36 serves PodGroups as scheduling.k8s.io/v1alpha2 with GenericWorkload on and
+that version in runtime-config; DRAWorkloadResourceClaims (which kube-scheduler refuses without
+GenericWorkload) adds their ``spec.resourceClaims``. This module runs its own control plane with
+both gates on in kube-apiserver, kube-controller-manager, kube-scheduler and the extender.
+
+Two pods of one PodGroup share a claim the group names: whichever decides, the claim ends up
+allocated once and reserved for the PodGroup (never for a pod), both pods bound to the node its
+device is on (v1.36.3 pkg/scheduler/framework/plugins/dynamicresources PreBind,
+podResourceClaimBindings -> resourceclaim.BindTo). With a template, kube-controller-manager
+creates the claim for the group and names it in each member's status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.realcluster import binaries as found
+from tests.realcluster.api import Api
+from tests.realcluster.components import extender, scheduler, scheduler_config
+from tests.realcluster.conftest import empty
+from tests.realcluster.controlplane import ControlPlane, running
+from tests.realcluster.workload import (
+    gpu_class,
+    gpu_slice,
+    one_gpu_claim,
+    pod_with_claims,
+    remove,
+    store_violations,
+    wait_bound,
+)
+
+GATES = "GenericWorkload=true,DRAWorkloadResourceClaims=true"
+GROUP = "training"
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    located = found.find()
+    if isinstance(located, str):
+        pytest.skip(f"real control plane: {located}")
+    folder: Path = tmp_path_factory.mktemp("podgroups")
+    with running(located, folder, feature_gates=GATES, runtime_config="scheduling.k8s.io/v1alpha2=true") as p:
+        yield p
+
+
+@pytest.fixture
+def cluster(plane: ControlPlane) -> Iterator[ControlPlane]:
+    # PodGroups first: kube-controller-manager makes a group's template claims again while it exists.
+    remove(plane.api, ("PodGroup",), ("default",))
+    empty(plane.api)
+    yield plane
+    remove(plane.api, ("PodGroup",), ("default",))
+    empty(plane.api)
+
+
+@contextlib.contextmanager
+def deciding(cluster: ControlPlane, mode: str) -> Iterator[None]:
+    kubeconfig = cluster.extender_kubeconfig()
+    if mode == "in-tree":
+        with scheduler(cluster, scheduler_config(kubeconfig, extender_url=None), feature_gates=GATES):
+            yield
+    else:
+        with (
+            extender(cluster, "--feature-gates", GATES) as ext,
+            scheduler(cluster, scheduler_config(kubeconfig, extender_url=ext.url), feature_gates=GATES),
+        ):
+            yield
+
+
+def pod_group(entry: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": GROUP, "namespace": "default"},
+        "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": [entry]},
+    }
+
+
+def member(name: str, entry: dict[str, str]) -> dict[str, Any]:
+    p = pod_with_claims(name)
+    p["spec"]["resourceClaims"] = [entry]
+    p["spec"]["schedulingGroup"] = {"podGroupName": GROUP}
+    return p
+
+
+def stored(api: Api, kind: str, name: str) -> dict[str, Any]:
+    found = api.get(kind, name, "default")
+    assert found is not None, f"{kind} {name}"
+    return found
+
+
+def group_reservation(api: Api) -> dict[str, str]:
+    uid = stored(api, "PodGroup", GROUP)["metadata"]["uid"]
+    return {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": GROUP, "uid": uid}
+
+
+@pytest.mark.parametrize("mode", ["in-tree", "extender"])
+def test_a_claim_the_group_names_is_reserved_for_the_group(cluster: ControlPlane, mode: str) -> None:
+    api = cluster.api
+    cluster.add_node("node-a")
+    cluster.add_node("node-b")
+    api.create(gpu_class())
+    api.create(gpu_slice("node-a", gpus=1))
+    entry = {"name": "shared", "resourceClaimName": "shared-gpu"}
+    api.create(one_gpu_claim("shared-gpu"))
+    api.create(pod_group(entry))
+    with deciding(cluster, mode):
+        api.create(member("worker-0", entry))
+        api.create(member("worker-1", entry))
+        assert wait_bound(api, 2) == {"worker-0": "node-a", "worker-1": "node-a"}
+    status = stored(api, "ResourceClaim", "shared-gpu")["status"]
+    assert status["reservedFor"] == [group_reservation(api)]
+    assert [r["device"] for r in status["allocation"]["devices"]["results"]] == ["gpu-0"]
+    assert store_violations(api) == []
+
+
+@pytest.mark.parametrize("mode", ["in-tree", "extender"])
+def test_a_template_claim_made_for_the_group_is_shared(cluster: ControlPlane, mode: str) -> None:
+    api = cluster.api
+    cluster.add_node("node-a")
+    api.create(gpu_class())
+    api.create(gpu_slice("node-a", gpus=2))
+    api.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": "default"},
+            "spec": {"spec": one_gpu_claim("unused")["spec"]},
+        }
+    )
+    entry = {"name": "shared", "resourceClaimTemplateName": "one-gpu"}
+    api.create(pod_group(entry))
+    with deciding(cluster, mode):
+        api.create(member("worker-0", entry))
+        api.create(member("worker-1", entry))
+        assert wait_bound(api, 2) == {"worker-0": "node-a", "worker-1": "node-a"}
+    claims = api.list("ResourceClaim", "default")
+    assert len(claims) == 1, [c["metadata"]["name"] for c in claims]  # one claim, made for the group
+    (made,) = claims
+    assert made["metadata"]["ownerReferences"][0]["kind"] == "PodGroup"
+    assert made["status"]["reservedFor"] == [group_reservation(api)]
+    assert len(made["status"]["allocation"]["devices"]["results"]) == 1
+    assert store_violations(api) == []
+
+
+def test_a_pod_whose_group_is_missing_waits_with_upstream_s_words(cluster: ControlPlane) -> None:
+    """No PodGroup object: the extender answers what kube-scheduler's lister says, on every
+    node; the pod stays pending (GangScheduling off, so nothing parks it before filter)."""
+    api = cluster.api
+    cluster.add_node("node-a")
+    api.create(gpu_class())
+    api.create(gpu_slice("node-a", gpus=1))
+    entry = {"name": "shared", "resourceClaimName": "shared-gpu"}
+    api.create(one_gpu_claim("shared-gpu"))
+    with deciding(cluster, "extender"):
+        api.create(member("lonely", entry))
+
+        def said() -> list[str]:
+            return [
+                e.get("message") or e.get("note") or ""
+                for e in api.list("Event", "default")
+                if e.get("reason") == "FailedScheduling"
+            ]
+
+        api.wait_for(
+            lambda: any(f'podgroup.scheduling.k8s.io "{GROUP}" not found' in m for m in said()),
+            what="FailedScheduling naming the missing PodGroup",
+        )
+    assert not stored(api, "Pod", "lonely")["spec"].get("nodeName")
+
+
+def test_the_real_scheduler_refuses_the_gate_alone_as_we_do(plane: ControlPlane) -> None:
+    """kube-scheduler v1.36.3 with DRAWorkloadResourceClaims but not GenericWorkload does not
+    start; ``--feature-gates`` parsing gives the same words."""
+    import subprocess
+
+    from extender.allocator.features import FeatureGateError, parse_feature_gates
+    from extender.allocator.releases import release_of
+
+    out = subprocess.run(
+        [str(plane.binaries.kube_scheduler), "--feature-gates=DRAWorkloadResourceClaims=true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode != 0
+    with pytest.raises(FeatureGateError) as ours:
+        parse_feature_gates("DRAWorkloadResourceClaims=true", release=release_of(36))
+    assert str(ours.value) in out.stderr
