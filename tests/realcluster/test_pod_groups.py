@@ -28,6 +28,7 @@ from tests.realcluster.components import extender, scheduler, scheduler_config
 from tests.realcluster.conftest import empty
 from tests.realcluster.controlplane import ControlPlane, running
 from tests.realcluster.workload import (
+    GPU_DRIVER,
     gpu_class,
     gpu_slice,
     one_gpu_claim,
@@ -195,3 +196,45 @@ def test_the_real_scheduler_refuses_the_gate_alone_as_we_do(plane: ControlPlane)
     with pytest.raises(FeatureGateError) as ours:
         parse_feature_gates("DRAWorkloadResourceClaims=true", release=release_of(36))
     assert str(ours.value) in out.stderr
+
+
+@pytest.mark.parametrize("mode", ["in-tree", "extender"])
+def test_an_idle_group_s_stranded_claim_is_released_and_allocated_afresh(
+    cluster: ControlPlane, mode: str
+) -> None:
+    """The group's claim is allocated to a node that is gone and reserved for the group; no
+    member runs. 1.36's PostFilter removes the group's reservation (kube-controller-manager does
+    not deallocate after another client's patch), a later attempt deallocates the claim, and the
+    next one allocates it on node-a and reserves it for the group again."""
+    api = cluster.api
+    cluster.add_node("node-a")
+    api.create(gpu_class())
+    api.create(gpu_slice("node-a", gpus=1))
+    entry = {"name": "shared", "resourceClaimName": "shared-gpu"}
+    api.create(pod_group(entry))
+    claim = api.create(one_gpu_claim("shared-gpu"))
+    claim["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    claim = api.update(claim)
+    claim["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "gpu", "driver": GPU_DRIVER, "pool": "gone", "device": "gpu-0"}]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gone"]}]}
+                ]
+            },
+        },
+        "reservedFor": [group_reservation(api)],
+    }
+    api.update(claim, subresource="status")
+    with deciding(cluster, mode):
+        api.create(member("worker-0", entry))
+        assert wait_bound(api, 1, timeout=90) == {"worker-0": "node-a"}
+    status = stored(api, "ResourceClaim", "shared-gpu")["status"]
+    assert status["reservedFor"] == [group_reservation(api)]
+    assert [(r["pool"], r["device"]) for r in status["allocation"]["devices"]["results"]] == [
+        ("node-a", "gpu-0")
+    ]
+    assert store_violations(api) == []
