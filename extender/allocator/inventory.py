@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from extender.allocator.features import Features
-from extender.model.dra import Device, DeviceClass, DeviceID, DeviceTaintRule, ResourceSlice, Taint
+from extender.model.dra import Device, DeviceClass, DeviceID, ResourceSlice, Taint
 from extender.model.nodeselector import NodeSelector, NodeSelectorError
+from extender.model.taint_rules import DeviceTaintRule
 
 PoolID = tuple[str, str]  # (driver, pool name)
 #: Bound on cached node signatures per inventory (node x labels x projection).

@@ -13,12 +13,10 @@ from typing import Any
 from extender.model.core import Node, Pod, parse_node, parse_pod
 from extender.model.dra import (
     DeviceClass,
-    DeviceTaintRule,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
     parse_device_class,
-    parse_device_taint_rule,
     parse_resource_claim,
     parse_resource_claim_template,
     parse_resource_slice,
@@ -26,6 +24,7 @@ from extender.model.dra import (
 from extender.model.errors import ObjectError
 from extender.model.policy import PodDisruptionBudget, parse_pod_disruption_budget
 from extender.model.scheduling import SCHEDULING_GROUP, PodGroup, parse_pod_group
+from extender.model.taint_rules import DeviceTaintRule, parse_device_taint_rule
 from extender.model.versions import SUPPORTED_VERSIONS, resource_version_of
 from extender.tally import tally
 
