@@ -476,9 +476,11 @@ def serve_problems(args: argparse.Namespace) -> list[str]:
 def serve_config(args: argparse.Namespace) -> ServeConfig:
     release = args.kubernetes_version or release_of(DEFAULT_MINOR)
     from_server = args.kubernetes_version is None and not args.state
-    # Following the API server: its release's locks are checked once it is known (versions.py).
+    # Following the API server: its release's gates are checked once it is known (versions.py).
     gates = parse_feature_gates(
-        args.feature_gates, allow_locked=from_server, release=release if args.kubernetes_version else None
+        args.feature_gates,
+        release=release if args.kubernetes_version else None,
+        any_release=from_server,  # checked against the API server's release once it is known
     )
     engine = EngineConfig(
         features=Features.from_gates(gates, release),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from extender.allocator.releases import DEFAULT_MINOR, DEPENDENCIES, GateSpec, Release, release_of
+from extender.allocator.releases import DEFAULT_MINOR, DEPENDENCIES, RELEASES, GateSpec, Release, release_of
 
 
 class FeatureGateError(ValueError):
@@ -22,16 +22,35 @@ GATES: dict[str, GateSpec] = release_of(DEFAULT_MINOR).gates
 
 
 def parse_feature_gates(
-    text: str, *, allow_locked: bool = False, release: Release | None = None
+    text: str, *, allow_locked: bool = False, release: Release | None = None, any_release: bool = False
 ) -> dict[str, bool]:
     """``A=true,B=false`` -> {A: True, B: False}; rejects unknown gates and locked changes.
 
     Gates are ``release``'s (default 1.37): a gate that release does not have is unknown, as
     kube-scheduler of that release would say. ``allow_locked`` lets tests reproduce older
     releases' behaviour (upstream's own tests do the same through their emulation version).
+    ``any_release``: the release is not known yet (it will be the API server's): any release's
+    gate names are accepted, and what depends on the release is checked by :func:`check_gates`
+    once it is known.
     """
+    if any_release:
+        table = {name: spec for r in RELEASES.values() for name, spec in r.gates.items()}
+        return _parse(text, table, "any release", allow_locked=True, checked=False)
     table = GATES if release is None else release.gates
     version = f"1.{DEFAULT_MINOR}" if release is None else release.name
+    return _parse(text, table, version, allow_locked=allow_locked, checked=True)
+
+
+def check_gates(gates: Mapping[str, bool], release: Release) -> None:
+    """What ``release`` says of these gates (they exist there): a gate the extender does not
+    implement there, or one whose dependencies are off, is a :class:`FeatureGateError`."""
+    text = ",".join(f"{name}={str(value).lower()}" for name, value in gates.items())
+    parse_feature_gates(text, allow_locked=True, release=release)
+
+
+def _parse(
+    text: str, table: Mapping[str, GateSpec], version: str, *, allow_locked: bool, checked: bool
+) -> dict[str, bool]:
     out: dict[str, bool] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -49,14 +68,14 @@ def parse_feature_gates(
                 f"cannot set feature gate {name} to {str(enabled).lower()}, feature is locked to "
                 f"{str(spec.default).lower()}"
             )
-        if enabled and spec.unsupported_on is not None:
+        if checked and enabled and spec.unsupported_on is not None:
             raise FeatureGateError(
                 f"feature gate {name}=true is not supported by dra-extender: it would need "
                 f"{spec.unsupported_on}, which the extender does not implement; leave it off "
                 f"(its {version} default) or let the in-tree DynamicResources plugin schedule such pods"
             )
         out[name] = enabled
-    for name, needs in DEPENDENCIES.items():
+    for name, needs in DEPENDENCIES.items() if checked else ():
         if out.get(name, name in table and table[name].default):
             off = [n for n in needs if not out.get(n, n in table and table[n].default)]
             if off:
@@ -85,8 +104,9 @@ class Features:
     #: DRAOptionalNodeOperations: results copy the slice's ``skipNodeOperations``.
     optional_node_operations: bool = False
     #: DRAWorkloadResourceClaims: claims shared by a PodGroup's pods are reserved for the group.
-    #: (The gate is still refused on the command line: the write path does not follow it yet.)
     workload_resource_claims: bool = False
+    #: DRANodeAllocatableResources (1.36's API): devices that stand for node cpu, memory, ...
+    node_allocatable_resources: bool = False
 
     @classmethod
     def from_gates(
@@ -116,6 +136,7 @@ class Features:
             filter_timeout=on("DRASchedulerFilterTimeout"),
             optional_node_operations=on("DRAOptionalNodeOperations"),
             workload_resource_claims=on("DRAWorkloadResourceClaims"),
+            node_allocatable_resources=on("DRANodeAllocatableResources"),
         )
 
     @classmethod

@@ -38,9 +38,6 @@ UNSUPPORTED: dict[str, str] = {
     "DRAFractionalCapacityRange": "fractional validRange min/step values for consumable capacity",
     "DRADerivedAttributes": "attributes derived from other attributes",
     "DRADeviceCompatibilityGroups": "device compatibility groups in the allocator",
-    "DRANodeAllocatableResources": (
-        "node-allocatable resources backed by devices (NodeResourcesFit accounting)"
-    ),
     "DRASharedConsumableCapacity": "consumable capacity shared across devices",
 }
 
@@ -84,9 +81,23 @@ DEPENDENCIES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _spec(name: str, stage: str) -> GateSpec:
+#: Gates the extender refuses from a release on: gate -> (first minor refused, what it would need).
+UNSUPPORTED_FROM: dict[str, tuple[int, str]] = {
+    "DRANodeAllocatableResources": (
+        37,
+        "1.37's second alpha API for node-allocatable devices (nodeAllocatableResources with mapping "
+        "and overhead, kubernetes#140009; 1.36's first one works with --kubernetes-version 1.36)",
+    ),
+}
+
+
+def _spec(name: str, stage: str, minor: int) -> GateSpec:
     maturity, mark = stage[:-1], stage[-1]
-    return GateSpec(mark in "+!", mark == "!", _STAGES[maturity], UNSUPPORTED.get(name))
+    unsupported = UNSUPPORTED.get(name)
+    since = UNSUPPORTED_FROM.get(name)
+    if since is not None and minor >= since[0]:
+        unsupported = since[1]
+    return GateSpec(mark in "+!", mark == "!", _STAGES[maturity], unsupported)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +115,7 @@ class Release:
     def gates(self) -> dict[str, GateSpec]:
         """The DRA gates this release has, with its defaults."""
         return {
-            name: _spec(name, stages[self.minor])
+            name: _spec(name, stages[self.minor], self.minor)
             for name, stages in _GATE_TABLE.items()
             if self.minor in stages
         }

@@ -85,6 +85,9 @@ class ClusterAPI(Protocol):
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         """The current Pod (raw): to learn whether an unanswered Binding went through."""
 
+    async def list_pods(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's Pods as the API server has them now (raw)."""
+
     async def patch_pod_status(
         self, namespace: str, name: str, uid: str, status: dict[str, Any]
     ) -> dict[str, Any]:

@@ -292,6 +292,13 @@ class KubeAPI:
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         return await self._object("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
 
+    async def list_pods(self, namespace: str) -> list[dict[str, Any]]:
+        listing = await self._object("GET", f"/api/v1/namespaces/{namespace}/pods")
+        items = listing.get("items")
+        if not isinstance(items, list):
+            raise ClusterAPIError(f"GET pods of {namespace}: malformed list (no items)")
+        return [i for i in items if isinstance(i, dict)]
+
     async def patch_pod_status(
         self, namespace: str, name: str, uid: str, status: dict[str, Any]
     ) -> dict[str, Any]:

@@ -80,6 +80,11 @@ class MemoryAPI:
         except StoreError as exc:
             raise _translate(exc) from None
 
+    async def list_pods(self, namespace: str) -> list[dict[str, Any]]:
+        return [
+            p for p in self.store.objects("Pod") if (p.get("metadata") or {}).get("namespace") == namespace
+        ]
+
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
         try:
             return self.store.get("Pod", namespace, name)

@@ -8,6 +8,7 @@ from typing import Any
 from extender.model.dra import parse_timestamp
 from extender.model.errors import ObjectError
 from extender.model.labels import Labels
+from extender.model.node_allocatable import ClaimResources, parse_claim_resources
 from extender.model.reader import Reader
 from extender.quantity import Quantity
 
@@ -66,6 +67,11 @@ class Container:
     init: bool = False
     #: An init container with ``restartPolicy: Always`` (a sidecar: it runs alongside the others).
     sidecar: bool = False
+    #: ``resources.claims[].name``: the pod's claim entries this container uses.
+    claims: tuple[str, ...] = ()
+    #: What an in-place resize makes of ``requests`` (InPlacePodVerticalScaling: the larger of
+    #: spec, actuated and allocated; None: its status says nothing, ``requests`` hold).
+    effective: dict[str, Quantity] | None = None
 
     @property
     def long_lived(self) -> bool:
@@ -103,6 +109,12 @@ class Pod:
     start_time: float | None = None
     #: ``spec.schedulingGroup.podGroupName``: the PodGroup the pod belongs to (None: none).
     pod_group: str | None = None
+    #: ``spec.resources.requests`` (PodLevelResources), and what an in-place resize makes of
+    #: them (None: the spec's hold).
+    pod_requests: dict[str, Quantity] = field(default_factory=dict)
+    pod_effective: dict[str, Quantity] | None = None
+    #: ``status.nodeAllocatableResourceClaimStatuses`` (DRANodeAllocatableResources).
+    node_allocatable: tuple[ClaimResources, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -132,8 +144,19 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
     status = Reader(obj.get("status"), "status")
     claims = claim_refs(spec)
     statuses = claim_statuses(status)
-    containers = [_container(c, init=True) for c in spec.readers("initContainers")]
-    containers += [_container(c, init=False) for c in spec.readers("containers")]
+    infeasible = any(
+        c.string("type") == "PodResizePending" and c.string("reason") == "Infeasible"
+        for c in status.readers("conditions")
+    )
+    resized = {
+        s.string("name"): s
+        for key in ("initContainerStatuses", "containerStatuses")
+        for s in status.readers(key)
+        if s.has("resources")
+    }
+    containers = [_container(c, True, resized, infeasible) for c in spec.readers("initContainers")]
+    containers += [_container(c, False, resized, infeasible) for c in spec.readers("containers")]
+    pod_requests = spec.sub("resources").quantities("requests")
     return Pod(
         namespace=meta.string("namespace", "default"),
         name=meta.string("name"),
@@ -153,6 +176,9 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         terminal=status.string("phase") in ("Succeeded", "Failed"),
         start_time=_timestamp(status.opt_string("startTime")),
         pod_group=spec.sub("schedulingGroup").opt_string("podGroupName"),
+        pod_requests=pod_requests,
+        pod_effective=_effective(pod_requests, status, infeasible) if status.has("resources") else None,
+        node_allocatable=parse_claim_resources(status),
     )
 
 
@@ -160,14 +186,35 @@ def _timestamp(text: str | None) -> float | None:
     return parse_timestamp(text) if text else None
 
 
-def _container(reader: Reader, *, init: bool) -> Container:
+def _container(reader: Reader, init: bool, resized: dict[str, Reader], infeasible: bool) -> Container:
     resources = reader.sub("resources")
     requests = resources.quantities("requests")
     for name, limit in resources.quantities("limits").items():
         requests.setdefault(name, limit)  # SetDefaults_Container: requests default to limits
+    name = reader.string("name")
+    sidecar = init and reader.string("restartPolicy") == "Always"
+    status = resized.get(name)
     return Container(
-        name=reader.string("name"),
+        name=name,
         requests=requests,
         init=init,
-        sidecar=init and reader.string("restartPolicy") == "Always",
+        sidecar=sidecar,
+        claims=tuple(c.string("name") for c in resources.readers("claims")),
+        # Of init containers only sidecars have their resizes counted (AggregateContainerRequests).
+        effective=_effective(requests, status, infeasible) if status and (sidecar or not init) else None,
     )
+
+
+def _effective(spec: dict[str, Quantity], status: Reader, infeasible: bool) -> dict[str, Quantity]:
+    """resourcehelper determineEffectiveRequests (v1.36.3): the largest of spec, actuated
+    (``resources.requests``) and allocated (``allocatedResources``) per resource; without the
+    spec when the resize is infeasible."""
+    out: dict[str, Quantity] = {}
+    for source in ([] if infeasible else [spec]) + [
+        status.sub("resources").quantities("requests"),
+        status.quantities("allocatedResources"),
+    ]:
+        for name, q in source.items():
+            if name not in out or q.compare(out[name]) > 0:
+                out[name] = q
+    return out

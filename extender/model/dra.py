@@ -16,6 +16,7 @@ import orjson
 
 from extender.cel import CelDevice
 from extender.model.errors import ObjectError
+from extender.model.node_allocatable import ResourceMapping, parse_mappings
 from extender.model.nodeselector import NodeSelector, parse_node_selector
 from extender.model.reader import Reader
 from extender.model.versions import to_v1
@@ -99,6 +100,8 @@ class Device:
     node_name: str | None = None
     node_selector: NodeSelector | None = None
     all_nodes: bool = False
+    #: DRANodeAllocatableResources: node resource -> how an allocation of this device counts.
+    node_allocatable: dict[str, ResourceMapping] = field(default_factory=dict)
     _cel: CelDevice | None = field(default=None, repr=False)
     #: The digest of the raw (v1-shaped) device this was read from; see :func:`content_digest`.
     fingerprint: bytes | None = field(default=None, repr=False)
@@ -249,6 +252,7 @@ def _device(reader: Reader, driver: str, pool: str, fingerprint: bytes | None = 
         node_name=reader.opt_string("nodeName"),
         node_selector=parse_node_selector(reader.sub("nodeSelector")) if reader.has("nodeSelector") else None,
         all_nodes=reader.boolean("allNodes"),
+        node_allocatable=parse_mappings(reader),
         fingerprint=fingerprint,
     )
 

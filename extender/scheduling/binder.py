@@ -24,7 +24,15 @@ from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod, parse_pod
 from extender.model.dra import ResourceClaim, parse_resource_claim, rfc3339
 from extender.model.errors import ObjectError
-from extender.scheduling import bind_failures, catch_up, extended_writes, nominated, post_filter, stale_claims
+from extender.scheduling import (
+    bind_failures,
+    catch_up,
+    extended_writes,
+    nominated,
+    pod_status_writes,
+    post_filter,
+    stale_claims,
+)
 from extender.scheduling import extended as er
 from extender.scheduling.assumed import AssumedClaims, AssumedWrite, WriteState
 from extender.scheduling.binding import (
@@ -36,6 +44,7 @@ from extender.scheduling.binding import (
 from extender.scheduling.claim_writes import (
     ClaimWriteError,
     WriteOutcomeUnknown,
+    group_reservation_holds,
     outcome_unknown,
     release_claim,
     reserve_claim,
@@ -43,6 +52,7 @@ from extender.scheduling.claim_writes import (
 from extender.scheduling.config import EngineConfig, NoObserver, Observer
 from extender.scheduling.decision import NodeDecision, Snapshot
 from extender.scheduling.expected_binds import ExpectedBinds
+from extender.scheduling.placing import Placing
 from extender.scheduling.prefilter import PodClaims, reserved_for_pod
 
 log = logging.getLogger("dra_extender.engine")
@@ -77,6 +87,9 @@ class CreatedClaim:
     raw: dict[str, Any] | None = None
     #: The pod's status was (maybe) patched to name the claim: a failed bind takes that back.
     recorded: bool = False
+    #: The pod's ``nodeAllocatableResourceClaimStatuses`` were (maybe) recorded by this bind:
+    #: a failed bind clears them (upstream Unreserve).
+    node_allocatable: bool = False
 
 
 @dataclass(slots=True)
@@ -117,6 +130,10 @@ class Binder:
         self.observer: Observer = NoObserver()
         #: Binds being carried out, by pod UID.
         self.in_flight: dict[str, InFlight] = {}
+        #: DRANodeAllocatableResources: pods bound here that the cache does not show bound yet.
+        self.placing = Placing()
+        #: When a pod of each PodGroup last passed a filter (PostFilter leaves such groups alone).
+        self.group_activity = post_filter.GroupActivity()
         #: Pods kube-scheduler may be binding already (its bind not here yet): filters wait.
         self.expected = ExpectedBinds(clock)
         #: The newest version of each pod a request carried: a bind names the pod only, and
@@ -183,6 +200,8 @@ class Binder:
             error = f"internal error while binding to {node_name}: {exc!r}"
         finally:
             del self.in_flight[pod.uid]
+            if error:
+                self.placing.discard(pod.uid)
             self.assumed.interrupted(pod.uid)
             if not entry.done.done():
                 entry.done.set_result(error)
@@ -275,8 +294,13 @@ class Binder:
         if pod.node_name == node_name:
             # Bound already (a Binding whose answer was lost): the reservations are repaired.
             return "", "already bound", decision
+        if decision.node_allocatable:
+            error = await self._record_node_allocatable(pod, node_name, decision, created)
+            if error:
+                await self._release(pod, written, created)
+                return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
         if claims.extended is not None and decision.extended is None:
-            error = await self._clear_stale_mapping(pod)
+            error = await extended_writes.clear_stale_mapping(self.api, pod)
             if error:
                 await self._release(pod, written, created)
                 return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
@@ -339,17 +363,18 @@ class Binder:
                 )
             await asyncio.sleep(min(self.config.binding_poll, max(0.0, deadline - self.clock())))
 
-    async def _clear_stale_mapping(self, pod: Pod) -> str:
-        """Device plugins serve the pod's extended resources here: its status must not name a
-        claim an earlier, failed attempt created (and deleted); kubelet would wait for it."""
-        status = pod.raw.get("status") if isinstance(pod.raw.get("status"), dict) else {}
-        if not (status or {}).get("extendedResourceClaimStatus"):
-            return ""
-        try:
-            await extended_writes.record_mappings(self.api, pod, None)
-        except ClusterAPIError as exc:
-            return f"clearing the pod's extendedResourceClaimStatus of an earlier attempt: {exc}"
-        return ""
+    async def _record_node_allocatable(
+        self, pod: Pod, node: str, decision: NodeDecision, created: CreatedClaim
+    ) -> str:
+        """The node resources the pod's claims stand for go into its status before the Binding."""
+        statuses = decision.node_allocatable
+        self.placing.add(pod, node, statuses, self.clock())
+        created.node_allocatable = True
+        return await pod_status_writes.record_node_allocatable(self.api, pod, statuses)
+
+    def node_pods(self, node: str) -> list[Pod]:
+        """The pods on ``node`` as kube-scheduler counts them (see :mod:`placing`)."""
+        return self.placing.pods_on(node, self.state, self.in_flight, self.clock())
 
     async def _settle_own_writes(self, pod: Pod) -> str | None:
         """Send again the pod's earlier claim writes whose outcome is unknown (at most one lands)."""
@@ -409,6 +434,10 @@ class Binder:
         seen: set[Key] = set()
         for claim in claims.ordered:
             if reserved_for_pod(claim, pod, self.config.features) or claim.key in seen:
+                if claim.key not in seen and not claim.reserved_for_uid(pod.uid) and pod.pod_group:
+                    seen.add(claim.key)  # reserved for its group: read fresh before relying on it
+                    if problem := await group_reservation_holds(self.api, claim, pod.pod_group):
+                        return problem
                 continue  # a claim the pod lists twice is written once, with its first allocation
             seen.add(claim.key)
             allocation = decision.allocations.get(claim.name) if claim.allocation is None else None
@@ -522,11 +551,13 @@ class Binder:
         The extended-resource claim is deleted (upstream Unreserve): deleting releases its
         devices whether or not its status write landed.
         """
+        if created.node_allocatable:
+            await pod_status_writes.clear_node_allocatable(self.api, pod)
         if created.recorded:
             try:
                 await extended_writes.record_mappings(self.api, pod, None)
             except ClusterAPIError as exc:
-                # The next bind of the pod clears it (see _clear_stale_mapping).
+                # The next bind of the pod clears it (see extended_writes.clear_stale_mapping).
                 log.warning(
                     "clearing pod %s/%s's extendedResourceClaimStatus failed: %s",
                     pod.namespace,

@@ -244,8 +244,9 @@ async def release_claim(
     When we allocated it and it is still exactly as written, with only our reservation, one
     UpdateStatus (precondition: the written resourceVersion) clears allocation and reservation:
     its devices are free at once. Otherwise (the claim moved on, e.g. another pod reserved it
-    too) only our ``reservedFor`` entry is removed, with upstream Unreserve's patch; the claim
-    controller deallocates when no consumer is left. Returns the claim afterwards.
+    too) only our ``reservedFor`` entry is removed, with upstream Unreserve's patch. The claim
+    then stays allocated (kube-controller-manager deallocates only when it removes the last
+    consumer itself) until a PostFilter frees it or a pod uses it. Returns the claim afterwards.
     """
     meta = written.get("metadata") or {}
     status = written.get("status") if isinstance(written.get("status"), dict) else {}
@@ -257,4 +258,33 @@ async def release_claim(
             pass  # changed since we wrote it: release only our own part
     return await api.unreserve_claim(
         str(meta.get("namespace")), str(meta.get("name")), str(meta.get("uid")), pod.uid
+    )
+
+
+async def group_reservation_holds(api: ClusterAPI, claim: ResourceClaim, group: str) -> str | None:
+    """A claim the cache shows reserved for the pod's PodGroup gets no write at bind: read
+    fresh, it must still be, with the same devices (None), for the pod to be bound on it. This
+    extender's own PostFilter may have removed the group's reservation (or deallocated the
+    claim) in a write its watch does not show yet."""
+    where = f"resourceclaim {claim.namespace}/{claim.name}"
+    try:
+        raw = await api.get_claim(claim.namespace, claim.name)
+    except ClusterAPIError as exc:
+        return f"{where}: reading it back: {exc}"
+    status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
+    assert isinstance(status, dict)
+    held = any(
+        isinstance(e, dict)
+        and e.get("apiGroup") == "scheduling.k8s.io"
+        and e.get("resource") == "podgroups"
+        and e.get("name") == group
+        for e in status.get("reservedFor") or []
+    )
+    same = (raw.get("metadata") or {}).get("uid") == claim.uid and allocated_devices(
+        status.get("allocation")
+    ) == allocated_devices((claim.raw.get("status") or {}).get("allocation"))
+    if held and same:
+        return None
+    return (
+        f"{where} is no longer reserved for pod group {group} with the devices the cache shows; not binding"
     )

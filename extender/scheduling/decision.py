@@ -31,7 +31,9 @@ from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, DeviceID, ResourceClaim
+from extender.model.node_allocatable import ClaimResources
 from extender.scheduling import extended as er
+from extender.scheduling import node_allocatable as na
 from extender.scheduling.binding import binding_problem
 from extender.scheduling.prefilter import PodClaims, resolve_claims
 from extender.scheduling.projection import ClaimProjection, claim_projection
@@ -63,11 +65,17 @@ class NodeDecision:
     timed_out: bool = False
     #: The pod's extended-resource claim on this node (its allocation is under ``<extended-resources>``).
     extended: er.NodeExtendedClaim | None = None
+    #: Unschedulable rather than Unresolvable: evicting pods could make room (node resources).
+    resolvable: bool = False
+    #: DRANodeAllocatableResources: the pod status entries PreBind records.
+    node_allocatable: tuple[ClaimResources, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"fits": self.fits, "reason": self.reason, "error": self.error}
         if self.fits:
             out["allocations"] = self.allocations
+            if self.node_allocatable:
+                out["nodeAllocatableResourceClaimStatuses"] = [s.to_dict() for s in self.node_allocatable]
             if self.extended is not None:
                 out["extendedResources"] = {
                     "resources": sorted(self.extended.resources),
@@ -108,6 +116,8 @@ class Assessment:
     dra_score: int = 0
     #: The allocation budget ran out (never memoized with the others).
     timed_out: bool = False
+    #: See NodeDecision.resolvable.
+    resolvable: bool = False
 
 
 class Snapshot:
@@ -182,6 +192,11 @@ class Snapshot:
         self._extended_claims: dict[str, ResourceClaim] | None = None
         #: Nesting depth of :meth:`what_if` (memoized answers must not be read or made inside).
         self._what_if = 0
+        #: The pods kube-scheduler counts on a node (DRANodeAllocatableResources: their requests
+        #: and claim statuses); the engine adds the binds it is carrying out.
+        self.node_pods: Callable[[str], Iterable[Pod]] = lambda name: state.pods_by_node.get(
+            name, {}
+        ).values()
         if previous is not None and changed is not None:
             self._carry_over(previous, changed, changed_claims)  # last: it replaces the tables above
 
@@ -226,6 +241,10 @@ class Snapshot:
                 return NodeDecision(node.name, False, reason=reason)
             if extended is None and not pod_claims.ordered:
                 return NodeDecision(node.name, True)  # device plugins serve the pod here
+        pod = pod_claims.pod if self.features.node_allocatable_resources else None
+        node_pods = list(self.node_pods(node.name)) if pod is not None else []
+        if pod is not None and (shared := na.shared_claim(pod, node, pod_claims.allocated, node_pods)):
+            return NodeDecision(node.name, False, reason=shared)
         now = self.wall_clock()
         unavailable = [
             problem
@@ -233,6 +252,7 @@ class Snapshot:
             if (problem := self.claim_unavailable(claim, node, now)) is not None
         ]
         allocations: dict[str, dict[str, Any]] = {}
+        statuses: tuple[ClaimResources, ...] = ()
         to_allocate = _with_extended(pod_claims.to_allocate, extended)
         if to_allocate:
             try:
@@ -252,11 +272,24 @@ class Snapshot:
                 return NodeDecision(node.name, False, reason=outcome.reason)
             for claim, allocation in zip(to_allocate, outcome, strict=True):
                 allocations.setdefault(claim.name, allocation)  # a claim listed twice: first wins
+            if pod is not None:
+                devices = self.inventory.node_devices(node.name, node.labels)
+                try:
+                    verdict = na.judge(pod, node, allocations, devices, node_pods)
+                except na.NodeAllocatableError as exc:
+                    return NodeDecision(node.name, False, error=str(exc))
+                if verdict.reason is not None:
+                    return NodeDecision(
+                        node.name, False, reason=verdict.reason, resolvable=verdict.resolvable
+                    )
+                statuses = verdict.statuses
         if unavailable:
             return NodeDecision(
                 node.name, False, reason="resourceclaim not available on the node: " + "; ".join(unavailable)
             )
-        return NodeDecision(node.name, True, allocations=allocations, extended=extended)
+        return NodeDecision(
+            node.name, True, allocations=allocations, extended=extended, node_allocatable=statuses
+        )
 
     @contextlib.contextmanager
     def what_if(self, *, freed: Sequence[Allocation] = (), held: Sequence[Allocation] = ()) -> Iterator[None]:
@@ -419,7 +452,12 @@ class Snapshot:
     ) -> Callable[[Node], Assessment]:
         """A per-pod function node -> :class:`Assessment` (the per-pod work done once)."""
         assert not self._what_if, "memoized answers are keyed by the real devices in use"
-        if pod_claims.error is not None or pod_claims.reason is not None or not pod_claims.allocates:
+        if (
+            pod_claims.error is not None
+            or pod_claims.reason is not None
+            or not pod_claims.allocates
+            or self.features.node_allocatable_resources  # answers depend on the node's pods too
+        ):
 
             def direct(node: Node) -> Assessment:
                 return self.summarize(pod_claims, node, self.decide(pod_claims, node, timeout=timeout))
@@ -559,6 +597,7 @@ class Snapshot:
             pod_claims.error is None
             and pod_claims.reason is None
             and pod_claims.allocates
+            and not self.features.node_allocatable_resources
             and pod_claims.extended is None
             and not any(c.allocation and c.allocation.node_selector for c in pod_claims.allocated)
             and not (self.features.device_binding and pod_claims.allocated)
@@ -574,7 +613,13 @@ class Snapshot:
 
     def summarize(self, pod_claims: PodClaims, node: Node, decision: NodeDecision) -> Assessment:
         if not decision.fits:
-            return Assessment(False, decision.reason, decision.error, timed_out=decision.timed_out)
+            return Assessment(
+                False,
+                decision.reason,
+                decision.error,
+                timed_out=decision.timed_out,
+                resolvable=decision.resolvable,
+            )
         allocated = sum(len(a["devices"]["results"]) for a in decision.allocations.values())
         claims = _with_extended(pod_claims.to_allocate, decision.extended)
         free = self.allocator.free_matching(node_info(node), claims) if claims else 0

@@ -205,6 +205,8 @@ class Engine:
                 previous=previous if inventory is not None else None,
             )
             self._snapshot_key = key
+            if self.config.features.node_allocatable_resources:
+                self._snapshot.node_pods = self.binder.node_pods
         if self.state.changed_nodes:
             # Node changes make no new snapshot: the current one forgets those nodes' entries.
             changed_nodes, self.state.changed_nodes = self.state.changed_nodes, set()
@@ -240,7 +242,9 @@ class Engine:
 
     def claims_of(self, snapshot: Snapshot, pod: Pod) -> PodClaims:
         """PreFilter: the pod's claims, with another pod's bind still allocating one a reason to wait."""
-        if not pod.claims and not (self.config.features.extended_resource and er.may_request(pod)):
+        features = self.config.features
+        grouped = features.workload_resource_claims and pod.pod_group  # a missing group still fails
+        if not pod.claims and not (features.extended_resource and er.may_request(pod)) and not grouped:
             return PodClaims()
 
         def pending(claim: ResourceClaim) -> bool:
@@ -297,6 +301,8 @@ class Engine:
             result.passed = list(compress(node_names, mask))
             if result.passed and claims.allocates:
                 self.expected.expect(pod.uid)
+            if result.passed and pod.pod_group and self.config.features.workload_resource_claims:
+                self.binder.group_activity.passed(pod.namespace, pod.pod_group, self.clock())
             if len(result.passed) < len(node_names):
                 why = {g: a.reason or "does not fit" for g, a in answers.items() if not a.fits}
                 failing = [not fit for fit in mask]
@@ -307,8 +313,10 @@ class Engine:
                         strict=True,
                     )
                 )
-                skipped = {g for g, a in answers.items() if a is NOT_EVALUATED}
-                if skipped:  # Unschedulable, not Unresolvable: moved over (a name may repeat)
+                # Unschedulable, not Unresolvable (nodes not reached; node resources that
+                # evicting pods could free): moved over (a name may repeat).
+                skipped = {g for g, a in answers.items() if a is NOT_EVALUATED or a.resolvable}
+                if skipped:
                     for name, group in zip(node_names, groups, strict=True):
                         if group in skipped and name in result.unresolvable:
                             result.failed[name] = result.unresolvable.pop(name)
@@ -330,7 +338,11 @@ class Engine:
         if (
             not result.error
             and not result.passed
-            and (claims.allocated or (claims.extended and claims.extended.existing))
+            and (
+                claims.allocated
+                or (claims.extended and claims.extended.existing)
+                or (pod.pod_group and self.config.features.workload_resource_claims)
+            )
         ):
             candidates = [lookup[n] for n in node_names if n in lookup]
             self.binder.deallocate_unavailable(snapshot, pod, claims, candidates)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from math import ceil
 from typing import Any
 
 from extender.model.core import Container, Node, Pod
 from extender.model.dra import DeviceClass, ResourceClaim, parse_resource_claim, parse_timestamp
+from extender.model.requests import pod_requests
 from extender.names import qualified_name
 from extender.quantity import QuantityError, parse_quantity
 
@@ -85,39 +85,6 @@ def extended_resource_classes(classes: Mapping[str, DeviceClass]) -> dict[str, s
 def _wins(a: DeviceClass, b: DeviceClass) -> bool:
     ta, tb = parse_timestamp(a.created) or 0.0, parse_timestamp(b.created) or 0.0
     return ta > tb or (ta == tb and a.name < b.name)
-
-
-def pod_requests(pod: Pod) -> dict[str, Fraction]:
-    """resourcehelper.PodRequests: regular containers and sidecars add up, init containers
-    take the maximum (each with the sidecars started before it), plus the pod's overhead."""
-    total: dict[str, Fraction] = {}
-    sidecars: dict[str, Fraction] = {}
-    init_max: dict[str, Fraction] = {}
-    for c in pod.containers:
-        if not c.init:
-            _add(total, c)
-    for c in pod.containers:
-        if not c.init:
-            continue
-        if c.sidecar:
-            _add(total, c)
-            _add(sidecars, c)
-            needs = sidecars
-        else:
-            needs = dict(sidecars)
-            _add(needs, c)
-        for name, value in needs.items():
-            init_max[name] = max(init_max.get(name, Fraction(0)), value)
-    for name, value in init_max.items():
-        total[name] = max(total.get(name, Fraction(0)), value)
-    for name, q in pod.overhead.items():
-        total[name] = total.get(name, Fraction(0)) + q.value
-    return total
-
-
-def _add(into: dict[str, Fraction], container: Container) -> None:
-    for name, q in container.requests.items():
-        into[name] = into.get(name, Fraction(0)) + q.value
 
 
 def allocatable_value(node: Node, name: str) -> int | None:

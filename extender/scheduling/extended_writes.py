@@ -145,3 +145,16 @@ async def record_mappings(
             last = exc
     assert last is not None
     raise last
+
+
+async def clear_stale_mapping(api: ClusterAPI, pod: Pod) -> str:
+    """Device plugins serve the pod's extended resources here: its status must not name a
+    claim an earlier, failed attempt created (and deleted); kubelet would wait for it."""
+    status = pod.raw.get("status") if isinstance(pod.raw.get("status"), dict) else {}
+    if not (status or {}).get("extendedResourceClaimStatus"):
+        return ""
+    try:
+        await record_mappings(api, pod, None)
+    except ClusterAPIError as exc:
+        return f"clearing the pod's extendedResourceClaimStatus of an earlier attempt: {exc}"
+    return ""

@@ -50,7 +50,9 @@ class Binder(Protocol):
     config: EngineConfig
     assumed: AssumedClaims
     wall_clock: Callable[[], float]
+    clock: Callable[[], float]
     fence: Callable[[], str | None]
+    group_activity: GroupActivity
 
     @property
     def in_flight(self) -> Mapping[str, Bind]: ...
@@ -82,18 +84,19 @@ def post_filter(
     if may_land or not binder.config.features.workload_resource_claims or pod.pod_group is None:
         return None
     group = binder.state.pod_groups.get((pod.namespace, pod.pod_group))
-    if group is None:
-        return None
-    members = _members(binder, pod, group)
-    if members is None:
+    if group is None or group_busy(binder, pod, group):
         return None  # upstream: ScheduledPodsCount() > 0, the group still needs its claims
+
+    def busy() -> bool:  # asked again once the API server has answered
+        return group_busy(binder, pod, group)
+
     if binder.config.release.deallocates_pod_group_claims:
         for claim in unavailable:
             if [e.get("uid") for e in claim.reserved_for] == [group.uid]:
-                return stale_claims.deallocate_for_group(binder.api, pod, members, claim)
-    reserved = _reserved_group_claim(binder, pod, group)
-    if reserved is not None:
-        return stale_claims.unreserve_group(binder.api, pod, members, reserved, group)
+                return stale_claims.deallocate_for_group(binder.api, pod, group, claim, busy)
+    reserved = _reserved_group_claims(binder, pod, group)
+    if reserved:
+        return stale_claims.unreserve_group(binder.api, pod, group, reserved, busy)
     return None
 
 
@@ -125,27 +128,52 @@ def _stranded(binder: Binder, claim: ResourceClaim) -> bool:
     return not any(selector.matches(n.name, n.labels) for n in binder.state.nodes.values())
 
 
-def _members(binder: Binder, pod: Pod, group: PodGroup) -> list[Pod] | None:
-    """The group's other pods the cache knows, or None when one of them is scheduled (bound and
-    not finished, or being bound here), or a write for the group is not settled yet."""
+#: Seconds a group member that passed a filter counts as scheduled: kube-scheduler may have
+#: assumed it (Reserve, Permit, other plugins' PreBind) before its bind reaches the extender.
+PASSED_FILTER_GRACE = 30.0
+
+
+class GroupActivity:
+    """When a pod of each PodGroup last passed a filter here, by (namespace, group)."""
+
+    def __init__(self) -> None:
+        self._passed: dict[Key, float] = {}
+
+    def passed(self, namespace: str, group: str, now: float) -> None:
+        self._passed[(namespace, group)] = now
+        if len(self._passed) > 10_000:  # forget the oldest half
+            for key, _ in sorted(self._passed.items(), key=lambda kv: kv[1])[:5_000]:
+                del self._passed[key]
+
+    def recent(self, namespace: str, group: str, now: float) -> bool:
+        since = self._passed.get((namespace, group))
+        return since is not None and now - since < PASSED_FILTER_GRACE
+
+
+def group_busy(binder: Binder, pod: Pod, group: PodGroup) -> bool:
+    """A pod of the group may be scheduled as far as this extender knows: bound in the cache
+    (and not finished), being bound here, passed a filter recently, or a claim write for the
+    group is not settled. The API server is asked too before anything is written."""
+    if binder.group_activity.recent(pod.namespace, group.name, binder.clock()):
+        return True
     if any(r.consumer is not None and r.consumer.get("uid") == group.uid for r in binder.assumed):
-        return None
+        return True
     binding = {entry.pod_key for entry in binder.in_flight.values()}
-    members = []
     for other in binder.state.pods.values():
         if other.namespace != pod.namespace or other.pod_group != group.name or other.uid == pod.uid:
             continue
         if (other.node_name and not other.terminal) or other.key in binding:
-            return None
-        members.append(other)
-    return members
+            return True
+    return False
 
 
-def _reserved_group_claim(binder: Binder, pod: Pod, group: PodGroup) -> ResourceClaim | None:
-    """unreservePodGroupClaims' pick (v1.36.3): the first of the group's claims that is the
-    group's (a template claim it controls, by UID), allocated, and reserved for the pod or its
-    group. A claim not created yet or not in the cache ends the walk (upstream: an error)."""
+def _reserved_group_claims(binder: Binder, pod: Pod, group: PodGroup) -> list[ResourceClaim]:
+    """unreservePodGroupClaims' candidates (v1.36.3), in the group's order: its claims that are
+    the group's (a template claim it controls, by UID), allocated, and reserved for the pod or its
+    group; the patch goes to the first that takes it. A claim not created yet or not in the cache
+    ends the walk (upstream: an error)."""
     features = binder.config.features
+    out = []
     for entry in group.claims:
         if entry.resource_claim_name is not None:
             name: str | None = entry.resource_claim_name
@@ -154,12 +182,12 @@ def _reserved_group_claim(binder: Binder, pod: Pod, group: PodGroup) -> Resource
             if name is None:
                 continue  # the controller decided no claim is needed
         else:
-            return None
+            break
         claim = binder.state.claims.get((pod.namespace, name or ""))
         if claim is None:
-            return None
+            break
         if entry.resource_claim_name is None and claim.controller_uid != group.uid:
             continue  # IsForPodGroup: metav1.IsControlledBy
         if claim.allocation is not None and reserved_for_pod(claim, pod, features):
-            return claim
-    return None
+            out.append(claim)
+    return out

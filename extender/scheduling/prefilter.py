@@ -41,6 +41,8 @@ class PodClaims:
     #: DRAWorkloadResourceClaims: claim -> the ``reservedFor`` entry it gets, where that is the
     #: pod's PodGroup (upstream ``podResourceClaimBindings``); claims not here are the pod's.
     consumers: dict[Key, dict[str, str]] = field(default_factory=dict)
+    #: The pod (DRANodeAllocatableResources reads its containers and requests at Filter).
+    pod: Pod | None = None
 
     @property
     def empty(self) -> bool:
@@ -90,6 +92,7 @@ def resolve_claims(
     """
     groups = features.workload_resource_claims
     out = _find(pod, claims, broken, groups)
+    out.pod = pod
     if out.reason is None and out.error is None:
         if extended is not None:
             out.extended = extended(pod)

@@ -5,8 +5,9 @@ shows the pod unbound and the claim reserved for nobody else."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 
-from extender.cluster.api import ApiConflict, ApiNotFound, ClusterAPI, ClusterAPIError
+from extender.cluster.api import ApiConflict, ClusterAPI, ClusterAPIError
 from extender.cluster.state import Key
 from extender.model.core import Pod
 from extender.model.dra import ResourceClaim, parse_resource_claim
@@ -95,62 +96,72 @@ async def deallocate_if_unbound(api: ClusterAPI, pod: Pod, claim: ResourceClaim)
     )
 
 
-async def _group_idle(api: ClusterAPI, pod: Pod, members: list[Pod]) -> bool:
-    """The API server shows the pod unbound and no other member of its group scheduled (one
-    the cache shows unbound may have been bound meanwhile: then the group uses its claims)."""
-    if not await still_unbound(api, pod):
+async def _group_idle(api: ClusterAPI, pod: Pod, group: str, busy: Callable[[], bool]) -> bool:
+    """Upstream's ``ScheduledPodsCount() == 0``, read from the API server, not the cache: the pod
+    (this UID) is unbound and in the group there, and no pod of the group, whatever its name or
+    UID, is bound and not finished. ``busy``: this extender is binding a member, or a member
+    passed a filter recently (kube-scheduler may have assumed it): asked again after the read."""
+    try:
+        pods = await api.list_pods(pod.namespace)
+    except ClusterAPIError as exc:
+        log.info("not releasing pod group %s/%s's claims: listing its pods: %s", pod.namespace, group, exc)
         return False
-    for member in members:
-        try:
-            current = await api.get_pod(member.namespace, member.name)
-        except ApiNotFound:
-            continue
-        except ClusterAPIError:
-            return False
+    itself = False
+    for current in pods:
         meta, spec = current.get("metadata") or {}, current.get("spec") or {}
+        if (spec.get("schedulingGroup") or {}).get("podGroupName") != group:
+            continue
+        if meta.get("uid") == pod.uid:
+            itself = not spec.get("nodeName")
+            continue
         phase = (current.get("status") or {}).get("phase")
-        if meta.get("uid") == member.uid and spec.get("nodeName") and phase not in ("Succeeded", "Failed"):
+        if spec.get("nodeName") and phase not in ("Succeeded", "Failed"):
             return False
-    return True
+    return itself and not busy()
 
 
-async def deallocate_for_group(api: ClusterAPI, pod: Pod, members: list[Pod], claim: ResourceClaim) -> None:
+async def deallocate_for_group(
+    api: ClusterAPI, pod: Pod, group: PodGroup, claim: ResourceClaim, busy: Callable[[], bool]
+) -> None:
     """1.37 PodGroupPostFilter: an unavailable claim reserved only for the pod's group, with no
     member scheduled, is deallocated (under the cached resourceVersion)."""
     where = f"resourceclaim {claim.namespace}/{claim.name}"
-    if not await _group_idle(api, pod, members):
+    if not await _group_idle(api, pod, group.name, busy):
         return
     try:
         await api.update_claim_status(deallocated(claim.raw))
     except ClusterAPIError as exc:
-        log.info("not deallocating %s for pod group %s: %s", where, pod.pod_group, exc)
+        log.info("not deallocating %s for pod group %s: %s", where, group.name, exc)
         return
     log.info(
         "deallocated %s: reserved only for pod group %s/%s, no pod of which is scheduled, and "
         "unavailable to pod %s",
         where,
-        pod.namespace,
-        pod.pod_group,
+        group.namespace,
+        group.name,
         pod.name,
     )
 
 
 async def unreserve_group(
-    api: ClusterAPI, pod: Pod, members: list[Pod], claim: ResourceClaim, group: PodGroup
+    api: ClusterAPI, pod: Pod, group: PodGroup, claims: Sequence[ResourceClaim], busy: Callable[[], bool]
 ) -> None:
-    """unreservePodGroupClaims (v1.36.3): the group's reservation is removed (upstream's strategic
-    merge patch, the claim's UID as precondition); the allocation stays for a later attempt."""
-    where = f"resourceclaim {claim.namespace}/{claim.name}"
-    if not await _group_idle(api, pod, members):
+    """unreservePodGroupClaims (v1.36.3): the group's reservation is removed from the first of
+    ``claims`` that takes the patch (upstream's strategic merge patch, the claim's UID as
+    precondition; a failure moves on to the next); the allocation stays for a later attempt."""
+    if not await _group_idle(api, pod, group.name, busy):
         return
-    try:
-        await api.unreserve_claim(claim.namespace, claim.name, claim.uid, group.uid)
-    except ClusterAPIError as exc:
-        log.info("not unreserving %s for pod group %s: %s", where, group.name, exc)
+    for claim in claims:
+        where = f"resourceclaim {claim.namespace}/{claim.name}"
+        try:
+            await api.unreserve_claim(claim.namespace, claim.name, claim.uid, group.uid)
+        except ClusterAPIError as exc:
+            log.info("not unreserving %s for pod group %s: %s", where, group.name, exc)
+            continue
+        log.info(
+            "unreserved %s for pod group %s/%s: no pod of the group is scheduled",
+            where,
+            group.namespace,
+            group.name,
+        )
         return
-    log.info(
-        "unreserved %s for pod group %s/%s: no pod of the group is scheduled",
-        where,
-        group.namespace,
-        group.name,
-    )

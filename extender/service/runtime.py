@@ -17,6 +17,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from extender.allocator import FeatureGateError
 from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.async_kube import AsyncKube, write_window
@@ -213,18 +214,27 @@ def discover(raw: RawKube, health: ClusterHealth, stop: threading.Event) -> tupl
     return None
 
 
-def pod_group_version(raw: RawKube) -> str | None:
+def pod_group_version(raw: RawKube, stop: threading.Event) -> str | None:
     """The scheduling.k8s.io version to read PodGroups at, with DRAWorkloadResourceClaims on.
 
     None, with a warning, when the API server serves none (GenericWorkload off, or 1.36
     without ``--runtime-config scheduling.k8s.io/v1alpha2=true``): then a pod in a PodGroup is
     unschedulable with "podgroup ... not found", which is what kube-scheduler's lister says.
+    A failed discovery is retried with back-off (the service is not ready meanwhile).
     """
-    try:
-        version = raw.pod_group_version()
-    except ClusterAPIError as exc:
-        log.warning("reading which %s versions serve podgroups failed: %s", SCHEDULING_GROUP, exc)
-        return None
+    delay = 0.2
+    while True:
+        try:
+            version = raw.pod_group_version()
+            break
+        except ClusterAPIError as exc:
+            if delay == 0.2:
+                log.warning(
+                    "reading which %s versions serve podgroups failed (retrying): %s", SCHEDULING_GROUP, exc
+                )
+            if stop.wait(delay):
+                return None
+            delay = min(10.0, delay * 2)
     if version is None:
         log.warning(
             "DRAWorkloadResourceClaims is on but the API server serves no %s podgroups (%s)",
@@ -300,7 +310,13 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
             release, warning = release_for(server)
             if warning is not None:
                 log.warning("%s", warning)
-            features, ignored = features_for(release, config.gates)
+            try:
+                features, ignored = features_for(release, config.gates)
+            except FeatureGateError as exc:
+                # Deciding without the gate would answer otherwise than kube-scheduler: never ready.
+                log.error("%s (Kubernetes %s, from the API server)", exc, release.name)
+                health.discovery = f"--feature-gates for Kubernetes {release.name}: {exc}"
+                return
             for line in ignored:
                 log.warning("%s", line)
             engine_config = dataclasses.replace(engine_config, release=release, features=features)
@@ -321,7 +337,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         features = engine_config.features
         paths, served = found
         if features.workload_resource_claims:
-            paths = dataclasses.replace(paths, pod_groups=pod_group_version(raw))
+            paths = dataclasses.replace(paths, pod_groups=pod_group_version(raw, stop))
         kube_api.paths = paths
         reflectors: list[Reflector] = []
         optional: list[Reflector] = []

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from extender.allocator import Features
+from extender.allocator.features import check_gates
 from extender.allocator.releases import DEFAULT_MINOR, RELEASES, Release, release_of
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.kube import RawKube
@@ -64,7 +65,8 @@ def release_for(server: ServerVersion) -> tuple[Release, str | None]:
 def features_for(release: Release, gates: Mapping[str, bool]) -> tuple[Features, list[str]]:
     """``release``'s gate defaults with the operator's ``--feature-gates``; a gate that release
     does not have, or has locked to the other value, is left out with a warning (kube-scheduler
-    of that release would refuse to start with it)."""
+    of that release would refuse to start with it). One the extender does not implement in that
+    release, or whose dependencies are off, is a :class:`FeatureGateError`."""
     known = release.gates
     kept: dict[str, bool] = {}
     warnings = []
@@ -79,6 +81,7 @@ def features_for(release: Release, gates: Mapping[str, bool]) -> tuple[Features,
             )
         else:
             kept[name] = value
+    check_gates(kept, release)  # a gate the extender does not implement in this release: refused
     return Features.from_gates(kept, release), warnings
 
 

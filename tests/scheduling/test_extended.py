@@ -14,6 +14,7 @@ import pytest
 
 from extender.model.core import parse_node, parse_pod
 from extender.model.dra import parse_device_class, parse_resource_claim
+from extender.model.requests import pod_requests
 from extender.scheduling import extended as er
 from tests.builders import container, device_class, node, pod, with_allocatable
 
@@ -93,12 +94,12 @@ def test_pod_requests_follow_the_init_and_sidecar_rules() -> None:
         )
     )
     # max(regular 3 + sidecar 1, init peaks 5 and 4 + 1) = 5
-    assert er.pod_requests(p)[ER] == 5
+    assert pod_requests(p)[ER] == 5
 
 
 def test_limits_default_the_requests() -> None:
     raw = pod(containers=[{"name": "c", "resources": {"limits": {ER: "2"}}}])
-    assert er.pod_requests(parse_pod(raw)) == {ER: 2}
+    assert pod_requests(parse_pod(raw)) == {ER: 2}
 
 
 # Upstream's pods (st.MakePod): the containers, in initContainers ++ containers order.

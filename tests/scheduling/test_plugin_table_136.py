@@ -311,6 +311,45 @@ def pod_group_claim(alloc: dict[str, Any] | None = None, **status: Any) -> dict[
     return c if alloc is None else with_allocation(c, alloc, **status)
 
 
+#: workerNodeWithCapacity: 10 CPUs, 10Gi of memory, 32 pods.
+CAPACITY_WORKER = worker(allocatable={"cpu": "10", "memory": "10Gi", "pods": 32})
+NODE_ALLOCATABLE_DRIVER = "node-allocatable-resource-driver"
+CPUS = "example.com/cpus"
+
+
+def mapped_device(name: str = "instance-1", **mappings: tuple[str | None, str | None]) -> dict[str, Any]:
+    """A device with nodeAllocatableResourceMappings: resource -> (allocationMultiplier, capacityKey)."""
+    table = {}
+    for resource, (multiplier, key) in mappings.items():
+        entry = {"allocationMultiplier": multiplier} if multiplier is not None else {}
+        if key is not None:
+            entry["capacityKey"] = key
+        table[resource] = entry
+    return device(name, nodeAllocatableResourceMappings=table)
+
+
+def cpus_slice(memory: str | None = None) -> dict[str, Any]:
+    """workerNodeSliceWithNodeAllocatableResource: numa-0-cpus, 10 example.com/cpus to share,
+    standing for that many CPUs (and, given ``memory``, that much memory per allocation)."""
+    d = mapped_device("numa-0-cpus", cpu=(None, CPUS), **({"memory": (memory, None)} if memory else {}))
+    d["capacity"] = {CPUS: {"value": "10"}}
+    d["allowMultipleAllocations"] = True
+    return node_slice(WORKER, d, driver=NODE_ALLOCATABLE_DRIVER)
+
+
+def capacity_claim(cpus: str) -> dict[str, Any]:
+    """pendingNodeAllocatableClaimWithCapacity: one device with ``cpus`` of example.com/cpus."""
+    return pending(requests=[exact("req-1", cls=CLASS, capacity={"requests": {CPUS: cpus}})])
+
+
+def container_pod() -> dict[str, Any]:
+    """podWithClaimReferenceInContainer: entry my-resource names the claim; container c1 uses it."""
+    p = pod(POD, uid=POD_UID, containers=[container("c1", {})])
+    p["spec"]["containers"][0]["resources"] = {"claims": [{"name": "my-resource"}]}
+    p["spec"]["resourceClaims"] = [{"name": "my-resource", "resourceClaimName": CLAIM}]
+    return p
+
+
 # --- the cases ----------------------------------------------------------------------------------------
 
 
@@ -1060,6 +1099,54 @@ CASES = [
         fits(NOTHING_NEW),
         gates=GROUP_GATES,
     ),
+    # --- DRANodeAllocatableResources (their PreBind pod status: test_node_allocatable_writes.py)
+    # v1.36.3 dynamicresources_test.go TestPlugin/node-allocatable-resource-multiplier
+    Case(
+        "node-allocatable-resource-multiplier",
+        [pending(), CLASS_A, node_slice(WORKER, mapped_device(cpu=("1", None), memory=("1Gi", None)))],
+        container_pod(),
+        fits(INSTANCE_1),
+        nodes=[CAPACITY_WORKER],
+        gates={"DRANodeAllocatableResources": True},
+    ),
+    # v1.36.3 dynamicresources_test.go TestPlugin/node-allocatable-resource-capacitykey
+    Case(
+        "node-allocatable-resource-capacitykey",
+        [capacity_claim("1"), CLASS_A, cpus_slice()],
+        container_pod(),
+        fits({CLAIM: [("req-1", "numa-0-cpus")]}),
+        nodes=[CAPACITY_WORKER],
+        gates={"DRANodeAllocatableResources": True, "DRAConsumableCapacity": True},
+    ),
+    # v1.36.3 dynamicresources_test.go TestPlugin/node-allocatable-resource-capacitykey-and-multiplier
+    Case(
+        "node-allocatable-resource-capacitykey-and-multiplier",
+        [capacity_claim("1"), CLASS_A, cpus_slice(memory="1Gi")],
+        container_pod(),
+        fits({CLAIM: [("req-1", "numa-0-cpus")]}),
+        nodes=[CAPACITY_WORKER],
+        gates={"DRANodeAllocatableResources": True, "DRAConsumableCapacity": True},
+    ),
+    # v1.36.3 dynamicresources_test.go TestPlugin/node-allocatable-resource-insufficient-resources-with-multiplier
+    # (the table writes Unschedulable and compares messages only; 11 CPUs on a 10-CPU node is
+    # UnschedulableAndUnresolvable in the code, which is what the extender answers)
+    Case(
+        "node-allocatable-resource-insufficient-resources-with-multiplier",
+        [pending(), CLASS_A, node_slice(WORKER, mapped_device(cpu=("11", None)))],
+        container_pod(),
+        reason("Insufficient cpu"),
+        nodes=[CAPACITY_WORKER],
+        gates={"DRANodeAllocatableResources": True},
+    ),
+    # v1.36.3 dynamicresources_test.go TestPlugin/node-allocatable-resource-insufficient-with-capacityKey
+    Case(
+        "node-allocatable-resource-insufficient-with-capacityKey",
+        [capacity_claim("11"), CLASS_A, cpus_slice()],
+        container_pod(),
+        reason("cannot allocate all claims"),
+        nodes=[CAPACITY_WORKER],
+        gates={"DRANodeAllocatableResources": True, "DRAConsumableCapacity": True},
+    ),
 ]
 
 
@@ -1153,7 +1240,6 @@ UPSTREAM_NAMES = [
     "node-allocatable-resource-insufficient-with-capacityKey",
 ]
 
-_ALLOCATABLE = "needs DRANodeAllocatableResources, which the extender refuses to turn on"
 
 #: Upstream cases with nothing to answer at PreFilter/Filter that simulate can reproduce, and why.
 NOT_EXPRESSIBLE: dict[str, str] = {
@@ -1165,11 +1251,6 @@ NOT_EXPRESSIBLE: dict[str, str] = {
     "the extender's Features have no such switch; the plugin's Skip has no counterpart",
     "canceled": "Filter called with a context the caller canceled: neither simulate nor the filter verb "
     "has a caller that cancels one node's Filter",
-    "node-allocatable-resource-multiplier": _ALLOCATABLE,
-    "node-allocatable-resource-capacitykey": _ALLOCATABLE,
-    "node-allocatable-resource-capacitykey-and-multiplier": _ALLOCATABLE,
-    "node-allocatable-resource-insufficient-resources-with-multiplier": _ALLOCATABLE,
-    "node-allocatable-resource-insufficient-with-capacityKey": _ALLOCATABLE,
 }
 
 

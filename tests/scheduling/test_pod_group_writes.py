@@ -25,9 +25,14 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.model.core import parse_pod
+from extender.model.dra import parse_resource_claim
+from extender.scheduling import post_filter as post_filter_module
+from extender.scheduling.binder import InFlight
+from extender.scheduling.claim_writes import ClaimWriteError, reserve_claim
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
 from extender.service.runtime import follow
+from tests.builders import pod as pod_builder
 from tests.scheduling.test_plugin_table_136 import (
     CASES,
     CLAIM,
@@ -35,6 +40,7 @@ from tests.scheduling.test_plugin_table_136 import (
     FOR_POD,
     FOR_PODGROUP,
     POD,
+    PODGROUP,
     WORKER,
     Case,
     gates_of,
@@ -121,6 +127,9 @@ PREBIND = {
 
 @pytest.mark.parametrize("name", sorted(PREBIND))
 def test_prebind_reserves_as_the_136_plugin(name: str) -> None:
+    """Upstream's ``changes`` also add an allocationTimestamp to a claim allocated before; the
+    real API server refuses any change of an existing allocation (it is immutable), so the
+    extender leaves it as it is and only adds the reservation."""
     engine, store = cluster(case(name))
     before = claim_of(store)
     assert asyncio.run(bind(engine, store)) == ""
@@ -261,9 +270,9 @@ def test_the_second_member_uses_the_group_reservation_without_writing() -> None:
 
 
 def test_members_bound_at_once_allocate_the_group_claim_once() -> None:
-    """Two members' binds run concurrently on a pending group claim: one allocates and reserves
-    it for the group; the other finds the group's reservation with the same devices and binds.
-    The store ends with one allocation and one reservation, never two."""
+    """Two members' binds are started together on a pending group claim: the first takes the
+    devices before it writes (assumed), so the second does not allocate again; it binds on the
+    group's reservation once that is written. One allocation, one reservation, one write."""
     c = case("podgroup-with-resources")
     engine, store = cluster(c)
     second = json_copy(c.pod, name=f"{POD}-2", uid="uid-2")
@@ -298,3 +307,180 @@ def test_a_group_claim_write_with_a_lost_answer_counts_once() -> None:
     engine, store = cluster(case("podgroup-with-resources"), api=LosesFirstStatusAnswer)
     assert asyncio.run(bind(engine, store)) == ""
     assert status(claim_of(store))["reservedFor"] == [FOR_PODGROUP]
+
+
+# --- PostFilter never releases what a scheduled member uses (found by review) ----------------------
+
+
+def test_a_member_recreated_under_the_same_name_and_bound_keeps_the_reservation() -> None:
+    """The cache has the old my-pod-2 (unbound); the API server has a new my-pod-2 (another UID),
+    bound: the group is scheduled, in 1.36 and in 1.37 nothing is written."""
+    for release in (RELEASE_136, release_of(37)):
+        c = case("postfilter-unreserve-podgroup")
+        engine, store = cluster(c, release=release, following=False)
+        engine.state.apply(json_copy(c.pod, name=f"{POD}-2", uid="uid-old"))
+        recreated = json_copy(c.pod, name=f"{POD}-2", uid="uid-new")
+        recreated["spec"]["nodeName"] = WORKER
+        store.load([recreated])
+        before = claim_of(store)
+        asyncio.run(post_filter(engine, store))
+        assert claim_of(store) == before, release.name
+
+
+def test_a_bound_member_the_cache_never_saw_keeps_the_reservation() -> None:
+    c = case("postfilter-unreserve-podgroup")
+    engine, store = cluster(c, following=False)
+    stranger = json_copy(c.pod, name="stranger", uid="uid-stranger")
+    stranger["spec"]["nodeName"] = WORKER
+    store.load([stranger])
+    before = claim_of(store)
+    asyncio.run(post_filter(engine, store))
+    assert claim_of(store) == before
+
+
+def test_a_made_up_filter_request_cannot_release_a_group_s_claim() -> None:
+    """A pod outside the group (as the API server has it) sent with the group's name and claim:
+    nothing is written."""
+    c = case("postfilter-unreserve-podgroup")
+    engine, store = cluster(
+        c, following=False
+    )  # the cache has not seen the bystander: the request's pod is used
+    store.load([json_copy(pod_builder("bystander"), name="bystander", uid="uid-bystander")])
+    forged = json_copy(c.pod, name="bystander", uid="uid-bystander")
+    before = claim_of(store)
+
+    async def forge() -> None:
+        engine.filter(parse_pod(forged), [WORKER])
+        await engine.binder.background_done()
+
+    asyncio.run(forge())
+    assert claim_of(store) == before
+
+
+def test_a_member_that_passed_a_filter_recently_keeps_the_reservation() -> None:
+    """kube-scheduler may have assumed it (Reserve, Permit) before its bind arrives."""
+    c = case("postfilter-unreserve-podgroup")
+    engine, store = cluster(c)
+    engine.binder.group_activity.passed("default", PODGROUP, engine.clock())
+    before = claim_of(store)
+    asyncio.run(post_filter(engine, store))
+    assert claim_of(store) == before
+
+
+def test_a_member_being_bound_or_an_unsettled_group_write_keeps_the_reservation() -> None:
+    c = case("postfilter-unreserve-podgroup")
+    engine, store = cluster(c)
+    member = json_copy(c.pod, name=f"{POD}-2", uid="uid-2")
+    store.load([member])
+    p, group = parse_pod(c.pod), engine.state.pod_groups[("default", PODGROUP)]
+    assert not post_filter_module.group_busy(engine.binder, p, group)
+    loop = asyncio.new_event_loop()
+    engine.binder.in_flight["uid-2"] = InFlight(
+        "uid-2", ("default", f"{POD}-2"), WORKER, 0.0, loop.create_future()
+    )
+    assert post_filter_module.group_busy(engine.binder, p, group)
+    del engine.binder.in_flight["uid-2"]
+    claim = engine.state.claims[("default", CLAIM)]
+    engine.binder.assumed.assume(claim, "uid-2", ("default", f"{POD}-2"), WORKER, None, 0.0, group.consumer())
+    assert post_filter_module.group_busy(engine.binder, p, group)
+    loop.close()
+
+
+def test_a_claim_owned_by_another_instance_of_the_group_is_not_unreserved() -> None:
+    """IsForPodGroup compares the controller's UID: a template claim of an earlier PodGroup of
+    the same name is not this group's."""
+    c = case("postfilter-unreserve-podgroup")
+    engine, store = cluster(c)
+    group = engine.state.pod_groups[("default", PODGROUP)]
+    templated = json_copy(group.raw, name=PODGROUP, uid=group.uid)
+    templated["spec"]["resourceClaims"] = [{"name": CLAIM, "resourceClaimTemplateName": "template"}]
+    templated["status"] = {"resourceClaimStatuses": [{"name": CLAIM, "resourceClaimName": CLAIM}]}
+    claim = claim_of(store)
+    claim["metadata"]["ownerReferences"][0]["uid"] = "uid-of-an-earlier-group"
+    store.load([templated, claim])
+    before = claim_of(store)
+    asyncio.run(post_filter(engine, store))
+    assert claim_of(store) == before
+
+
+def test_1_37_deallocates_only_a_claim_reserved_for_the_group_alone() -> None:
+    """Reserved for the group and something else: 1.37 does not deallocate; it removes the
+    group's entry as 1.36 does."""
+    c = case("postfilter-unreserve-podgroup")
+    engine, store = cluster(c, release=release_of(37))
+    claim = claim_of(store)
+    claim["status"]["reservedFor"].append({"resource": "pods", "name": "other", "uid": "uid-other"})
+    store.load([claim])
+    asyncio.run(post_filter(engine, store))
+    after = status(claim_of(store))
+    assert after["allocation"] and after["reservedFor"] == [
+        {"resource": "pods", "name": "other", "uid": "uid-other"}
+    ]
+
+
+def test_a_bind_does_not_rely_on_a_group_reservation_this_extender_removed() -> None:
+    """The extender's PostFilter removed the group's reservation (as unreserve_group does); its
+    watch does not show that yet. A member's bind reads the claim fresh, finds it reserved for
+    nobody and does not bind (kube-scheduler retries once the cache has caught up)."""
+    c = case("reserved-okay-podgroup")
+    engine, store = cluster(c, following=False)
+    group = engine.state.pod_groups[("default", PODGROUP)]
+    claim = engine.state.claims[("default", CLAIM)]
+    asyncio.run(engine.binder.api.unreserve_claim("default", CLAIM, claim.uid, group.uid))
+    assert not status(claim_of(store)).get("reservedFor")  # the store; the cache still has it
+    error = asyncio.run(bind(engine, store))
+    assert f"no longer reserved for pod group {PODGROUP}" in error, error
+    assert not store.get("Pod", "default", POD)["spec"].get("nodeName")
+    # Once the cache shows it, the bind reserves the claim for the group again and binds.
+    follow(store, engine.state)
+    engine.state.apply(claim_of(store))
+    assert asyncio.run(bind(engine, store)) == ""
+    assert status(claim_of(store))["reservedFor"] == [FOR_PODGROUP]
+
+
+def test_a_pod_group_claim_written_by_another_member_counts_as_written() -> None:
+    """reserve_claim for the group: the status write conflicts, and the fresh claim has the
+    group's entry with the same devices (another member's write): done, nothing more is sent."""
+    c = case("podgroup-with-resources")
+    store = MemoryStore()
+    store.load(objects_of(c))
+    raw = claim_of(store)
+    claim = parse_resource_claim(raw)
+    allocation = {
+        "devices": {
+            "results": [{"request": "req-1", "driver": "some-driver", "pool": WORKER, "device": "instance-1"}]
+        }
+    }
+    written = json.loads(json.dumps(raw))
+    written["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    written = store.update(written)
+    written["status"] = {"allocation": allocation, "reservedFor": [FOR_PODGROUP]}
+    store.update(written, status=True)  # the other member's write, after our snapshot
+    answer = asyncio.run(
+        reserve_claim(MemoryAPI(store), claim, allocation, parse_pod(c.pod), consumer=FOR_PODGROUP)
+    )
+    assert answer["status"]["reservedFor"] == [FOR_PODGROUP]
+    other = {
+        **allocation,
+        "devices": {"results": [{**allocation["devices"]["results"][0], "device": "instance-2"}]},
+    }
+    with pytest.raises(ClaimWriteError):
+        asyncio.run(reserve_claim(MemoryAPI(store), claim, other, parse_pod(c.pod), consumer=FOR_PODGROUP))
+
+
+def test_a_member_that_passes_a_filter_while_the_group_is_read_keeps_the_reservation() -> None:
+    """The group looked idle, then a member passed a filter while the API server was being
+    asked: asked again after the read, nothing is written."""
+    engines: list[Engine] = []
+
+    class MemberPassesMeanwhile(MemoryAPI):
+        async def list_pods(self, namespace: str) -> list[dict[str, Any]]:
+            pods = await super().list_pods(namespace)
+            engines[0].binder.group_activity.passed(namespace, PODGROUP, engines[0].clock())
+            return pods
+
+    engine, store = cluster(case("postfilter-unreserve-podgroup"), api=MemberPassesMeanwhile)
+    engines.append(engine)
+    before = claim_of(store)
+    asyncio.run(post_filter(engine, store))
+    assert claim_of(store) == before

@@ -1,0 +1,236 @@
+"""DRANodeAllocatableResources at Filter and PreBind, as v1.36.3 does it
+(pkg/scheduler/framework/plugins/dynamicresources/nodeallocatabledynamicresources.go).
+
+With the gate on, a device's ``nodeAllocatableResourceMappings`` turn its allocation into node
+resources (cpu, memory, ...) the pod takes on top of its containers' requests:
+
+- an allocated claim another pod on the node already records in its
+  ``status.nodeAllocatableResourceClaimStatuses`` is refused (one pod per such claim);
+- for the claims allocated in this cycle, the statuses are computed from the new allocations
+  (a device's ``allocationMultiplier``, or the capacity consumed under ``capacityKey`` times it),
+  every such claim must be used by some container, pod-level requests must cover the total, and
+  the pod with them must fit the node's allocatable minus what its pods request ("Insufficient
+  cpu", Unschedulable, or UnschedulableAndUnresolvable when the node is too small anyway);
+- PreBind records the statuses in the pod's status before the Binding.
+
+Pure: the caller hands in the node, its pods and a device lookup.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from extender.model.core import Node, Pod
+from extender.model.dra import Device, DeviceID, ResourceClaim
+from extender.model.node_allocatable import ClaimResources
+from extender.model.requests import Requests, pod_requests
+from extender.quantity import Quantity, QuantityError, parse_quantity
+
+#: (driver, pool, device) -> the published device, if any.
+DeviceLookup = Callable[[str, str, str], Device | None]
+
+
+class NodeAllocatableError(Exception):
+    """Filter's statusError: the allocation cannot be turned into node resources."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Why the pod does not fit with its node-allocatable claims (None in ``reason``: it fits)."""
+
+    reason: str | None = None
+    #: Unschedulable (not Unresolvable): evicting pods could make room.
+    resolvable: bool = False
+    statuses: tuple[ClaimResources, ...] = ()
+
+
+def shared_claim(
+    pod: Pod, node: Node, allocated: Iterable[ResourceClaim], node_pods: Sequence[Pod]
+) -> str | None:
+    """Filter's loop over the allocated claims: the first one available on the node that other
+    pods there record (its sharing check runs after the node selector's, which skips the claim)."""
+    for claim in allocated:
+        selector = claim.allocation.node_selector if claim.allocation is not None else None
+        if selector is not None and not selector.matches(node.name, node.labels):
+            continue
+        problem = sharing_problem(pod, claim.name, node_pods)
+        if problem is not None:
+            return problem
+    return None
+
+
+def judge(
+    pod: Pod,
+    node: Node,
+    allocations: Mapping[str, Mapping[str, Any]],
+    devices: Iterable[Device],
+    node_pods: Sequence[Pod],
+) -> Verdict:
+    """calculateAndCheckNodeAllocatableResources for this cycle's new ``allocations`` (claim name
+    -> ``status.allocation``) on ``node``; :class:`NodeAllocatableError` is Filter's error."""
+    index = {d.id: d for d in devices}
+    statuses = claim_statuses(pod, pod_entries(pod), allocations, lambda *key: index.get(DeviceID(*key)))
+    if not statuses:
+        return Verdict()
+    return check(pod, node, statuses, node_pods)
+
+
+def pod_entries(pod: Pod) -> dict[str, str]:
+    """The pod's claim entry name -> claim name (foreachPodResourceClaim's names)."""
+    out = {}
+    for ref in pod.claims:
+        name = ref.resource_claim_name or pod.claim_statuses.get(ref.name)
+        if name:
+            out[ref.name] = name
+    return out
+
+
+def sharing_problem(pod: Pod, claim_name: str, node_pods: Iterable[Pod]) -> str | None:
+    """validateNodeAllocatableDRAClaimSharing: the claim is recorded by other pods on the node."""
+    consumers = {p.uid for p in node_pods if any(s.claim == claim_name for s in p.node_allocatable)}
+    if len(consumers) > 1:
+        return f"node allocatable resource claim {claim_name} shared by multiple pods"
+    if len(consumers) == 1 and pod.uid not in consumers:
+        return f"node allocatable resource claim {claim_name} is already used by another pod"
+    return None
+
+
+def claim_statuses(
+    pod: Pod,
+    entries: Mapping[str, str],
+    allocations: Mapping[str, Mapping[str, Any]],
+    device: DeviceLookup,
+) -> tuple[ClaimResources, ...]:
+    """buildNodeAllocatableDRAInfo over the claims whose new allocation holds a mapped device.
+
+    ``entries``: the pod's claim entry name -> claim name; ``allocations``: claim name -> the
+    ``status.allocation`` this cycle gives it. Sorted by claim name, as upstream.
+    """
+    out = []
+    for claim, allocation in allocations.items():
+        results = [
+            r for r in ((allocation.get("devices") or {}).get("results") or []) if isinstance(r, Mapping)
+        ]
+        found = [(r, device(str(r.get("driver")), str(r.get("pool")), str(r.get("device")))) for r in results]
+        if not any(d is not None and d.node_allocatable for _, d in found):
+            continue
+        resources: dict[str, Quantity] = {}
+        for result, dev in found:
+            if dev is None or not dev.node_allocatable:
+                continue
+            for name, mapping in dev.node_allocatable.items():
+                amount = _amount(claim, result, name, mapping.capacity_key, mapping.multiplier)
+                if amount is None:
+                    continue
+                current = resources.get(name)
+                resources[name] = amount if current is None else _sum(current, amount)
+        users = tuple(c.name for c in pod.containers for ref in c.claims if entries.get(ref) == claim)
+        out.append(ClaimResources(claim, users, resources))
+    return tuple(sorted(out, key=lambda s: s.claim))
+
+
+def _amount(
+    claim: str, result: Mapping[str, Any], resource: str, key: str | None, multiplier: Quantity | None
+) -> Quantity | None:
+    if key:
+        consumed = result.get("consumedCapacity")
+        if not isinstance(consumed, Mapping):
+            raise NodeAllocatableError(
+                f"claim {claim}, device {result.get('device')}: ConsumedCapacity is nil, but Capacity key "
+                f"'{key}' is set in NodeAllocatableResourceMappings for resource {resource}"
+            )
+        if key not in consumed:
+            return None  # not this allocation's capacity: the mapping does not apply
+        try:
+            used = parse_quantity(str(consumed[key]))
+        except QuantityError as exc:
+            raise NodeAllocatableError(f"claim {claim}: consumedCapacity {key}: {exc}") from None
+        if multiplier is None:
+            return used
+        return Quantity(
+            used.value * multiplier.value, None, format=used.format
+        )  # the consumed amount's format
+    return multiplier
+
+
+def _sum(a: Quantity, b: Quantity) -> Quantity:
+    """resource.Quantity.Add: the sum keeps the first's format (the second's if the first is 0)."""
+    return Quantity(a.value + b.value, None, format=b.format if a.value == 0 else a.format)
+
+
+def check(pod: Pod, node: Node, statuses: Sequence[ClaimResources], node_pods: Iterable[Pod]) -> Verdict:
+    """The rest of calculateAndCheckNodeAllocatableResources once the statuses are known."""
+    for status in statuses:
+        if not status.containers:
+            return Verdict(
+                f"claim {status.claim}: node-allocatable resource claim not referenced by any "
+                "container within the pod"
+            )
+    demand = pod_requests(pod, pod_level=True, node_allocatable=statuses)
+    if pod.pod_requests:
+        covered = pod_requests(pod, node_allocatable=statuses)
+        for name, amount in demand.items():
+            if name in covered and covered[name] > amount:
+                return Verdict(
+                    f"pod level request for {name} is insufficient to cover the aggregated container "
+                    "and node-allocatable DRA requests"
+                )
+    reasons, unresolvable = _insufficient(demand, node, requested(node_pods))
+    if reasons:
+        return Verdict(", ".join(reasons), resolvable=not unresolvable)
+    return Verdict(statuses=tuple(statuses))
+
+
+def requested(pods: Iterable[Pod]) -> dict[str, int]:
+    """NodeInfo.Requested of these pods (PodInfo.CalculateResource, with in-place resizes,
+    pod-level resources and node-allocatable claim statuses): cpu in millicores, the rest in
+    units, each pod's amount rounded up as resource.Quantity's MilliValue/Value do."""
+    total: dict[str, int] = {}
+    for pod in pods:
+        if pod.terminal:
+            continue  # kube-scheduler's pod informer leaves Succeeded and Failed pods out
+        for name, value in pod_requests(
+            pod, use_status=True, pod_level=True, node_allocatable=pod.node_allocatable
+        ).items():
+            total[name] = total.get(name, 0) + _units(name, value)
+    return total
+
+
+def _units(name: str, value: Fraction) -> int:
+    return math.ceil(value * 1000) if name == "cpu" else math.ceil(value)
+
+
+def _insufficient(demand: Requests, node: Node, used: Mapping[str, int]) -> tuple[list[str], bool]:
+    """nodeFitsResources: cpu, memory, ephemeral-storage, then hugepages (in name order)."""
+    reasons: list[str] = []
+    unresolvable = False
+    names = ["cpu", "memory", "ephemeral-storage"]
+    names += sorted(n for n in demand if n.startswith("hugepages-"))
+    for name in names:
+        want = _units(name, demand.get(name, Fraction(0)))
+        if want <= 0 and not name.startswith("hugepages-"):
+            continue
+        capacity = _allocatable(node, name)
+        if want > capacity - used.get(name, 0):
+            reasons.append(f"Insufficient {name}")
+            unresolvable = unresolvable or want > capacity
+    return reasons, unresolvable
+
+
+def _allocatable(node: Node, name: str) -> int:
+    text = node.allocatable.get(name)
+    if text is None:
+        return 0
+    try:
+        return _units(name, parse_quantity(text).value)
+    except QuantityError:
+        return 0
+
+
+def status_patch(statuses: Sequence[ClaimResources] | None) -> dict[str, Any]:
+    """The pod status patch PreBind sends (None: Unreserve's clearing)."""
+    return {"nodeAllocatableResourceClaimStatuses": [s.to_dict() for s in statuses] if statuses else None}
