@@ -180,3 +180,20 @@ def extender(
         yield e.start(ready=ready)
     finally:
         e.stop()
+
+
+@contextlib.contextmanager
+def deciding(plane: ControlPlane, mode: str, feature_gates: str = "") -> Iterator[None]:
+    """kube-scheduler as shipped, deciding with the in-tree plugin (``mode`` "in-tree") or through
+    the extender ("extender"); both with ``feature_gates``: the side-by-side comparison."""
+    kubeconfig = plane.extender_kubeconfig()
+    if mode == "in-tree":
+        with scheduler(plane, scheduler_config(kubeconfig, extender_url=None), feature_gates=feature_gates):
+            yield
+        return
+    args = ("--feature-gates", feature_gates) if feature_gates else ()
+    with (
+        extender(plane, *args) as ext,
+        scheduler(plane, scheduler_config(kubeconfig, extender_url=ext.url), feature_gates=feature_gates),
+    ):
+        yield

@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.realcluster import binaries as found
 from tests.realcluster.api import Api, ApiError
-from tests.realcluster.controlplane import ControlPlane
+from tests.realcluster.controlplane import ControlPlane, running
 from tests.realcluster.workload import remove
 
 #: Namespaced kinds the tests create, in the order they are removed.
@@ -91,3 +92,23 @@ def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     empty(control_plane.api)
     yield control_plane
     empty(control_plane.api)
+
+
+def own_plane(tmp_path_factory: pytest.TempPathFactory, name: str, **kw: Any) -> Iterator[ControlPlane]:
+    """A control plane for one module whose gates differ from the session's (``kw``: ControlPlane's
+    ``feature_gates``, ``runtime_config``); skipped, saying why, without the binaries."""
+    located = found.find()
+    if isinstance(located, str):
+        pytest.skip(f"real control plane: {located}")
+    with running(located, tmp_path_factory.mktemp(name), **kw) as plane:
+        yield plane
+
+
+def emptied(plane: ControlPlane, first: tuple[str, ...] = ()) -> Iterator[ControlPlane]:
+    """The plane emptied before and after a test; ``first``: kinds removed before the rest."""
+    for phase in ("before", "after"):
+        if first:
+            remove(plane.api, first, TEST_NAMESPACES)
+        empty(plane.api)
+        if phase == "before":
+            yield plane

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.realcluster.api import Api
-from tests.realcluster.components import extender, scheduler, scheduler_config
+from tests.realcluster.components import deciding
 from tests.realcluster.controlplane import ControlPlane
 from tests.realcluster.workload import (
     gpu_class,
@@ -110,19 +110,6 @@ def driving(driver: Driver) -> Iterator[Driver]:
     finally:
         driver.stop.set()
         thread.join(10)
-
-
-@contextlib.contextmanager
-def deciding(cluster: ControlPlane, mode: str) -> Iterator[None]:
-    if mode == "in-tree":
-        with scheduler(cluster, scheduler_config(cluster.extender_kubeconfig(), extender_url=None)):
-            yield
-    else:
-        with (
-            extender(cluster) as ext,
-            scheduler(cluster, scheduler_config(cluster.extender_kubeconfig(), extender_url=ext.url)),
-        ):
-            yield
 
 
 def setup(cluster: ControlPlane, gpus: int) -> None:

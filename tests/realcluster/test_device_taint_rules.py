@@ -12,12 +12,9 @@ tolerated).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import pytest
 
-from tests.realcluster.components import extender, scheduler, scheduler_config
+from tests.realcluster.components import deciding
 from tests.realcluster.controlplane import ControlPlane
 from tests.realcluster.workload import (
     GPU_DRIVER,
@@ -47,20 +44,6 @@ def taint_rule(device: str) -> dict[str, object]:
     }
 
 
-@contextlib.contextmanager
-def deciding(cluster: ControlPlane, mode: str) -> Iterator[None]:
-    kubeconfig = cluster.extender_kubeconfig()
-    if mode == "in-tree":
-        with scheduler(cluster, scheduler_config(kubeconfig, extender_url=None), feature_gates=GATE):
-            yield
-    else:
-        with (
-            extender(cluster, "--feature-gates", GATE) as ext,
-            scheduler(cluster, scheduler_config(kubeconfig, extender_url=ext.url), feature_gates=GATE),
-        ):
-            yield
-
-
 @pytest.mark.parametrize("mode", ["in-tree", "extender"])
 def test_a_device_taint_rule_keeps_pods_off_the_device(cluster: ControlPlane, mode: str) -> None:
     api = cluster.api
@@ -69,7 +52,7 @@ def test_a_device_taint_rule_keeps_pods_off_the_device(cluster: ControlPlane, mo
     api.create(gpu_class())
     api.create(gpu_slice("node-a", gpus=2))
     api.create(taint_rule("gpu-0"))
-    with deciding(cluster, mode):
+    with deciding(cluster, mode, GATE):
         api.create(one_gpu_claim("plain"))
         api.create(pod_with_claims("plain", ["plain"]))
         assert wait_bound(api, 1) == {"plain": "node-a"}

@@ -11,18 +11,15 @@ requests 1 CPU takes 4 CPUs of the node: the first pod fits, its status records 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import builders as b
-from tests.realcluster import binaries as found
-from tests.realcluster.components import extender, scheduler, scheduler_config
-from tests.realcluster.conftest import empty
-from tests.realcluster.controlplane import ControlPlane, running
+from tests.realcluster.components import deciding
+from tests.realcluster.conftest import emptied, own_plane
+from tests.realcluster.controlplane import ControlPlane
 from tests.realcluster.workload import (
     GPU_DRIVER,
     applied,
@@ -39,33 +36,12 @@ GATES = "DRANodeAllocatableResources=true"
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    located = found.find()
-    if isinstance(located, str):
-        pytest.skip(f"real control plane: {located}")
-    folder: Path = tmp_path_factory.mktemp("nodealloc")
-    with running(located, folder, feature_gates=GATES) as p:
-        yield p
+    yield from own_plane(tmp_path_factory, "nodealloc", feature_gates=GATES)
 
 
 @pytest.fixture
 def cluster(plane: ControlPlane) -> Iterator[ControlPlane]:
-    empty(plane.api)
-    yield plane
-    empty(plane.api)
-
-
-@contextlib.contextmanager
-def deciding(cluster: ControlPlane, mode: str) -> Iterator[None]:
-    kubeconfig = cluster.extender_kubeconfig()
-    if mode == "in-tree":
-        with scheduler(cluster, scheduler_config(kubeconfig, extender_url=None), feature_gates=GATES):
-            yield
-    else:
-        with (
-            extender(cluster, "--feature-gates", GATES) as ext,
-            scheduler(cluster, scheduler_config(kubeconfig, extender_url=ext.url), feature_gates=GATES),
-        ):
-            yield
+    yield from emptied(plane)
 
 
 def cpu_slice(node: str) -> dict[str, Any]:
@@ -89,7 +65,7 @@ def test_devices_count_as_node_cpu(cluster: ControlPlane, mode: str) -> None:
     cluster.add_node("node-a", cpu="7")
     api.create(gpu_class())
     api.create(cpu_slice("node-a"))
-    with deciding(cluster, mode):
+    with deciding(cluster, mode, GATES):
         api.create(one_gpu_claim("first"))
         api.create(user("first"))
         assert wait_bound(api, 1) == {"first": "node-a"}

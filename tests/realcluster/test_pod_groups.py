@@ -15,25 +15,21 @@ creates the claim for the group and names it in each member's status.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.realcluster import binaries as found
 from tests.realcluster.api import Api
-from tests.realcluster.components import extender, scheduler, scheduler_config
-from tests.realcluster.conftest import empty
-from tests.realcluster.controlplane import ControlPlane, running
+from tests.realcluster.components import deciding
+from tests.realcluster.conftest import emptied, own_plane
+from tests.realcluster.controlplane import ControlPlane
 from tests.realcluster.workload import (
     GPU_DRIVER,
     gpu_class,
     gpu_slice,
     one_gpu_claim,
     pod_with_claims,
-    remove,
     store_violations,
     wait_bound,
 )
@@ -44,36 +40,15 @@ GROUP = "training"
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    located = found.find()
-    if isinstance(located, str):
-        pytest.skip(f"real control plane: {located}")
-    folder: Path = tmp_path_factory.mktemp("podgroups")
-    with running(located, folder, feature_gates=GATES, runtime_config="scheduling.k8s.io/v1alpha2=true") as p:
-        yield p
+    yield from own_plane(
+        tmp_path_factory, "podgroups", feature_gates=GATES, runtime_config="scheduling.k8s.io/v1alpha2=true"
+    )
 
 
 @pytest.fixture
 def cluster(plane: ControlPlane) -> Iterator[ControlPlane]:
     # PodGroups first: kube-controller-manager makes a group's template claims again while it exists.
-    remove(plane.api, ("PodGroup",), ("default",))
-    empty(plane.api)
-    yield plane
-    remove(plane.api, ("PodGroup",), ("default",))
-    empty(plane.api)
-
-
-@contextlib.contextmanager
-def deciding(cluster: ControlPlane, mode: str) -> Iterator[None]:
-    kubeconfig = cluster.extender_kubeconfig()
-    if mode == "in-tree":
-        with scheduler(cluster, scheduler_config(kubeconfig, extender_url=None), feature_gates=GATES):
-            yield
-    else:
-        with (
-            extender(cluster, "--feature-gates", GATES) as ext,
-            scheduler(cluster, scheduler_config(kubeconfig, extender_url=ext.url), feature_gates=GATES),
-        ):
-            yield
+    yield from emptied(plane, first=("PodGroup",))
 
 
 def pod_group(entry: dict[str, str]) -> dict[str, Any]:
@@ -113,7 +88,7 @@ def test_a_claim_the_group_names_is_reserved_for_the_group(cluster: ControlPlane
     entry = {"name": "shared", "resourceClaimName": "shared-gpu"}
     api.create(one_gpu_claim("shared-gpu"))
     api.create(pod_group(entry))
-    with deciding(cluster, mode):
+    with deciding(cluster, mode, GATES):
         api.create(member("worker-0", entry))
         api.create(member("worker-1", entry))
         assert wait_bound(api, 2) == {"worker-0": "node-a", "worker-1": "node-a"}
@@ -139,7 +114,7 @@ def test_a_template_claim_made_for_the_group_is_shared(cluster: ControlPlane, mo
     )
     entry = {"name": "shared", "resourceClaimTemplateName": "one-gpu"}
     api.create(pod_group(entry))
-    with deciding(cluster, mode):
+    with deciding(cluster, mode, GATES):
         api.create(member("worker-0", entry))
         api.create(member("worker-1", entry))
         assert wait_bound(api, 2) == {"worker-0": "node-a", "worker-1": "node-a"}
@@ -161,7 +136,7 @@ def test_a_pod_whose_group_is_missing_waits_with_upstream_s_words(cluster: Contr
     api.create(gpu_slice("node-a", gpus=1))
     entry = {"name": "shared", "resourceClaimName": "shared-gpu"}
     api.create(one_gpu_claim("shared-gpu"))
-    with deciding(cluster, "extender"):
+    with deciding(cluster, "extender", GATES):
         api.create(member("lonely", entry))
 
         def said() -> list[str]:
@@ -229,7 +204,7 @@ def test_an_idle_group_s_stranded_claim_is_released_and_allocated_afresh(
         "reservedFor": [group_reservation(api)],
     }
     api.update(claim, subresource="status")
-    with deciding(cluster, mode):
+    with deciding(cluster, mode, GATES):
         api.create(member("worker-0", entry))
         assert wait_bound(api, 1, timeout=90) == {"worker-0": "node-a"}
     status = stored(api, "ResourceClaim", "shared-gpu")["status"]

@@ -15,18 +15,14 @@ from typing import Any
 
 import pytest
 
-from extender.allocator import Features
 from extender.allocator.releases import release_of
-from extender.cel import CelEnvironment
 from extender.cluster.api import api_error
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
-from extender.cluster.state import ClusterState
 from extender.model.core import parse_pod
-from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
-from extender.service.runtime import follow
 from tests.builders import container, pod
+from tests.scheduling.on_store import engine_on_store
 from tests.scheduling.test_plugin_table_136 import (
     CASES,
     CLAIM,
@@ -56,17 +52,7 @@ class FailingBinding(MemoryAPI):
 def cluster(
     c: Case, api: type[MemoryAPI] = MemoryAPI, *, following: bool = True
 ) -> tuple[Engine, MemoryStore]:
-    store = MemoryStore()
-    store.load(objects_of(c))
-    state = ClusterState()
-    for obj in store.all():
-        state.apply(obj)
-    if following:
-        follow(store, state)
-    features = Features.parse(gates_of(c), allow_locked=True, release=RELEASE)
-    return Engine(
-        state, api(store), CelEnvironment(), EngineConfig(features=features, release=RELEASE)
-    ), store
+    return engine_on_store(objects_of(c), gates_of(c), RELEASE, api=api, following=following)
 
 
 def case(name: str) -> Case:

@@ -17,22 +17,19 @@ from typing import Any
 
 import pytest
 
-from extender.allocator import Features
 from extender.allocator.releases import Release, release_of
-from extender.cel import CelEnvironment
 from extender.cluster.api import ClusterAPIError, api_error
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
-from extender.cluster.state import ClusterState
 from extender.model.core import parse_pod
 from extender.model.dra import parse_resource_claim
 from extender.scheduling import post_filter as post_filter_module
 from extender.scheduling.binder import InFlight
 from extender.scheduling.claim_writes import ClaimWriteError, reserve_claim
-from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
 from extender.service.runtime import follow
 from tests.builders import pod as pod_builder
+from tests.scheduling.on_store import engine_on_store
 from tests.scheduling.test_plugin_table_136 import (
     CASES,
     CLAIM,
@@ -76,20 +73,8 @@ def cluster(
     following: bool = True,
     **gates: bool,
 ) -> tuple[Engine, MemoryStore]:
-    """The case in a store, and an engine whose cache follows it (``following``: with every
-    change; else it keeps what the store held at the start, as a lagging watch)."""
-    store = MemoryStore()
-    store.load(objects_of(c))
-    state = ClusterState()
-    for obj in store.all():
-        state.apply(obj)
-    if following:
-        follow(store, state)
     text = ",".join([gates_of(c), *(f"{k}={str(v).lower()}" for k, v in gates.items())])
-    features = Features.parse(text, allow_locked=True, release=release)
-    return Engine(
-        state, api(store), CelEnvironment(), EngineConfig(features=features, release=release)
-    ), store
+    return engine_on_store(objects_of(c), text, release, api=api, following=following)
 
 
 def claim_of(store: MemoryStore, name: str = CLAIM) -> dict[str, Any]:
