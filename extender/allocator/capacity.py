@@ -3,6 +3,10 @@
 Follows upstream's ``CmpRequestOverCapacity``: per capacity of the device, the amount is the
 request rounded up by the device's request policy (or the policy default, or the whole value
 when nothing is requested); it must satisfy the policy and fit next to what is already taken.
+
+A ``validRange`` is applied in whole units (``Quantity.Value()``, rounded up), unless
+DRAFractionalCapacityRange is on and one of its min, max and step is fractional: then in
+milli-units (1.37 structured/internal/incubating/consumable_capacity.go ``useMilli``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from extender.model.dra import Capacity, RequestPolicy
-from extender.quantity import Quantity, quantity_of
+from extender.quantity import BINARY_SI, INT64_MAX, Quantity, quantity_of
+
+#: resource.MaxMilliValue: the largest value whose milli-units fit an int64.
+MAX_MILLI_VALUE = INT64_MAX // 1000
 
 
 def _ceil(value: Fraction) -> int:
@@ -20,7 +27,29 @@ def _ceil(value: Fraction) -> int:
     return math.ceil(value)
 
 
-def consumed(requested: Quantity | None, capacity: Capacity) -> Quantity:
+def _milli(value: Fraction) -> int:
+    """apimachinery ``Quantity.MilliValue()``: milli-units, rounded up."""
+    return math.ceil(value * 1000)
+
+
+RangeBounds = tuple[Quantity | None, Quantity | None, Quantity | None]
+
+
+def use_milli(valid_range: RangeBounds, fractional: bool) -> bool:
+    """``useMilli``: milli-unit arithmetic for this range (DRAFractionalCapacityRange on, one of
+    min, max and step fractional, none too large for milli-units, a step of at least 1m)."""
+    if not fractional:
+        return False
+    bounds = [q for q in valid_range if q is not None]
+    if any(_ceil(q.value) > MAX_MILLI_VALUE for q in bounds):
+        return False
+    if not any(_milli(q.value) % 1000 for q in bounds):
+        return False
+    step = valid_range[2]
+    return step is None or _milli(step.value) >= 1
+
+
+def consumed(requested: Quantity | None, capacity: Capacity, fractional: bool = False) -> Quantity:
     policy = capacity.request_policy
     if requested is None:
         if policy is not None and policy.default is not None:
@@ -35,6 +64,11 @@ def consumed(requested: Quantity | None, capacity: Capacity) -> Quantity:
             return low
         if step is None:
             return requested
+        if use_milli(policy.valid_range, fractional):
+            base, stride = _milli(low.value), _milli(step.value)
+            n = -(-(_milli(requested.value) - base) // stride)
+            # 1.37: the result in the step's format (DecimalSI for what is not a whole number).
+            return quantity_of(Fraction(base + stride * n, 1000), binary=step.format == BINARY_SI)
         added = _ceil(requested.value) - _ceil(low.value)
         stride = _ceil(step.value)
         n = added // stride + (1 if added % stride else 0)
@@ -47,7 +81,7 @@ def consumed(requested: Quantity | None, capacity: Capacity) -> Quantity:
     return requested
 
 
-def violates(amount: Quantity, policy: RequestPolicy | None) -> bool:
+def violates(amount: Quantity, policy: RequestPolicy | None, fractional: bool = False) -> bool:
     if policy is None:
         return False
     if policy.default is not None and amount.value == policy.default.value:
@@ -57,7 +91,8 @@ def violates(amount: Quantity, policy: RequestPolicy | None) -> bool:
         if high is not None and amount.value > high.value:
             return True
         if step is not None and low is not None:
-            return (_ceil(amount.value) - _ceil(low.value)) % _ceil(step.value) != 0
+            unit = _milli if use_milli(policy.valid_range, fractional) else _ceil
+            return (unit(amount.value) - unit(low.value)) % unit(step.value) != 0
         return False
     if policy.valid_values:
         return all(amount.value != v.value for v in policy.valid_values)
@@ -69,14 +104,16 @@ def fit(
     requests: Mapping[str, Quantity] | None,
     current: Mapping[str, Fraction],
     allocating: Mapping[str, Fraction],
+    fractional: bool = False,
 ) -> dict[str, Quantity] | None:
-    """The consumption of every capacity of the device, or None when the request does not fit."""
+    """The consumption of every capacity of the device, or None when the request does not fit
+    (``fractional``: DRAFractionalCapacityRange)."""
     if requests and any(name not in capacity for name in requests):
         return None
     out: dict[str, Quantity] = {}
     for name, cap in capacity.items():
-        amount = consumed(requests.get(name) if requests else None, cap)
-        if violates(amount, cap.request_policy):
+        amount = consumed(requests.get(name) if requests else None, cap, fractional)
+        if violates(amount, cap.request_policy, fractional):
             return None
         total = current.get(name, Fraction(0)) + amount.value + allocating.get(name, Fraction(0))
         if total > cap.value.value:

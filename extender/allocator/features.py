@@ -107,6 +107,8 @@ class Features:
     workload_resource_claims: bool = False
     #: DRANodeAllocatableResources (1.36's API): devices that stand for node cpu, memory, ...
     node_allocatable_resources: bool = False
+    #: DRAFractionalCapacityRange: fractional validRange bounds work in milli-units.
+    fractional_capacity_range: bool = False
 
     @classmethod
     def from_gates(
@@ -137,6 +139,7 @@ class Features:
             optional_node_operations=on("DRAOptionalNodeOperations"),
             workload_resource_claims=on("DRAWorkloadResourceClaims"),
             node_allocatable_resources=on("DRANodeAllocatableResources"),
+            fractional_capacity_range=on("DRAFractionalCapacityRange"),
         )
 
     @classmethod

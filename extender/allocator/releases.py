@@ -35,7 +35,6 @@ class GateSpec:
 
 #: Gates the extender refuses to turn on, and what turning them on would need.
 UNSUPPORTED: dict[str, str] = {
-    "DRAFractionalCapacityRange": "fractional validRange min/step values for consumable capacity",
     "DRADerivedAttributes": "attributes derived from other attributes",
     "DRADeviceCompatibilityGroups": "device compatibility groups in the allocator",
     "DRASharedConsumableCapacity": "consumable capacity shared across devices",
@@ -66,7 +65,8 @@ _GATE_TABLE: dict[str, dict[int, str]] = {
     "DRADeviceCompatibilityGroups": {37: "A-", 38: "B-"},
     "DRANodeAllocatableResources": {36: "A-", 37: "A-", 38: "B-"},
     "DRAWorkloadResourceClaims": {36: "A-", 37: "B-", 38: "B-"},
-    "DRASharedConsumableCapacity": {37: "A-", 38: "B-"},
+    # Not in v1.37.0 (kubernetes#140084 was not merged; KEP-5941 targets 1.38).
+    "DRASharedConsumableCapacity": {38: "A-"},
     # Gates that do not change scheduling decisions (API server, controller manager, kubelet).
     "DRAResourcePoolStatus": {36: "A-", 37: "A-", 38: "A-"},
     "DRAPartitionableDevicesType": {37: "A-", 38: "A-"},

@@ -335,6 +335,7 @@ class _Attempt:
             data.request.capacity_requests,
             self.a.allocated.capacity.get(did, {}),
             self.allocating_capacity.get(did, {}),
+            self.features.fractional_capacity_range,
         )
 
     # --- selection -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from extender.allocator.features import GATES, FeatureGateError, Features, parse_feature_gates
+from extender.allocator.releases import release_of
 from tests.allocator.harness import allocate
 from tests.builders import claim, device, device_class, resource_slice
 
@@ -16,7 +17,6 @@ DEFAULTS_1_37 = [
     ("DRADeviceCompatibilityGroups", False),
     ("DRANodeAllocatableResources", False),
     ("DRAWorkloadResourceClaims", False),
-    ("DRASharedConsumableCapacity", False),
     ("DRAResourcePoolStatus", False),
     ("DRAPartitionableDevicesType", False),
     ("DRAExtendedResource", True),
@@ -35,11 +35,9 @@ def test_1_37_gates_are_recognized_with_their_defaults(gate: str, default: bool)
 
 #: Gates whose "on" changes scheduler decisions in ways the extender does not build.
 REFUSED_ON = [
-    "DRAFractionalCapacityRange",
     "DRADerivedAttributes",
     "DRADeviceCompatibilityGroups",
-    "DRANodeAllocatableResources",
-    "DRASharedConsumableCapacity",
+    "DRANodeAllocatableResources",  # 1.37's second API (1.36's is built)
 ]
 
 
@@ -47,6 +45,26 @@ REFUSED_ON = [
 def test_unbuilt_gates_are_refused_on_with_a_clear_message(gate: str) -> None:
     with pytest.raises(FeatureGateError, match=f"feature gate {gate}=true is not supported by dra-extender"):
         parse_feature_gates(f"{gate}=true")
+
+
+def test_fractional_capacity_ranges_may_be_turned_on() -> None:
+    gates = parse_feature_gates("DRAFractionalCapacityRange=true")
+    assert Features.from_gates(gates).fractional_capacity_range
+
+
+def test_shared_consumable_capacity_is_not_a_1_37_gate() -> None:
+    """kubernetes#140084 was not merged for 1.37 (KEP-5941 targets 1.38): a 1.37 kube-scheduler
+    does not know the name; 1.38's (planned alpha) is refused, as the extender does not build it."""
+    with pytest.raises(FeatureGateError, match="unrecognized feature gate: DRASharedConsumableCapacity"):
+        parse_feature_gates("DRASharedConsumableCapacity=true")
+    with pytest.raises(FeatureGateError, match="is not supported by dra-extender"):
+        parse_feature_gates("DRASharedConsumableCapacity=true", release=release_of(38))
+
+
+def test_node_allocatable_resources_are_built_for_1_36_only() -> None:
+    assert parse_feature_gates("DRANodeAllocatableResources=true", release=release_of(36))
+    with pytest.raises(FeatureGateError, match="second alpha API"):
+        parse_feature_gates("DRANodeAllocatableResources=true")
 
 
 def test_workload_claims_need_generic_workload_as_kube_scheduler_says() -> None:
