@@ -9,6 +9,7 @@ pod (templates via ``status.resourceClaimStatuses``), allocated claims only need
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -194,9 +195,8 @@ class Snapshot:
         self._what_if = 0
         #: The pods kube-scheduler counts on a node (DRANodeAllocatableResources: their requests
         #: and claim statuses); the engine adds the binds it is carrying out.
-        self.node_pods: Callable[[str], Iterable[Pod]] = lambda name: state.pods_by_node.get(
-            name, {}
-        ).values()
+        self.node_pods: Callable[[str], Iterable[Pod]] = lambda n: state.pods_by_node.get(n, {}).values()
+        self.node_requests = na.NodeRequests()  # the engine's, kept across snapshots
         if previous is not None and changed is not None:
             self._carry_over(previous, changed, changed_claims)  # last: it replaces the tables above
 
@@ -242,8 +242,11 @@ class Snapshot:
             if extended is None and not pod_claims.ordered:
                 return NodeDecision(node.name, True)  # device plugins serve the pod here
         pod = pod_claims.pod if self.features.node_allocatable_resources else None
-        node_pods = list(self.node_pods(node.name)) if pod is not None else []
-        if pod is not None and (shared := na.shared_claim(pod, node, pod_claims.allocated, node_pods)):
+        node_pods = functools.cache(lambda: list(self.node_pods(node.name)))
+        shared = (
+            pod and pod_claims.allocated and na.shared_claim(pod, node, pod_claims.allocated, node_pods())
+        )
+        if shared:
             return NodeDecision(node.name, False, reason=shared)
         now = self.wall_clock()
         unavailable = [
@@ -275,7 +278,7 @@ class Snapshot:
             if pod is not None:
                 devices = self.inventory.node_devices(node.name, node.labels)
                 try:
-                    verdict = na.judge(pod, node, allocations, devices, node_pods)
+                    verdict = na.judge(pod, node, allocations, devices, node_pods, self.node_requests)
                 except na.NodeAllocatableError as exc:
                     return NodeDecision(node.name, False, error=str(exc))
                 if verdict.reason is not None:

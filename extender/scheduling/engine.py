@@ -27,6 +27,7 @@ from extender.model.dra import Allocation, DeviceID, ResourceClaim
 from extender.model.labels import Labels
 from extender.scheduling import catch_up, holds, nominated, nominated_answers, preemption
 from extender.scheduling import extended as er
+from extender.scheduling import node_allocatable as na
 from extender.scheduling.assumed import AssumedClaims
 from extender.scheduling.binder import Binder, InFlight
 from extender.scheduling.config import (
@@ -98,6 +99,8 @@ class Engine:
         self._snapshot: Snapshot | None = None
         #: Devices in use, kept up to date by delta (see _count_in_use), and what it counts.
         self._allocated = AllocatedState(self.config.features)
+        #: DRANodeAllocatableResources: each pod's share of its node's requests, kept across snapshots.
+        self._node_requests = na.NodeRequests()
         self._counted: dict[Key, tuple[Allocation, ...]] = {}
         self._snapshot_key: tuple[int, int, int] | None = None
         #: Pods whose claims a filter waited for in vain (not waited for again for a while).
@@ -207,6 +210,7 @@ class Engine:
             self._snapshot_key = key
             if self.config.features.node_allocatable_resources:
                 self._snapshot.node_pods = self.binder.node_pods
+                self._snapshot.node_requests = self._node_requests
         if self.state.changed_nodes:
             # Node changes make no new snapshot: the current one forgets those nodes' entries.
             changed_nodes, self.state.changed_nodes = self.state.changed_nodes, set()

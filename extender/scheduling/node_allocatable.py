@@ -68,7 +68,8 @@ def judge(
     node: Node,
     allocations: Mapping[str, Mapping[str, Any]],
     devices: Iterable[Device],
-    node_pods: Sequence[Pod],
+    node_pods: Callable[[], Sequence[Pod]],
+    requests: NodeRequests | None = None,
 ) -> Verdict:
     """calculateAndCheckNodeAllocatableResources for this cycle's new ``allocations`` (claim name
     -> ``status.allocation``) on ``node``; :class:`NodeAllocatableError` is Filter's error."""
@@ -76,7 +77,7 @@ def judge(
     statuses = claim_statuses(pod, pod_entries(pod), allocations, lambda *key: index.get(DeviceID(*key)))
     if not statuses:
         return Verdict()
-    return check(pod, node, statuses, node_pods)
+    return check(pod, node, statuses, node_pods(), requests)
 
 
 def pod_entries(pod: Pod) -> dict[str, str]:
@@ -162,7 +163,13 @@ def _sum(a: Quantity, b: Quantity) -> Quantity:
     return Quantity(a.value + b.value, None, format=b.format if a.value == 0 else a.format)
 
 
-def check(pod: Pod, node: Node, statuses: Sequence[ClaimResources], node_pods: Iterable[Pod]) -> Verdict:
+def check(
+    pod: Pod,
+    node: Node,
+    statuses: Sequence[ClaimResources],
+    node_pods: Iterable[Pod],
+    requests: NodeRequests | None = None,
+) -> Verdict:
     """The rest of calculateAndCheckNodeAllocatableResources once the statuses are known."""
     for status in statuses:
         if not status.containers:
@@ -179,25 +186,41 @@ def check(pod: Pod, node: Node, statuses: Sequence[ClaimResources], node_pods: I
                     f"pod level request for {name} is insufficient to cover the aggregated container "
                     "and node-allocatable DRA requests"
                 )
-    reasons, unresolvable = _insufficient(demand, node, requested(node_pods))
+    reasons, unresolvable = _insufficient(demand, node, (requests or NodeRequests()).of(node_pods))
     if reasons:
         return Verdict(", ".join(reasons), resolvable=not unresolvable)
     return Verdict(statuses=tuple(statuses))
 
 
-def requested(pods: Iterable[Pod]) -> dict[str, int]:
-    """NodeInfo.Requested of these pods (PodInfo.CalculateResource, with in-place resizes,
+class NodeRequests:
+    """NodeInfo.Requested of a node's pods (PodInfo.CalculateResource, with in-place resizes,
     pod-level resources and node-allocatable claim statuses): cpu in millicores, the rest in
-    units, each pod's amount rounded up as resource.Quantity's MilliValue/Value do."""
-    total: dict[str, int] = {}
-    for pod in pods:
-        if pod.terminal:
-            continue  # kube-scheduler's pod informer leaves Succeeded and Failed pods out
-        for name, value in pod_requests(
-            pod, use_status=True, pod_level=True, node_allocatable=pod.node_allocatable
-        ).items():
-            total[name] = total.get(name, 0) + _units(name, value)
-    return total
+    units, each pod's amount rounded up as resource.Quantity's MilliValue/Value do. Each pod's
+    share is kept while the pod record is the same (a new record is a new version)."""
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self._by_uid: dict[str, tuple[Pod, dict[str, int]]] = {}
+        self._limit = limit
+
+    def of(self, pods: Iterable[Pod]) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for pod in pods:
+            if pod.terminal:
+                continue  # kube-scheduler's pod informer leaves Succeeded and Failed pods out
+            for name, value in self._pod(pod).items():
+                total[name] = total.get(name, 0) + value
+        return total
+
+    def _pod(self, pod: Pod) -> dict[str, int]:
+        hit = self._by_uid.get(pod.uid)
+        if hit is not None and hit[0] is pod:
+            return hit[1]
+        if len(self._by_uid) >= self._limit:
+            self._by_uid.clear()
+        amounts = pod_requests(pod, use_status=True, pod_level=True, node_allocatable=pod.node_allocatable)
+        units = {name: _units(name, value) for name, value in amounts.items()}
+        self._by_uid[pod.uid] = (pod, units)
+        return units
 
 
 def _units(name: str, value: Fraction) -> int:
