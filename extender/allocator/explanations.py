@@ -19,9 +19,12 @@ from extender.model.dra import Device, DeviceID, ResourceSlice
 #: Devices refused because their slice skips node operations (DRAOptionalNodeOperations).
 SKIPS_OPERATIONS_GATE_OFF = "skipping node operations while DRAOptionalNodeOperations is off"
 SKIPS_OPERATIONS_UNDECLARED = "skipping node operations, which this node does not declare"
+#: DRADeviceCompatibilityGroups: no group in common with the devices on its counter set.
+INCOMPATIBLE_GROUPS = "incompatible compatibility groups"
 
 REJECTION_REASONS = (
     "out of counters",
+    INCOMPATIBLE_GROUPS,
     "out of capacity",
     "excluded by a constraint",
     "consuming counters while DRAPartitionableDevices is off",

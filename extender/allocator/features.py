@@ -109,6 +109,8 @@ class Features:
     node_allocatable_resources: bool = False
     #: DRAFractionalCapacityRange: fractional validRange bounds work in milli-units.
     fractional_capacity_range: bool = False
+    #: DRADeviceCompatibilityGroups: devices on one counter set must share a compatibility group.
+    device_compatibility_groups: bool = False
 
     @classmethod
     def from_gates(
@@ -140,6 +142,7 @@ class Features:
             workload_resource_claims=on("DRAWorkloadResourceClaims"),
             node_allocatable_resources=on("DRANodeAllocatableResources"),
             fractional_capacity_range=on("DRAFractionalCapacityRange"),
+            device_compatibility_groups=on("DRADeviceCompatibilityGroups"),
         )
 
     @classmethod

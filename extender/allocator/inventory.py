@@ -156,6 +156,8 @@ class Inventory:
         self._floating: list[ResourceSlice] = []
         self._pools: dict[PoolID, _PoolIndex] = {}
         for s in slices:
+            if self._ignored(s):
+                continue
             self._by_name[s.name] = s
             if s.node_name is not None and _node_local(s):
                 self._by_node.setdefault(s.node_name, []).append(s)
@@ -186,6 +188,12 @@ class Inventory:
         self._serial = next(_SERIALS)
         self._base: int | None = None
         self._moved: frozenset[str] | None = None
+
+    def _ignored(self, s: ResourceSlice) -> bool:
+        """1.37 GatherPools with DRADeviceCompatibilityGroups off: a slice whose devices name
+        compatibility groups is left out (this allocator cannot enforce them), so its pool is
+        incomplete and none of its devices are allocated."""
+        return not self.features.device_compatibility_groups and s.uses_compatibility_groups
 
     # --- lookups -----------------------------------------------------------------------------
 
@@ -250,6 +258,8 @@ class Inventory:
         removed: list[ResourceSlice] = []
         added: list[ResourceSlice] = []
         for name, record in changes.items():
+            if record is not None and self._ignored(record):
+                record = None  # as if deleted: its pool is incomplete now
             old = self._by_name.get(name)
             if old is record:
                 continue

@@ -36,7 +36,6 @@ class GateSpec:
 #: Gates the extender refuses to turn on, and what turning them on would need.
 UNSUPPORTED: dict[str, str] = {
     "DRADerivedAttributes": "attributes derived from other attributes",
-    "DRADeviceCompatibilityGroups": "device compatibility groups in the allocator",
     "DRASharedConsumableCapacity": "consumable capacity shared across devices",
 }
 

@@ -18,9 +18,15 @@ from typing import Any
 
 from extender.allocator import capacity as cap
 from extender.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
+from extender.allocator.counters import CounterLedger
 from extender.allocator.errors import AllocationError, AllocationTimeout, AllocatorError, NodeAllocationError
-from extender.allocator.explanations import SKIPS_OPERATIONS_GATE_OFF, SKIPS_OPERATIONS_UNDECLARED, explain
-from extender.allocator.inventory import Inventory, Pool, PoolID, device_on_node
+from extender.allocator.explanations import (
+    INCOMPATIBLE_GROUPS,
+    SKIPS_OPERATIONS_GATE_OFF,
+    SKIPS_OPERATIONS_UNDECLARED,
+    explain,
+)
+from extender.allocator.inventory import Inventory, Pool, device_on_node
 from extender.allocator.requests import Candidate, RequestData
 from extender.allocator.results import DeviceResult, build_allocation
 from extender.allocator.state import AllocatedState
@@ -165,9 +171,8 @@ class _Attempt:
         self.allocating: dict[DeviceID, set[int]] = {}
         #: shared devices: capacity consumed in this attempt.
         self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
-        #: Counters: pool -> available (after allocated claims) and consumed in this attempt.
-        self.available_counters: dict[PoolID, dict[tuple[str, str], Fraction]] = {}
-        self.consumed_counters: dict[PoolID, dict[tuple[str, str], Fraction]] = {}
+        #: Counters (available after allocated claims, consumed in this attempt) and compatibility groups.
+        self.counters = CounterLedger(self.inventory.devices_of_pool, self.a.allocated)
         self.match_cache: dict[tuple[int, DeviceID], bool] = {}
         self.rejected: dict[tuple[int, int], dict[str, set[DeviceID]]] = {}
         self.steps = 0
@@ -550,8 +555,16 @@ class _Attempt:
             return None
         skip_counter_check = multi and self._shared_already(did)
         counters_reserved = False
+        leave_groups: Callable[[], None] | None = None
         if not skip_counter_check and device.consumes_counters:
-            if not self._charge_counters_if_available(device, pool):
+            if self.features.device_compatibility_groups:
+                leave_groups = self.counters.join_groups(device, pool)
+                if leave_groups is None:
+                    self._reject(data, ri, INCOMPATIBLE_GROUPS, device)
+                    return None
+            if not self.counters.charge_if_available(device, pool):
+                if leave_groups is not None:
+                    leave_groups()
                 self._reject(data, ri, "out of counters", device)
                 return None
             counters_reserved = True
@@ -581,8 +594,10 @@ class _Attempt:
                 self.allocating[did].discard(data.claim_index)
             for constraint in reversed(constraints[:added]):
                 constraint.remove(data.base, data.sub, device)
+            if leave_groups is not None:
+                leave_groups()
             if counters_reserved:
-                self._charge_counters(device, pool, -1)
+                self.counters.charge(device, pool, -1)
 
         if self.features.device_taints and not taints_tolerated(
             self.inventory.taints(device), data.request.tolerations
@@ -649,43 +664,3 @@ class _Attempt:
         """
         allocated = self.a.allocated
         return did in allocated.capacity or did in allocated.shared_ids or did in self.allocating_capacity
-
-    # --- partitionable devices ---------------------------------------------------------------------
-
-    def _available_counters(self, pool: Pool) -> dict[tuple[str, str], Fraction]:
-        # Keyed by driver + pool since kubernetes#140435 (v1.37.0, v1.36.4): two drivers' pools of
-        # one name no longer share counters.
-        key = pool.id
-        available = self.available_counters.get(key)
-        if available is None:
-            available = {}
-            for s in pool.all_slices:
-                for counter_set in s.shared_counters:
-                    for name, q in counter_set.counters.items():
-                        available[(counter_set.name, name)] = q.value
-            for device in self.inventory.devices_of_pool(pool):
-                if self.a.allocated.holds(device.id):
-                    for consumption in device.consumes_counters:
-                        for name, q in consumption.counters.items():
-                            k = (consumption.counter_set, name)
-                            available[k] = available.get(k, Fraction(0)) - q.value
-            self.available_counters[key] = available
-        return available
-
-    def _charge_counters_if_available(self, device: Device, pool: Pool) -> bool:
-        """Upstream ``checkAvailableCounters``: charge the device's counters, revert if any is exceeded."""
-        available = self._available_counters(pool)
-        self._charge_counters(device, pool, +1)
-        consumed = self.consumed_counters[pool.id]
-        # Every counter of every set must stay covered, not only the ones this device consumes.
-        if all(value >= consumed.get(k, Fraction(0)) for k, value in available.items()):
-            return True
-        self._charge_counters(device, pool, -1)
-        return False
-
-    def _charge_counters(self, device: Device, pool: Pool, sign: int) -> None:
-        consumed = self.consumed_counters.setdefault(pool.id, {})
-        for consumption in device.consumes_counters:
-            for name, q in consumption.counters.items():
-                k = (consumption.counter_set, name)
-                consumed[k] = consumed.get(k, Fraction(0)) + sign * q.value

@@ -69,6 +69,8 @@ class Capacity:
 class CounterConsumption:
     counter_set: str
     counters: dict[str, Quantity]
+    #: DRADeviceCompatibilityGroups: what it may share the counter set with (empty: none named).
+    compatibility_groups: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +160,12 @@ class ResourceSlice:
     #: The digest of the raw spec without its devices (see :func:`content_digest`).
     fingerprint: bytes | None = field(default=None, repr=False)
 
+    @property
+    def uses_compatibility_groups(self) -> bool:
+        """A device names compatibility groups (with DRADeviceCompatibilityGroups off, 1.37
+        ignores such a slice: its pool is incomplete, whatever is allocated)."""
+        return any(c.compatibility_groups for d in self.devices for c in d.consumes_counters)
+
     def same_content(self, other: ResourceSlice) -> bool:
         """Whether ``other`` is this slice read again with nothing allocation reads changed: the
         same name and spec apart from the devices, and the very same device records (which
@@ -233,7 +241,11 @@ def _device(reader: Reader, driver: str, pool: str, fingerprint: bytes | None = 
         entry = caps.sub(name)
         capacity[name] = Capacity(entry.quantity("value"), _request_policy(entry.sub("requestPolicy")))
     consumes = tuple(
-        CounterConsumption(c.string("counterSet"), c.quantities("counters", "value"))
+        CounterConsumption(
+            c.string("counterSet"),
+            c.quantities("counters", "value"),
+            frozenset(c.strings("compatibilityGroups")),
+        )
         for c in reader.readers("consumesCounters")
     )
     taints = tuple(

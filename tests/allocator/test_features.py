@@ -36,7 +36,6 @@ def test_1_37_gates_are_recognized_with_their_defaults(gate: str, default: bool)
 #: Gates whose "on" changes scheduler decisions in ways the extender does not build.
 REFUSED_ON = [
     "DRADerivedAttributes",
-    "DRADeviceCompatibilityGroups",
     "DRANodeAllocatableResources",  # 1.37's second API (1.36's is built)
 ]
 
