@@ -49,7 +49,10 @@ def use_milli(valid_range: RangeBounds, fractional: bool) -> bool:
     return step is None or _milli(step.value) >= 1
 
 
-def consumed(requested: Quantity | None, capacity: Capacity, fractional: bool = False) -> Quantity:
+def consumed(
+    requested: Quantity | None, capacity: Capacity, fractional: bool = False, step_format: bool = True
+) -> Quantity:
+    """``step_format`` (1.37+): a rounded-up amount is written in the step's format (1.36: BinarySI)."""
     policy = capacity.request_policy
     if requested is None:
         if policy is not None and policy.default is not None:
@@ -72,7 +75,7 @@ def consumed(requested: Quantity | None, capacity: Capacity, fractional: bool = 
         added = _ceil(requested.value) - _ceil(low.value)
         stride = _ceil(step.value)
         n = added // stride + (1 if added % stride else 0)
-        return quantity_of(_ceil(low.value) + stride * n, binary=True)
+        return quantity_of(_ceil(low.value) + stride * n, binary=not step_format or step.format == BINARY_SI)
     if policy.valid_values is not None:
         for valid in policy.valid_values:
             if requested.value <= valid.value:
@@ -105,6 +108,7 @@ def fit(
     current: Mapping[str, Fraction],
     allocating: Mapping[str, Fraction],
     fractional: bool = False,
+    step_format: bool = True,
 ) -> dict[str, Quantity] | None:
     """The consumption of every capacity of the device, or None when the request does not fit
     (``fractional``: DRAFractionalCapacityRange)."""
@@ -112,7 +116,7 @@ def fit(
         return None
     out: dict[str, Quantity] = {}
     for name, cap in capacity.items():
-        amount = consumed(requests.get(name) if requests else None, cap, fractional)
+        amount = consumed(requests.get(name) if requests else None, cap, fractional, step_format)
         if violates(amount, cap.request_policy, fractional):
             return None
         total = current.get(name, Fraction(0)) + amount.value + allocating.get(name, Fraction(0))

@@ -111,6 +111,10 @@ class Features:
     fractional_capacity_range: bool = False
     #: DRADeviceCompatibilityGroups: devices on one counter set must share a compatibility group.
     device_compatibility_groups: bool = False
+    #: 1.37+: the allocator knows compatibility groups (with the gate off it ignores slices that
+    #: name them), and writes a validRange's rounded-up consumption in the step's format (1.36:
+    #: BinarySI).
+    since_1_37: bool = True
 
     @classmethod
     def from_gates(
@@ -143,6 +147,7 @@ class Features:
             node_allocatable_resources=on("DRANodeAllocatableResources"),
             fractional_capacity_range=on("DRAFractionalCapacityRange"),
             device_compatibility_groups=on("DRADeviceCompatibilityGroups"),
+            since_1_37=(release.minor if release is not None else DEFAULT_MINOR) >= 37,
         )
 
     @classmethod

@@ -193,7 +193,10 @@ class Inventory:
         """1.37 GatherPools with DRADeviceCompatibilityGroups off: a slice whose devices name
         compatibility groups is left out (this allocator cannot enforce them), so its pool is
         incomplete and none of its devices are allocated."""
-        return not self.features.device_compatibility_groups and s.uses_compatibility_groups
+        features = self.features
+        return (
+            features.since_1_37 and not features.device_compatibility_groups and s.uses_compatibility_groups
+        )
 
     # --- lookups -----------------------------------------------------------------------------
 

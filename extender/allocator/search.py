@@ -341,6 +341,7 @@ class _Attempt:
             self.a.allocated.capacity.get(did, {}),
             self.allocating_capacity.get(did, {}),
             self.features.fractional_capacity_range,
+            self.features.since_1_37,
         )
 
     # --- selection -----------------------------------------------------------------------------

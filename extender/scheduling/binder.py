@@ -200,8 +200,8 @@ class Binder:
             error = f"internal error while binding to {node_name}: {exc!r}"
         finally:
             del self.in_flight[pod.uid]
-            if error:
-                self.placing.discard(pod.uid)
+            if error and pod.uid not in self._binding_unknown:
+                self.placing.discard(pod.uid)  # (a Binding whose outcome is unknown may still land)
             self.assumed.interrupted(pod.uid)
             if not entry.done.done():
                 entry.done.set_result(error)
@@ -287,6 +287,9 @@ class Binder:
             return f"cannot bind to {node_name}: {message}", None, None
         written: list[tuple[ResourceClaim, AssumedWrite]] = []
         created = CreatedClaim()
+        if self.config.features.node_allocatable_resources and not pod.node_name:
+            # As kube-scheduler's assumed pod: counted before the writes (waiting filters go on).
+            self.placing.add(pod, node_name, decision.node_allocatable, self.clock())
         error = await self._write_claims(pod, node_name, claims, decision, written, created, releasing)
         if error:
             await self._release(pod, written, created)
@@ -294,11 +297,9 @@ class Binder:
         if pod.node_name == node_name:
             # Bound already (a Binding whose answer was lost): the reservations are repaired.
             return "", "already bound", decision
-        if decision.node_allocatable:
-            error = await self._record_node_allocatable(pod, node_name, decision, created)
-            if error:
-                await self._release(pod, written, created)
-                return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
+        if error := await self._record_node_allocatable(pod, decision, created):
+            await self._release(pod, written, created)
+            return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
         if claims.extended is not None and decision.extended is None:
             error = await extended_writes.clear_stale_mapping(self.api, pod)
             if error:
@@ -363,14 +364,15 @@ class Binder:
                 )
             await asyncio.sleep(min(self.config.binding_poll, max(0.0, deadline - self.clock())))
 
-    async def _record_node_allocatable(
-        self, pod: Pod, node: str, decision: NodeDecision, created: CreatedClaim
-    ) -> str:
-        """The node resources the pod's claims stand for go into its status before the Binding."""
-        statuses = decision.node_allocatable
-        self.placing.add(pod, node, statuses, self.clock())
+    async def _record_node_allocatable(self, pod: Pod, decision: NodeDecision, created: CreatedClaim) -> str:
+        """The node resources the pod's claims stand for go into its status before the Binding
+        (none: an earlier attempt's are cleared); '' or why not."""
+        if not decision.node_allocatable and not (
+            self.config.features.node_allocatable_resources and pod.node_allocatable
+        ):
+            return ""
         created.node_allocatable = True
-        return await pod_status_writes.record_node_allocatable(self.api, pod, statuses)
+        return await pod_status_writes.record_node_allocatable(self.api, pod, decision.node_allocatable)
 
     def node_pods(self, node: str) -> list[Pod]:
         """The pods on ``node`` as kube-scheduler counts them (see :mod:`placing`)."""

@@ -92,7 +92,13 @@ def pod_entries(pod: Pod) -> dict[str, str]:
 
 def sharing_problem(pod: Pod, claim_name: str, node_pods: Iterable[Pod]) -> str | None:
     """validateNodeAllocatableDRAClaimSharing: the claim is recorded by other pods on the node."""
-    consumers = {p.uid for p in node_pods if any(s.claim == claim_name for s in p.node_allocatable)}
+    consumers = {
+        p.uid
+        for p in node_pods
+        if p.namespace == pod.namespace  # NodeAllocatableDRAClaimStates are keyed by namespace/name
+        and not p.terminal  # not in kube-scheduler's cache
+        and any(s.claim == claim_name for s in p.node_allocatable)
+    }
     if len(consumers) > 1:
         return f"node allocatable resource claim {claim_name} shared by multiple pods"
     if len(consumers) == 1 and pod.uid not in consumers:
@@ -121,14 +127,23 @@ def claim_statuses(
             continue
         resources: dict[str, Quantity] = {}
         for result, dev in found:
-            if dev is None or not dev.node_allocatable:
+            if dev is None:
+                raise NodeAllocatableError(
+                    f"claim {pod.namespace}/{claim}, device {result.get('device')}: device "
+                    f"{result.get('device')} not found in pool {result.get('pool')}"
+                )
+            if not dev.node_allocatable:
                 continue
             for name, mapping in dev.node_allocatable.items():
-                amount = _amount(claim, result, name, mapping.capacity_key, mapping.multiplier)
+                amount = _amount(
+                    f"{pod.namespace}/{claim}", result, name, mapping.capacity_key, mapping.multiplier
+                )
                 if amount is None:
                     continue
                 current = resources.get(name)
                 resources[name] = amount if current is None else _sum(current, amount)
+        if not resources:
+            continue  # no mapping applied (hasNodeAllocatableClaims stays false upstream)
         users = tuple(c.name for c in pod.containers for ref in c.claims if entries.get(ref) == claim)
         out.append(ClaimResources(claim, users, resources))
     return tuple(sorted(out, key=lambda s: s.claim))
@@ -198,8 +213,10 @@ class NodeRequests:
     units, each pod's amount rounded up as resource.Quantity's MilliValue/Value do. Each pod's
     share is kept while the pod record is the same (a new record is a new version)."""
 
-    def __init__(self, limit: int = 200_000) -> None:
-        self._by_uid: dict[str, tuple[Pod, dict[str, int]]] = {}
+    def __init__(self, limit: int = 100_000) -> None:
+        #: (uid, resourceVersion, node) -> the pod's share: a pod of this extender's binds carries
+        #: its node (and claim statuses) before the API server's version does.
+        self._shares: dict[tuple[str, str, str], dict[str, int]] = {}
         self._limit = limit
 
     def of(self, pods: Iterable[Pod]) -> dict[str, int]:
@@ -212,14 +229,17 @@ class NodeRequests:
         return total
 
     def _pod(self, pod: Pod) -> dict[str, int]:
-        hit = self._by_uid.get(pod.uid)
-        if hit is not None and hit[0] is pod:
-            return hit[1]
-        if len(self._by_uid) >= self._limit:
-            self._by_uid.clear()
+        version = str((pod.raw.get("metadata") or {}).get("resourceVersion") or "")
+        key = (pod.uid, version, pod.node_name)
+        hit = self._shares.get(key) if version else None
+        if hit is not None:
+            return hit
+        if len(self._shares) >= self._limit:
+            self._shares.clear()
         amounts = pod_requests(pod, use_status=True, pod_level=True, node_allocatable=pod.node_allocatable)
         units = {name: _units(name, value) for name, value in amounts.items()}
-        self._by_uid[pod.uid] = (pod, units)
+        if version:
+            self._shares[key] = units
         return units
 
 

@@ -263,7 +263,13 @@ def _judge(
             f"{decision.reason} (devices here are kept for {waiting}, nominated to this node by a preemption)"
         )
         if assessment is not None:
-            assessment = Assessment(False, decision.reason, decision.error, timed_out=decision.timed_out)
+            assessment = Assessment(
+                False,
+                decision.reason,
+                decision.error,
+                timed_out=decision.timed_out,
+                resolvable=decision.resolvable,
+            )
     return decision, assessment
 
 

@@ -305,6 +305,11 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         if found is None:
             return
         server = ServerVersion.read(raw)
+        while config.release_from_server and server.version is None and config.gates and not stop.is_set():
+            # Gates are judged against the server's release: a guess could refuse them for good.
+            health.discovery = f"reading /version: {server.error}"
+            stop.wait(5.0)
+            server = ServerVersion.read(raw)
         engine_config = config.engine
         if config.release_from_server:
             release, warning = release_for(server)

@@ -19,6 +19,7 @@ from extender.allocator import (
     NodeInfo,
     Unsatisfiable,
 )
+from extender.allocator.releases import release_of
 from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.state import ClusterState
 
@@ -60,8 +61,10 @@ def allocate(
     gates: str = "",
     timeout: float | None = None,
     clock: Callable[[], float] | None = None,
+    release: int | None = None,
 ) -> Outcome:
-    features = Features.parse(gates, allow_locked=True)
+    """``release``: decide as this minor (default 1.37)."""
+    features = Features.parse(gates, allow_locked=True, release=release_of(release) if release else None)
     state = ClusterState.from_objects(objects)
     assert not state.problems, state.problems
     inventory = Inventory(state.slices.values(), state.classes, features, state.taint_rules.values())

@@ -157,3 +157,24 @@ def test_with_the_gate_off_a_pool_whose_devices_name_groups_is_incomplete() -> N
     assert allocate(plain, gates=OFF).devices() == [("r", "dev-0"), ("r", "dev-1")]
     every = [*grouped[:3], claim("claim-0", requests=[exact("r", mode="All")])]
     assert "is currently being updated" in (allocate(every, gates=OFF).error or "")
+
+
+def test_a_1_36_allocator_does_not_know_groups_and_allocates_those_devices() -> None:
+    """The field is new in 1.37: --kubernetes-version 1.36 (e.g. against a 1.37 API server, within
+    the allowed skew) decides as 1.36 does, groups unseen."""
+    from extender.allocator import Features
+    from extender.allocator.releases import release_of
+
+    assert not Features.from_gates({}, release_of(36)).since_1_37
+    grouped = objects(part("dev-0", "mig"), part("dev-1", "vgpu"))
+    assert allocate(grouped, gates="DRAPartitionableDevices=true", release=36).devices() == [
+        ("r", "dev-0"),
+        ("r", "dev-1"),
+    ]
+
+
+def test_a_device_that_joined_and_was_then_rejected_leaves_the_groups_as_they_were() -> None:
+    """dev-0 [mig] joins, then runs out of counters (it asks 9 of 8): the set is untouched, so
+    dev-1 [vgpu] and dev-2 [vgpu] go together."""
+    devices = [part("dev-0", "mig", mem="9"), part("dev-1", "vgpu"), part("dev-2", "vgpu")]
+    assert allocate(objects(*devices), gates=ON).devices() == [("r", "dev-1"), ("r", "dev-2")]

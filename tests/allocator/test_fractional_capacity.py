@@ -128,3 +128,18 @@ def test_whole_unit_ranges_are_the_same_either_way() -> None:
     c = Capacity(parse_quantity("8"), policy("1", "7", "2"))
     for gate in (True, False):
         assert cap.consumed(parse_quantity("2"), c, gate).value == 3
+
+
+def test_a_rounded_up_whole_amount_is_written_in_the_step_s_format_from_1_37() -> None:
+    """1.37 roundUpRange: NewQuantity(min + step*n, step.Format); 1.36: BinarySI. 1500M with a
+    1G step is 2G (1.37) or 1953125Ki (1.36): the same amount, written differently."""
+    c = Capacity(parse_quantity("8G"), policy("1G", "8G", "1G"))
+    assert cap.consumed(parse_quantity("1500M"), c, False, step_format=True).canonical() == "2G"
+    assert cap.consumed(parse_quantity("1500M"), c, False, step_format=False).canonical() == "1953125Ki"
+
+
+def test_a_milli_range_whose_result_is_whole() -> None:
+    """min 1, max 2500m, step 500m: 1200m rounds to 1500m; 2 stays 2 (written "2")."""
+    c = Capacity(parse_quantity("4"), policy("1", "2500m", "500m"))
+    assert cap.consumed(parse_quantity("1200m"), c, True).canonical() == "1500m"
+    assert cap.consumed(parse_quantity("2"), c, True).canonical() == "2"

@@ -23,6 +23,7 @@ from tests.realcluster.controlplane import ControlPlane
 from tests.realcluster.workload import (
     GPU_DRIVER,
     applied,
+    failed_scheduling,
     gpu_class,
     one_gpu_claim,
     pod_with_claims,
@@ -72,6 +73,10 @@ def test_devices_count_as_node_cpu(cluster: ControlPlane, mode: str) -> None:
         api.create(one_gpu_claim("second"))
         api.create(user("second"))
         wait_unschedulable(api, "second")
+        said = [
+            e.get("message") or "" for e in failed_scheduling(api) if e["involvedObject"]["name"] == "second"
+        ]
+        assert any("Insufficient cpu" in m for m in said), said
     first = api.get("Pod", "first", "default")
     assert first is not None
     assert first["status"]["nodeAllocatableResourceClaimStatuses"] == [

@@ -20,8 +20,10 @@ from extender.cluster.api import api_error
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.model.core import parse_pod
+from extender.model.dra import parse_resource_slice
+from extender.scheduling import node_allocatable as na
 from extender.scheduling.engine import Engine
-from tests.builders import container, pod
+from tests.builders import container, device, pod
 from tests.scheduling.on_store import engine_on_store
 from tests.scheduling.test_plugin_table_136 import (
     CASES,
@@ -271,3 +273,121 @@ def test_a_pod_being_bound_counts_before_the_watch_shows_it() -> None:
     assert engine.state.pods[("default", POD)].node_name == ""  # the cache is behind
     passed, failed, _unresolvable, _error = filter_answer(engine, store, "second")
     assert passed == [] and failed == {WORKER: "Insufficient cpu"}
+
+
+# --- from review: what is counted while pods are being bound, sharing, stale statuses -----------
+
+
+def during(api_method: str) -> tuple[type[MemoryAPI], list[Any]]:
+    """A MemoryAPI that, inside the first call of ``api_method``, runs ``hooks[0]()`` and keeps
+    what it returned in ``hooks[1:]``."""
+    hooks: list[Any] = []
+
+    class Hooked(MemoryAPI):
+        async def _hook(self) -> None:
+            if len(hooks) == 1:
+                hooks.append(hooks[0]())
+
+    async def wrapped(self: Hooked, *args: Any, **kw: Any) -> Any:
+        await self._hook()
+        return await getattr(MemoryAPI, api_method)(self, *args, **kw)
+
+    setattr(Hooked, api_method, wrapped)
+    return Hooked, hooks
+
+
+def second_pod_objects(first: dict[str, Any]) -> list[dict[str, Any]]:
+    """Two devices standing for 3 CPUs each, and a second pod like ``first`` (1 CPU + a device)."""
+    slice_ = node_slice(WORKER, mapped_device(cpu=("3", None)), mapped_device("instance-2", cpu=("3", None)))
+    second = json.loads(json.dumps(first))
+    second["metadata"].update(name="second", uid="uid-second")
+    second["spec"]["resourceClaims"][0]["resourceClaimName"] = "second-claim"
+    return [pending("second-claim"), CLASS_A, slice_, second]
+
+
+def test_a_pod_counts_from_its_bind_s_decision_not_from_its_claim_writes() -> None:
+    """The second pod's filter runs while the first pod's claim is being written (4 of 7 CPUs
+    each): it does not fit. In-tree, the first is an assumed pod by then."""
+    api, hooks = during("update_claim_status")
+    base = case("node-allocatable-resource-multiplier")
+    first = container_pod()
+    first["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1"}
+    objects = [pending(), *second_pod_objects(first)]  # (the case's pod is ``first``)
+    nodes = [worker(allocatable={"cpu": "7", "memory": "10Gi"})]
+    engine, store = cluster(Case(base.name, objects, first, base.want, nodes, base.gates), api)
+    second = parse_pod(store.get("Pod", "default", "second"))
+    hooks.append(lambda: engine.filter(second, [WORKER]))
+    assert bind(engine, store) == ""
+    assert hooks[1].failed == {WORKER: "Insufficient cpu"}, hooks[1]
+
+
+def test_a_pod_without_such_claims_counts_while_it_is_bound() -> None:
+    """Every bind is an assumed pod: a claim-less pod asking 4 CPUs, being bound, leaves 3 of 7."""
+    api, hooks = during("bind_pod")
+    base = case("node-allocatable-resource-multiplier")
+    plain = pod("plain", uid="uid-plain", containers=[container("c", {"cpu": "4"})])
+    objects = [plain, pending(), CLASS_A, node_slice(WORKER, mapped_device(cpu=("4", None)))]
+    nodes = [worker(allocatable={"cpu": "7", "memory": "10Gi"})]
+    engine, store = cluster(Case(base.name, objects, container_pod(), base.want, nodes, base.gates), api)
+    me = parse_pod(store.get("Pod", "default", POD))
+    hooks.append(lambda: engine.filter(me, [WORKER]))
+    assert bind(engine, store, "plain") == ""
+    assert hooks[1].failed == {WORKER: "Insufficient cpu"}, hooks[1]
+
+
+def test_another_namespace_or_a_finished_pod_does_not_share_the_claim() -> None:
+    allocated = pending()
+    allocated["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "req-1", "driver": "some-driver", "pool": WORKER, "device": "x"}]
+            }
+        }
+    }
+    base = case("node-allocatable-resource-multiplier")
+    elsewhere = other_pod("elsewhere", claim=CLAIM)
+    elsewhere["metadata"]["namespace"] = "team-b"
+    finished = other_pod("finished", claim=CLAIM)
+    finished["status"]["phase"] = "Succeeded"
+    engine, store = cluster(
+        Case(
+            base.name, [allocated, CLASS_A, elsewhere, finished], base.pod, base.want, base.nodes, base.gates
+        )
+    )
+    assert filter_answer(engine, store)[0] == [WORKER]
+
+
+def test_statuses_of_an_earlier_attempt_are_cleared_when_this_one_has_none() -> None:
+    """The pod's status still names a claim from an earlier attempt (its clearing failed); this
+    bind's devices stand for nothing: the pod is bound without the old statuses."""
+    base = case("node-allocatable-resource-multiplier")
+    p = container_pod()
+    p["status"] = {"nodeAllocatableResourceClaimStatuses": entry(cpu="1")}
+    objects = [pending(), CLASS_A, node_slice(WORKER, device("instance-1"))]
+    engine, store = cluster(Case(base.name, objects, p, base.want, base.nodes, base.gates))
+    assert bind(engine, store) == ""
+    assert statuses(store) is None
+
+
+def test_a_mapping_that_does_not_apply_makes_no_status_and_a_missing_device_is_an_error() -> None:
+    """hasNodeAllocatableClaims: a capacityKey the result did not consume gives nothing (no empty
+    ``resources``, which the API server would refuse); a result naming no published device is
+    Filter's error, naming the claim as namespace/name."""
+    d = parse_resource_slice(
+        node_slice(WORKER, mapped_device("numa-0-cpus", cpu=(None, "example.com/other")), driver="drv")
+    ).devices[0]
+    p = parse_pod(container_pod())
+    result = {"request": "req-1", "driver": "drv", "pool": WORKER, "device": "numa-0-cpus"}
+    allocation = {"devices": {"results": [{**result, "consumedCapacity": {"example.com/cpus": "1"}}]}}
+    entries = na.pod_entries(p)
+    assert na.claim_statuses(p, entries, {CLAIM: allocation}, lambda *_: d) == ()
+    # A claim with a mapped device and a result whose device is gone (upstream logs and skips a
+    # claim whose devices are all gone; here one is found, so the other is an error).
+    gone = {**result, "device": "gone", "consumedCapacity": {"example.com/other": "1"}}
+    two = {"devices": {"results": [{**result, "consumedCapacity": {"example.com/other": "1"}}, gone]}}
+    with pytest.raises(
+        na.NodeAllocatableError, match=f"claim default/{CLAIM}, device gone: device gone not found"
+    ):
+        na.claim_statuses(
+            p, entries, {CLAIM: two}, lambda _drv, _pool, name: d if name == "numa-0-cpus" else None
+        )
