@@ -55,6 +55,8 @@ def objects(nodes: int, pods_per_node: int) -> list[dict[str, Any]]:
                     containers=[container("c", {"cpu": "500m", "memory": "1Gi"})],
                 )
             )
+    for i, obj in enumerate(out):  # as an API server's objects come (the request cache keys on it)
+        obj["metadata"]["resourceVersion"] = str(i + 1)
     me = pod("me", ["mine"], containers=[container("c1", {"cpu": "1"})])
     me["spec"]["containers"][0]["resources"]["claims"] = [{"name": "mine"}]
     out.append(me)
