@@ -28,14 +28,18 @@ class Placing:
 
     def pods_on(self, node: str, state: ClusterState, binding: Collection[str], now: float) -> list[Pod]:
         """The cache's pods on ``node``, and ours it does not show there yet. An entry ends once
-        the cache shows the pod bound or gone (or after :data:`PLACING_TTL`), unless its bind is
-        still running (``binding``: their UIDs)."""
+        the cache shows the pod bound, replaced or deleted (or after :data:`PLACING_TTL`), unless
+        its bind is still running (``binding``: their UIDs)."""
         cached = state.pods_by_node.get(node, {})
         out = list(cached.values())
         shown = {p.uid for p in out}
         for uid, (placed, since) in list(self._pods.items()):
             current = state.pods.get(placed.key)
-            settled = current is None or current.uid != uid or bool(current.node_name)
+            # Shown bound, replaced or deleted; a pod the cache has not seen yet (the bind read it
+            # from the API server) stays until it shows up or the TTL ends.
+            settled = uid in state.deleted_pods or (
+                current is not None and (current.uid != uid or bool(current.node_name))
+            )
             if (settled or now - since > PLACING_TTL) and uid not in binding:
                 del self._pods[uid]
             elif placed.node_name == node and uid not in shown:
