@@ -12,7 +12,7 @@ import contextlib
 import functools
 import time
 import uuid
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -36,6 +36,7 @@ from extender.model.node_allocatable import ClaimResources
 from extender.scheduling import extended as er
 from extender.scheduling import node_allocatable as na
 from extender.scheduling.binding import binding_problem
+from extender.scheduling.interner import Interner
 from extender.scheduling.prefilter import PodClaims, resolve_claims
 from extender.scheduling.projection import ClaimProjection, claim_projection
 
@@ -295,7 +296,9 @@ class Snapshot:
         )
 
     @contextlib.contextmanager
-    def what_if(self, *, freed: Sequence[Allocation] = (), held: Sequence[Allocation] = ()) -> Iterator[None]:
+    def what_if(
+        self, *, freed: Sequence[Allocation] = (), held: Sequence[Allocation] = (), gone: Collection[str] = ()
+    ) -> Iterator[None]:
         """Inside, :meth:`decide` sees the devices of ``freed`` free and those of ``held`` taken.
 
         For preemption's questions (would the pod fit with these claims gone, with the devices
@@ -314,9 +317,13 @@ class Snapshot:
         for allocation in held:
             allocated.add(allocation)
         self._what_if += 1
+        node_pods = self.node_pods
+        if gone:  # preemption's victims: their node resources are free too (in-tree dry run)
+            self.node_pods = lambda n: [p for p in node_pods(n) if p.uid not in gone]
         try:
             yield
         finally:
+            self.node_pods = node_pods
             self._what_if -= 1
             for allocation in reversed(held):
                 allocated.remove(allocation)
@@ -640,32 +647,6 @@ _SPARSE = object()
 #: A node's in-use key lists held positions when it has this many times more devices than
 #: the cluster holds in all.
 SPARSE_IN_USE_FACTOR = 8
-
-
-class Interner:
-    """Keys to small ints; an id is never given out again, even after its key is dropped."""
-
-    __slots__ = ("_ids", "_next")
-
-    def __init__(self) -> None:
-        self._ids: dict[tuple[Any, ...], int] = {}
-        self._next = 0
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def get(self, key: tuple[Any, ...]) -> int | None:
-        return self._ids.get(key)
-
-    def add(self, key: tuple[Any, ...]) -> int:
-        found = self._ids.get(key)
-        if found is None:
-            found = self._ids[key] = self._next
-            self._next += 1
-        return found
-
-    def pop(self, key: tuple[Any, ...]) -> int | None:
-        return self._ids.pop(key, None)
 
 
 def _with_extended(claims: list[ResourceClaim], extended: er.NodeExtendedClaim | None) -> list[ResourceClaim]:

@@ -205,11 +205,14 @@ def decide(
     freed: Sequence[Allocation] = (),
     held: Sequence[Allocation] | None = None,
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
+    gone: Collection[str] = (),
 ) -> NodeDecision:
     """:meth:`Snapshot.decide` with the devices of ``freed`` free and those that pods nominated
     to the node ahead of ``pod`` keep taken (``nominations`` None: nominations are ignored, as
     the in-tree plugin does; ``held``: those devices, when the caller has them already)."""
-    return _judge(snapshot, pod, claims, node, nominations, freed, held, timeout, summarize=False)[0]
+    return _judge(snapshot, pod, claims, node, nominations, freed, held, timeout, summarize=False, gone=gone)[
+        0
+    ]
 
 
 def assess(
@@ -241,6 +244,7 @@ def _judge(
     timeout: float | None,
     *,
     summarize: bool,
+    gone: Collection[str] = (),
 ) -> tuple[NodeDecision, Assessment | None]:
     if held is None:
         held = (
@@ -248,10 +252,10 @@ def _judge(
             if nominations is not None and claims.allocates
             else []
         )
-    if not freed and not held:
+    if not freed and not held and not gone:
         decision = snapshot.decide(claims, node, timeout=timeout)
         return decision, snapshot.summarize(claims, node, decision) if summarize else None
-    with snapshot.what_if(freed=freed, held=held):
+    with snapshot.what_if(freed=freed, held=held, gone=gone):
         decision = snapshot.decide(claims, node, timeout=timeout)
         assessment = snapshot.summarize(claims, node, decision) if summarize else None
     kept = bool(held) and not decision.fits and bool(decision.reason)

@@ -131,6 +131,7 @@ class _WhatIf:
             freed=self.freed(gone) if freed is None else freed,
             held=self._held,
             timeout=self.timeout,
+            gone=gone,
         )
         return None if decision.timed_out else decision.fits
 

@@ -23,6 +23,7 @@ from extender.model.core import parse_pod
 from extender.model.dra import parse_resource_slice
 from extender.scheduling import node_allocatable as na
 from extender.scheduling.engine import Engine
+from extender.scheduling.preemption import Candidate
 from tests.builders import container, device, pod
 from tests.scheduling.on_store import engine_on_store
 from tests.scheduling.test_plugin_table_136 import (
@@ -391,3 +392,22 @@ def test_a_mapping_that_does_not_apply_makes_no_status_and_a_missing_device_is_a
         na.claim_statuses(
             p, entries, {CLAIM: two}, lambda _drv, _pool, name: d if name == "numa-0-cpus" else None
         )
+
+
+def test_preemption_counts_the_victims_node_resources_out() -> None:
+    """kube-scheduler's dry run picks a 4-CPU pod to evict (NodeResourcesFit); the preempt verb
+    judges the node with it gone, its CPUs included (in-tree, the dry run's NodeInfo has the
+    victim removed when DynamicResources' Filter runs): the node is kept, with that victim."""
+    base = case("node-allocatable-resource-multiplier")
+    victim = pod(
+        "victim", uid="uid-victim", node_name=WORKER, containers=[container("c", {"cpu": "4"})], priority=0
+    )
+    me = container_pod()
+    me["spec"]["priority"] = 100
+    objects = [victim, pending(), CLASS_A, node_slice(WORKER, mapped_device(cpu=("4", None)))]
+    nodes = [worker(allocatable={"cpu": "7", "memory": "10Gi"})]
+    engine, store = cluster(Case(base.name, objects, me, base.want, nodes, base.gates))
+    p = parse_pod(store.get("Pod", "default", POD))
+    assert engine.filter(p, [WORKER]).failed == {WORKER: "Insufficient cpu"}
+    answer = engine.preempt(p, {WORKER: Candidate(("uid-victim",))})
+    assert answer == {WORKER: Candidate(("uid-victim",))}, answer
