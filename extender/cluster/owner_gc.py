@@ -1,14 +1,17 @@
 """Owner-reference garbage collection for the embedded default (kube-controller-manager's part).
 
-In a cluster, the garbage collector deletes the ResourceClaims a deleted Pod owns (the
-extended-resource claim the extender creates, and claims generated from templates), and the
-resourceclaim controller first drops the pod's reservation and, with no consumer left,
-deallocates the claim and removes its delete-protection finalizer. The embedded default has no
-controller manager, so this plays both parts over the in-memory store.
+In a cluster, the garbage collector deletes the ResourceClaims a deleted Pod or PodGroup owns
+(the extended-resource claim the extender creates, and claims generated from templates), and the
+resourceclaim controller first drops the owner's reservation and, with no consumer left,
+deallocates the claim and removes its delete-protection finalizer; a PodGroup that is gone also
+loses its reservations of claims it does not own (v1.36.3 pkg/controller/resourceclaim
+syncClaim). The embedded default has no controller manager, so this plays those parts over the
+in-memory store.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from extender.cluster.memstore import Event, MemoryStore, StoreError
@@ -17,7 +20,8 @@ from extender.model.dra import DELETE_PROTECTION_FINALIZER
 
 def collect_owned_claims(store: MemoryStore) -> None:
     """Delete the ResourceClaims a Pod owns when that Pod is deleted or replaced (another UID)."""
-    pods: dict[tuple[str, str], str] = {}
+    #: Pods and PodGroups by (namespace, name) -> UID: a name taken by another UID is a deletion.
+    owners: dict[str, dict[tuple[str, str], str]] = {"Pod": {}, "PodGroup": {}}
     #: owner UID -> the claims that name it (namespace, name, claim UID): kept from the claims'
     #: own events, so a pod's deletion costs its claims, not a scan of every claim.
     owned: dict[str, dict[tuple[str, str], str]] = {}
@@ -47,26 +51,43 @@ def collect_owned_claims(store: MemoryStore) -> None:
         if event.kind == "ResourceClaim":
             index_claim(event)
             return
-        if event.kind != "Pod":
+        known = owners.get(event.kind)
+        if known is None:
             return
         meta = event.object.get("metadata") or {}
         key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
         uid = str(meta.get("uid") or "")
-        if event.type == "DELETED":
-            pods.pop(key, None)
-            collect(uid)
-            return
-        previous = pods.get(key)
-        pods[key] = uid
-        if previous is not None and previous != uid:
-            collect(previous)
+        previous = known.pop(key, None) if event.type == "DELETED" else known.get(key)
+        if event.type != "DELETED":
+            known[key] = uid
+            if previous is None or previous == uid:
+                return
+        gone = uid if event.type == "DELETED" else str(previous)
+        collect(gone)
+        if event.kind == "PodGroup":
+            unreserve_everywhere(store, gone)
 
-    for pod in store.objects("Pod"):
-        meta = pod.get("metadata") or {}
-        pods[(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))] = str(meta.get("uid"))
+    for kind, known in owners.items():
+        for obj in store.objects(kind):
+            meta = obj.get("metadata") or {}
+            known[(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))] = str(
+                meta.get("uid")
+            )
     for claim in store.objects("ResourceClaim"):
         index_claim(Event("ADDED", "ResourceClaim", claim))
     store.subscribe(on_event)
+
+
+def unreserve_everywhere(store: MemoryStore, consumer_uid: str) -> None:
+    """A PodGroup is gone: every claim reserved for it loses that reservation (unused then, it is
+    deallocated, as the resourceclaim controller does when it removes the last consumer)."""
+    for claim in store.objects("ResourceClaim"):
+        reserved = (claim.get("status") or {}).get("reservedFor") or []
+        if any(e.get("uid") == consumer_uid for e in reserved):
+            meta = claim["metadata"]
+            namespace = str(meta.get("namespace") or "default")
+            with contextlib.suppress(StoreError):
+                store.mutate("ResourceClaim", namespace, meta["name"], lambda o: _release(o, consumer_uid))
 
 
 def release_and_delete(

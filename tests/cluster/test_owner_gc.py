@@ -82,3 +82,32 @@ def test_a_claim_whose_owner_reference_is_removed_is_not_collected() -> None:
     assert names(store) == ["c"]
     with pytest.raises(NotFound):
         store.get("Pod", "default", "a")
+
+
+def test_a_deleted_pod_group_takes_its_claims_and_its_reservations() -> None:
+    """The garbage collector deletes the claim the PodGroup owns; the resourceclaim controller
+    drops the group's reservation of a claim it does not own (the last consumer: deallocated),
+    and leaves other consumers' reservations."""
+    store = MemoryStore()
+    collect_owned_claims(store)
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "training", "namespace": "default", "uid": "uid-pg"},
+        "spec": {},
+    }
+    entry = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "training", "uid": "uid-pg"}
+    other = {"resource": "pods", "name": "p", "uid": "uid-p"}
+    reserved = {"reservedFor": [entry], "allocation": {"devices": {"results": []}}}
+    made = owned_claim("made-for-group", group, **reserved)
+    by_name = claim("named")
+    by_name["status"] = dict(reserved)
+    by_name["metadata"]["finalizers"] = [DELETE_PROTECTION_FINALIZER]
+    shared = claim("shared")
+    shared["status"] = {"reservedFor": [entry, other], "allocation": {"devices": {"results": []}}}
+    store.load([group, made, by_name, shared])
+    store.delete("PodGroup", "default", "training")
+    assert names(store) == ["named", "shared"]
+    named = store.get("ResourceClaim", "default", "named")
+    assert "allocation" not in named["status"] and not named["metadata"].get("finalizers")
+    assert store.get("ResourceClaim", "default", "shared")["status"]["reservedFor"] == [other]
