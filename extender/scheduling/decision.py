@@ -243,12 +243,12 @@ class Snapshot:
             if extended is None and not pod_claims.ordered:
                 return NodeDecision(node.name, True)  # device plugins serve the pod here
         pod = pod_claims.pod if self.features.node_allocatable_resources else None
-        node_pods = functools.cache(lambda: list(self.node_pods(node.name)))
-        shared = (
-            pod and pod_claims.allocated and na.shared_claim(pod, node, pod_claims.allocated, node_pods())
-        )
-        if shared:
-            return NodeDecision(node.name, False, reason=shared)
+        if pod is not None:  # (the gate off costs nothing more here: filter's hot path)
+            node_pods = functools.cache(lambda: list(self.node_pods(node.name)))
+            if pod_claims.allocated and (
+                shared := na.shared_claim(pod, node, pod_claims.allocated, node_pods())
+            ):
+                return NodeDecision(node.name, False, reason=shared)
         now = self.wall_clock()
         unavailable = [
             problem

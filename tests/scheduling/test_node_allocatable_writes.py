@@ -176,17 +176,18 @@ def test_finished_pods_do_not_count() -> None:
     assert filter_answer(engine, store)[0] == [WORKER]
 
 
+def allocated_on_worker() -> dict[str, Any]:
+    """The pod's claim, allocated already (to a device on worker)."""
+    c = pending()
+    result = {"request": "req-1", "driver": "some-driver", "pool": WORKER, "device": "x"}
+    c["status"] = {"allocation": {"devices": {"results": [result]}}}
+    return c
+
+
 def test_a_claim_another_pod_on_the_node_records_is_refused() -> None:
     """validateNodeAllocatableDRAClaimSharing: the pod's allocated claim is in another pod's
     claim statuses on the node (one such pod, or several)."""
-    allocated = pending()
-    allocated["status"] = {
-        "allocation": {
-            "devices": {
-                "results": [{"request": "req-1", "driver": "some-driver", "pool": WORKER, "device": "x"}]
-            }
-        }
-    }
+    allocated = allocated_on_worker()
     base = case("node-allocatable-resource-multiplier")
     for users, reason in [
         (["first"], f"node allocatable resource claim {CLAIM} is already used by another pod"),
@@ -337,14 +338,7 @@ def test_a_pod_without_such_claims_counts_while_it_is_bound() -> None:
 
 
 def test_another_namespace_or_a_finished_pod_does_not_share_the_claim() -> None:
-    allocated = pending()
-    allocated["status"] = {
-        "allocation": {
-            "devices": {
-                "results": [{"request": "req-1", "driver": "some-driver", "pool": WORKER, "device": "x"}]
-            }
-        }
-    }
+    allocated = allocated_on_worker()
     base = case("node-allocatable-resource-multiplier")
     elsewhere = other_pod("elsewhere", claim=CLAIM)
     elsewhere["metadata"]["namespace"] = "team-b"
