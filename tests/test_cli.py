@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from extender.cli import main
+from tests.allocator.test_derived_attributes import NUMA, numa_claim
 from tests.builders import (
     allocated,
     claim,
@@ -319,3 +320,29 @@ def test_an_error_on_one_node_makes_the_pod_unschedulable_in_simulate() -> None:
     assert unschedulable(result) == ["default/p"]
     result["pods"][0]["nodes"]["node-2"]["error"] = None
     assert unschedulable(result) == []
+
+
+def test_simulate_answers_with_derived_attributes_on(tmp_path: Path) -> None:
+    """DRADerivedAttributes (1.37): upstream's integration case through simulate. On: the two
+    drivers' devices on the same NUMA node; off: the error every 1.37 allocator reports."""
+    state = tmp_path / "state.yaml"
+    objects = [
+        node(),
+        device_class("class-a", 'device.driver == "driver-a"'),
+        device_class("class-b", 'device.driver == "driver-b"'),
+        *NUMA,
+        numa_claim(),
+        pod("numa-pod", ["claim-0"]),
+    ]
+    state.write_text(yaml.safe_dump_all(objects))
+    argv = ["simulate", str(state), "--pod", "default/numa-pod", "-o", "json"]
+    code, on = run(*argv, "--feature-gates", "DRADerivedAttributes=true")
+    assert code == 0
+    decision = json.loads(on)["pods"][0]["nodes"]["node-1"]
+    results = decision["allocations"]["claim-0"]["devices"]["results"]
+    assert [(r["request"], r["device"]) for r in results] == [("req-a", "device-a2"), ("req-b", "device-b1")]
+    code, off = run(*argv)
+    assert code == 1
+    assert json.loads(off)["pods"][0]["nodes"]["node-1"]["error"].endswith(
+        "request req-a: cannot handle request with derived attributes, the feature is disabled"
+    )

@@ -111,6 +111,9 @@ class Features:
     fractional_capacity_range: bool = False
     #: DRADeviceCompatibilityGroups: devices on one counter set must share a compatibility group.
     device_compatibility_groups: bool = False
+    #: DRADerivedAttributes: requests' CEL-derived attributes stand in for device attributes in
+    #: constraints.
+    derived_attributes: bool = False
     #: 1.37+: the allocator knows compatibility groups (with the gate off it ignores slices that
     #: name them), and writes a validRange's rounded-up consumption in the step's format (1.36:
     #: BinarySI).
@@ -147,6 +150,7 @@ class Features:
             node_allocatable_resources=on("DRANodeAllocatableResources"),
             fractional_capacity_range=on("DRAFractionalCapacityRange"),
             device_compatibility_groups=on("DRADeviceCompatibilityGroups"),
+            derived_attributes=on("DRADerivedAttributes"),
             since_1_37=(release.minor if release is not None else DEFAULT_MINOR) >= 37,
         )
 
@@ -157,7 +161,7 @@ class Features:
     @property
     def variant(self) -> str:
         """Which upstream implementation these features select (stable -> incubating -> experimental)."""
-        if self.list_type_attributes:
+        if self.list_type_attributes or self.derived_attributes:
             return "experimental"
         if self.consumable_capacity or self.device_binding:
             return "incubating"

@@ -35,7 +35,6 @@ class GateSpec:
 
 #: Gates the extender refuses to turn on, and what turning them on would need.
 UNSUPPORTED: dict[str, str] = {
-    "DRADerivedAttributes": "attributes derived from other attributes",
     "DRASharedConsumableCapacity": "consumable capacity shared across devices",
 }
 

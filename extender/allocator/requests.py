@@ -3,7 +3,7 @@ search and the results it builds, so neither imports the other."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from extender.allocator.inventory import Pool
 from extender.model.dra import Device, DeviceClass, ExactRequest, ResourceSlice
@@ -24,6 +24,8 @@ class RequestData:
     num_devices: int
     #: For allocationMode All: the fixed device set, with each device's slice and pool.
     all_devices: list[tuple[Device, ResourceSlice, Pool]] | None = None
+    #: DRADerivedAttributes: this request's (or subrequest's) derived attributes, name -> CEL.
+    derived: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -19,6 +19,7 @@ from typing import Any
 from extender.allocator import capacity as cap
 from extender.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
 from extender.allocator.counters import CounterLedger
+from extender.allocator.derived import AttributeLookup, derived_of
 from extender.allocator.errors import AllocationError, AllocationTimeout, AllocatorError, NodeAllocationError
 from extender.allocator.explanations import (
     INCOMPATIBLE_GROUPS,
@@ -174,6 +175,7 @@ class _Attempt:
         #: Counters (available after allocated claims, consumed in this attempt) and compatibility groups.
         self.counters = CounterLedger(self.inventory.devices_of_pool, self.a.allocated)
         self.match_cache: dict[tuple[int, DeviceID], bool] = {}
+        self.attribute = AttributeLookup(allocator.cel, deadline)
         self.rejected: dict[tuple[int, int], dict[str, set[DeviceID]]] = {}
         self.steps = 0
 
@@ -223,7 +225,14 @@ class _Attempt:
             if c.match_attribute is not None:
                 constraints.append(MatchAttribute(c.requests, c.match_attribute, list_values=lists))
             elif c.distinct_attribute is not None and self.features.variant != "stable":
-                constraints.append(DistinctAttribute(c.requests, c.distinct_attribute, list_values=lists))
+                constraints.append(
+                    DistinctAttribute(
+                        c.requests,
+                        c.distinct_attribute,
+                        list_values=lists,
+                        every_device=self.features.since_1_37,
+                    )
+                )
             else:
                 raise AllocationError(
                     f"claim {name}, constraint #{i}: empty constraint (unsupported constraint type?)"
@@ -265,6 +274,12 @@ class _Attempt:
     ) -> RequestData:
         # Upstream validateDeviceRequest says "request <name>" for subrequests too.
         where = f"claim {claim_name}, request {req.name}"
+        # 1.37 validateDeviceRequest checks derived attributes first; 1.36 has no such field.
+        derived = (
+            derived_of(req.derived_attributes, enabled=self.features.derived_attributes, where=where)
+            if self.features.since_1_37
+            else {}
+        )
         for i, selector in enumerate(req.selectors):
             if selector.expression is None:
                 raise AllocationError(
@@ -280,7 +295,7 @@ class _Attempt:
                 f"{where}: could not retrieve device class {req.device_class_name}: "
                 f'deviceclass.resource.k8s.io "{req.device_class_name}" not found'
             )
-        data = RequestData(index, req, name, base, sub, device_class, 0)
+        data = RequestData(index, req, name, base, sub, device_class, 0, derived=derived)
         if req.allocation_mode == ALLOCATION_MODE_EXACT:
             data.num_devices = req.count
         elif req.allocation_mode == ALLOCATION_MODE_ALL:
@@ -481,7 +496,10 @@ class _Attempt:
         fixed = [
             c
             for c in self.constraints[data.claim_index]
-            if isinstance(c, MatchAttribute) and c.count > 0 and c.covers(data.base, data.sub)
+            if isinstance(c, MatchAttribute)
+            and c.count > 0
+            and c.covers(data.base, data.sub)
+            and c.attribute not in data.derived  # evaluated only where upstream would
         ]
         for position in range(start, len(self.candidates)):
             candidate = self.candidates[position]
@@ -490,7 +508,7 @@ class _Attempt:
                 continue
             if not self.selectable(data, device, candidate.slice):
                 continue
-            if any(not c.admits(device) for c in fixed):
+            if any(not c.admits(device.attribute(c.attribute)) for c in fixed):
                 self._reject(data, ri, "excluded by a constraint", device)  # the search would never see it
                 continue
             if check_taints and not taints_tolerated(self.inventory.taints(device), data.request.tolerations):
@@ -594,7 +612,7 @@ class _Attempt:
             if marked:
                 self.allocating[did].discard(data.claim_index)
             for constraint in reversed(constraints[:added]):
-                constraint.remove(data.base, data.sub, device)
+                constraint.remove(data.base, data.sub)
             if leave_groups is not None:
                 leave_groups()
             if counters_reserved:
@@ -605,8 +623,17 @@ class _Attempt:
         ):
             rollback()
             return None
+
+        def value_of(name: str) -> tuple[str, Any] | None:
+            return self.attribute(data.derived, device, name)
+
         for constraint in constraints:
-            if not constraint.add(data.base, data.sub, device):
+            try:
+                fits = constraint.add(data.base, data.sub, value_of)
+            except AllocatorError:
+                rollback()  # a derived attribute's CEL error: fatal, nothing left behind
+                raise
+            if not fits:
                 rollback()
                 if must:
                     raise AllocationError(

@@ -20,7 +20,8 @@ from extender.cel import types as t
 from extender.cel.checker import Checker
 from extender.cel.compiler import Compiler, Eval, Frame
 from extender.cel.cost import estimate
-from extender.cel.device import CelDevice
+from extender.cel.derived import output_type_error, to_attribute
+from extender.cel.device import CelDevice, RawAttribute
 from extender.cel.errors import CelCompileError, CelEvalError, CelInterruptedError
 from extender.cel.library import build_registry
 from extender.cel.parser import Parser
@@ -40,6 +41,9 @@ NO_SUCH_KEY_HINT = (
 class Mode(enum.Enum):
     STORED = "stored"
     NEW = "new"
+    #: A derived attribute's expression (DRADerivedAttributes): the scheduler's environment,
+    #: with a scalar or list result instead of a bool.
+    DERIVED = "derived"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +74,8 @@ class Program:
         #: The device paths the result depends on.
         self.reads = reads
         self.key = key_function(reads)
-        self.memo: LRUCache[Any, bool | CelEvalError] = LRUCache(maxsize=memo_size)
+        #: Converted results (a bool, or a derived attribute) and errors, by the values read.
+        self.memo: LRUCache[Any, Any] = LRUCache(maxsize=memo_size)
 
     def __repr__(self) -> str:
         return f"Program({self.expression!r})"
@@ -117,13 +122,17 @@ class CelEnvironment:
     def _compile(self, expression: str, mode: Mode) -> Program:
         if mode is Mode.NEW and len(expression.encode("utf-8")) > MAX_EXPRESSION_LENGTH:
             raise CelCompileError(f"Too long: may not be more than {MAX_EXPRESSION_LENGTH} bytes")
-        registry = self._stored if mode is Mode.STORED else self._new
+        registry = self._new if mode is Mode.NEW else self._stored
         try:
             root = self._parser.parse(expression)
             result_type = Checker(registry, expression, self._variables).check(root)
         except CelCompileError as exc:
             raise CelCompileError(f"compilation failed: {exc}") from None
-        if not (result_type == t.BOOL or t.is_dyn(result_type)):
+        if mode is Mode.DERIVED:
+            problem = output_type_error(result_type)
+            if problem is not None:
+                raise CelCompileError(problem)
+        elif not (result_type == t.BOOL or t.is_dyn(result_type)):
             raise CelCompileError(f"must evaluate to bool or the unknown type, not {result_type}")
         if mode is Mode.NEW:
             cost = estimate(root)
@@ -143,15 +152,32 @@ class CelEnvironment:
         the expression reads, on the program. A passed ``deadline`` (on this environment's clock)
         interrupts long evaluations; interruptions are not memoized.
         """
-        result = device.memo.get(program)
-        if result is None:
-            result = self._lookup(program, device, deadline)
-            device.memo[program] = result
+        result = self._memoized(program, device, deadline, _to_bool)
         if result is True or result is False:
             return result
         raise result
 
-    def _lookup(self, program: Program, device: CelDevice, deadline: float | None) -> bool | CelEvalError:
+    def derive(self, program: Program, device: CelDevice, deadline: float | None = None) -> RawAttribute:
+        """A derived attribute's value for ``device`` (``program`` compiled with
+        :attr:`Mode.DERIVED`); raises :class:`CelEvalError` on a runtime or conversion error.
+        Memoized like :meth:`matches`."""
+        result = self._memoized(program, device, deadline, to_attribute)
+        if isinstance(result, CelEvalError):
+            raise result
+        return result  # type: ignore[no-any-return]
+
+    def _memoized(
+        self, program: Program, device: CelDevice, deadline: float | None, convert: Callable[[Any], Any]
+    ) -> Any:
+        result = device.memo.get(program)
+        if result is None:
+            result = self._lookup(program, device, deadline, convert)
+            device.memo[program] = result
+        return result
+
+    def _lookup(
+        self, program: Program, device: CelDevice, deadline: float | None, convert: Callable[[Any], Any]
+    ) -> Any:
         list_attributes = self.options.list_type_attributes
         conversion_error = device.conversion_error(list_attributes)
         if conversion_error is not None:
@@ -159,11 +185,17 @@ class CelEnvironment:
         key = program.key(device)
         result = program.memo.get(key)
         if result is None:
-            result = self._run(program, device.value(list_attributes), deadline)
+            result = self._run(program, device.value(list_attributes), deadline, convert)
             program.memo[key] = result
         return result
 
-    def _run(self, program: Program, device_value: Any, deadline: float | None) -> bool | CelEvalError:
+    def _run(
+        self,
+        program: Program,
+        device_value: Any,
+        deadline: float | None,
+        convert: Callable[[Any], Any] | None = None,
+    ) -> Any:
         frame = Frame({"device": device_value}, self.options.cost_limit, deadline, self._clock)
         try:
             value = program._eval(frame)
@@ -171,14 +203,14 @@ class CelEnvironment:
             raise
         except CelEvalError as exc:
             message = str(exc)
-            if message.startswith("no such key"):
+            # Selectors' runtime errors get upstream's hint (cel.EnhanceRuntimeError); derived
+            # attributes' do not (v1.37 lookupAttribute wraps the raw error).
+            if message.startswith("no such key") and convert is not to_attribute:
                 return CelEvalError(message + NO_SUCH_KEY_HINT)
             return exc
         except RecursionError:
             return CelEvalError("evaluation recursion limit exceeded")
-        if value is True or value is False:
-            return value
-        return CelEvalError(f"CEL result of type {type_name(value)} could not be converted to bool")
+        return (convert or _to_bool)(value)
 
     def evaluate_unmemoized(self, program: Program, device: CelDevice, deadline: float | None = None) -> bool:
         """One evaluation without any memo (benchmarks and tests of the evaluator itself)."""
@@ -189,4 +221,10 @@ class CelEnvironment:
         result = self._run(program, device.value(list_attributes), deadline)
         if isinstance(result, CelEvalError):
             raise result
-        return result
+        return result  # type: ignore[no-any-return]
+
+
+def _to_bool(value: Any) -> bool | CelEvalError:
+    if value is True or value is False:
+        return value
+    return CelEvalError(f"CEL result of type {type_name(value)} could not be converted to bool")

@@ -411,6 +411,8 @@ class ExactRequest:
     tolerations: tuple[Toleration, ...]
     #: None when the request has no ``capacity`` field at all.
     capacity_requests: dict[str, Quantity] | None
+    #: ``derivedAttributes`` (DRADerivedAttributes, 1.37): (name, CEL expression) pairs.
+    derived_attributes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -535,6 +537,9 @@ def _exact(reader: Reader, name: str, *, subrequest: bool) -> ExactRequest:
         admin_access=None if subrequest else reader.opt_boolean("adminAccess"),
         tolerations=_tolerations(reader),
         capacity_requests=reader.sub("capacity").quantities("requests") if reader.has("capacity") else None,
+        derived_attributes=tuple(
+            (d.string("name"), d.string("expression")) for d in reader.readers("derivedAttributes")
+        ),
     )
 
 

@@ -35,7 +35,6 @@ def test_1_37_gates_are_recognized_with_their_defaults(gate: str, default: bool)
 
 #: Gates whose "on" changes scheduler decisions in ways the extender does not build.
 REFUSED_ON = [
-    "DRADerivedAttributes",
     "DRANodeAllocatableResources",  # 1.37's second API (1.36's is built)
 ]
 
@@ -49,6 +48,13 @@ def test_unbuilt_gates_are_refused_on_with_a_clear_message(gate: str) -> None:
 def test_fractional_capacity_ranges_may_be_turned_on() -> None:
     gates = parse_feature_gates("DRAFractionalCapacityRange=true")
     assert Features.from_gates(gates).fractional_capacity_range
+
+
+def test_derived_attributes_may_be_turned_on_and_select_the_experimental_allocator() -> None:
+    """v1.37.0: only the experimental allocator supports DerivedAttributes (its SupportedFeatures)."""
+    features = Features.from_gates(parse_feature_gates("DRADerivedAttributes=true"))
+    assert features.derived_attributes and features.variant == "experimental"
+    assert Features.from_gates({}).variant == "incubating"
 
 
 def test_shared_consumable_capacity_is_not_a_1_37_gate() -> None:

@@ -419,3 +419,71 @@ def test_a_later_constraint_refusing_a_device_rolls_back_the_earlier_ones() -> N
         ),
     ]
     assert allocate(objects).devices() == [("r0", "d2"), ("r1", "d3")]
+
+
+DISTINCT_EVERY_DEVICE = [
+    # name, device values, count, gates, 1.37 devices, 1.36 devices (None: unsatisfiable)
+    (
+        "distinct-constraint-single-request-multiple-devices: 1, 2, 1, 3 for three devices",
+        [1, 2, 1, 3],
+        3,
+        "",
+        ["d0", "d1", "d3"],
+        ["d0", "d1", "d2"],  # d2 was compared with d1's value only
+    ),
+    ("both devices without the attribute: no solution", [None, None], 2, "", None, None),
+    ("three equal values for three devices", [1, 1, 1], 3, "", None, None),
+    (
+        "list values: a device repeating the first's element after a disjoint one",
+        [("ints", [1]), ("ints", [2]), ("ints", [1, 5]), ("ints", [3])],
+        3,
+        "DRAListTypeAttributes=true",
+        ["d0", "d1", "d3"],
+        ["d0", "d1", "d2"],
+    ),
+    (
+        "list values: an empty list is refused even as the first device",
+        [("ints", []), ("ints", [1])],
+        1,
+        "DRAListTypeAttributes=true",
+        ["d1"],
+        ["d0"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "values", "count", "gates", "now", "before"),
+    DISTINCT_EVERY_DEVICE,
+    ids=[c[0] for c in DISTINCT_EVERY_DEVICE],
+)
+@pytest.mark.parametrize("release", [37, 36])
+def test_distinct_attribute_checks_every_device_from_1_37(
+    name: str,
+    values: list[Any],
+    count: int,
+    gates: str,
+    now: list[str] | None,
+    before: list[str] | None,
+    release: int,
+) -> None:
+    """kubernetes#140600 (issue #140438; cases of #140727, both in v1.37.0, rebuilt from their
+    descriptions): distinctAttribute kept one value per request name, so a request's third
+    device was compared with its second only. 1.36 (read at v1.36.3) keeps that, and accepts any
+    first device; the 1.37 experimental constraint (read at 121460de) refuses a first device
+    whose value is no set."""
+    devices = [
+        device(f"d{i}", attributes=attrs(v=value) if value is not None else None)
+        for i, value in enumerate(values)
+    ]
+    objects = [
+        A,
+        resource_slice("s1", devices),
+        claim(requests=[exact(count=count)], constraints=[{"distinctAttribute": "driver-a/v"}]),
+    ]
+    out = allocate(objects, gates=gates, release=release)
+    expected = now if release >= 37 else before
+    if expected is None:
+        assert out.unsatisfiable is not None, out
+    else:
+        assert [d for _, d in out.devices()] == expected
