@@ -346,3 +346,12 @@ def test_simulate_answers_with_derived_attributes_on(tmp_path: Path) -> None:
     assert json.loads(off)["pods"][0]["nodes"]["node-1"]["error"].endswith(
         "request req-a: cannot handle request with derived attributes, the feature is disabled"
     )
+
+
+def test_simulate_answers_with_the_1_37_gates_on() -> None:
+    """Issue 28's check: 1.37's PodGroup claims and node-allocatable devices (second API) are
+    decided, not refused (exit 2 would be "bad input")."""
+    gates = "DRAWorkloadResourceClaims=true,GenericWorkload=true,DRANodeAllocatableResources=true,DRADerivedAttributes=true"
+    code, text = run("simulate", str(EXAMPLES), "--feature-gates", gates, "-o", "json")
+    assert code == 1, text  # default/oversized fits nowhere, as without the gates
+    assert json.loads(text)["pods"]

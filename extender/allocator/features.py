@@ -159,6 +159,11 @@ class Features:
         return cls.from_gates(parse_feature_gates(text, allow_locked=allow_locked, release=release), release)
 
     @property
+    def node_allocatable_second_api(self) -> bool:
+        """DRANodeAllocatableResources with 1.37's API (kubernetes#140009): mapping and overhead."""
+        return self.node_allocatable_resources and self.since_1_37
+
+    @property
     def variant(self) -> str:
         """Which upstream implementation these features select (stable -> incubating -> experimental)."""
         if self.list_type_attributes or self.derived_attributes:

@@ -82,9 +82,10 @@ DEPENDENCIES: dict[str, tuple[str, ...]] = {
 #: Gates the extender refuses from a release on: gate -> (first minor refused, what it would need).
 UNSUPPORTED_FROM: dict[str, tuple[int, str]] = {
     "DRANodeAllocatableResources": (
-        37,
-        "1.37's second alpha API for node-allocatable devices (nodeAllocatableResources with mapping "
-        "and overhead, kubernetes#140009; 1.36's first one works with --kubernetes-version 1.36)",
+        38,
+        "1.38's beta API for node-allocatable devices (the pod status field renamed to "
+        "additionalNodeAllocatableResources, kubernetes/enhancements#6324); 1.36's and 1.37's "
+        "alpha APIs work with --kubernetes-version 1.36 or 1.37",
     ),
 }
 

@@ -72,6 +72,8 @@ class Container:
     #: What an in-place resize makes of ``requests`` (InPlacePodVerticalScaling: the larger of
     #: spec, actuated and allocated; None: its status says nothing, ``requests`` hold).
     effective: dict[str, Quantity] | None = None
+    #: ``resources.limits``.
+    limits: dict[str, Quantity] = field(default_factory=dict)
 
     @property
     def long_lived(self) -> bool:
@@ -113,6 +115,8 @@ class Pod:
     #: them (None: the spec's hold).
     pod_requests: dict[str, Quantity] = field(default_factory=dict)
     pod_effective: dict[str, Quantity] | None = None
+    #: ``spec.resources.limits`` (PodLevelResources).
+    pod_limits: dict[str, Quantity] = field(default_factory=dict)
     #: ``status.nodeAllocatableResourceClaimStatuses`` (DRANodeAllocatableResources).
     node_allocatable: tuple[ClaimResources, ...] = ()
 
@@ -178,6 +182,7 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         pod_group=spec.sub("schedulingGroup").opt_string("podGroupName"),
         pod_requests=pod_requests,
         pod_effective=_effective(pod_requests, status, infeasible) if status.has("resources") else None,
+        pod_limits=spec.sub("resources").quantities("limits"),
         node_allocatable=parse_claim_resources(status),
     )
 
@@ -189,7 +194,8 @@ def _timestamp(text: str | None) -> float | None:
 def _container(reader: Reader, init: bool, resized: dict[str, Reader], infeasible: bool) -> Container:
     resources = reader.sub("resources")
     requests = resources.quantities("requests")
-    for name, limit in resources.quantities("limits").items():
+    limits = resources.quantities("limits")
+    for name, limit in limits.items():
         requests.setdefault(name, limit)  # SetDefaults_Container: requests default to limits
     name = reader.string("name")
     sidecar = init and reader.string("restartPolicy") == "Always"
@@ -202,6 +208,7 @@ def _container(reader: Reader, init: bool, resized: dict[str, Reader], infeasibl
         claims=tuple(c.string("name") for c in resources.readers("claims")),
         # Of init containers only sidecars have their resizes counted (AggregateContainerRequests).
         effective=_effective(requests, status, infeasible) if status and (sidecar or not init) else None,
+        limits=limits,
     )
 
 

@@ -16,7 +16,7 @@ import orjson
 
 from extender.cel import CelDevice
 from extender.model.errors import ObjectError
-from extender.model.node_allocatable import ResourceMapping, parse_mappings
+from extender.model.node_allocatable import ResourceMapping, parse_mappings, parse_resources
 from extender.model.nodeselector import NodeSelector, parse_node_selector
 from extender.model.reader import Reader
 from extender.model.versions import to_v1
@@ -102,8 +102,10 @@ class Device:
     node_name: str | None = None
     node_selector: NodeSelector | None = None
     all_nodes: bool = False
-    #: DRANodeAllocatableResources: node resource -> how an allocation of this device counts.
+    #: DRANodeAllocatableResources: node resource -> how an allocation of this device counts
+    #: (1.36's ``nodeAllocatableResourceMappings``; 1.37's ``nodeAllocatableResources``).
     node_allocatable: dict[str, ResourceMapping] = field(default_factory=dict)
+    node_allocatable_resources: dict[str, ResourceMapping] = field(default_factory=dict)
     _cel: CelDevice | None = field(default=None, repr=False)
     #: The digest of the raw (v1-shaped) device this was read from; see :func:`content_digest`.
     fingerprint: bytes | None = field(default=None, repr=False)
@@ -265,6 +267,7 @@ def _device(reader: Reader, driver: str, pool: str, fingerprint: bytes | None = 
         node_selector=parse_node_selector(reader.sub("nodeSelector")) if reader.has("nodeSelector") else None,
         all_nodes=reader.boolean("allNodes"),
         node_allocatable=parse_mappings(reader),
+        node_allocatable_resources=parse_resources(reader),
         fingerprint=fingerprint,
     )
 

@@ -25,10 +25,12 @@ def pod_requests(
     use_status: bool = False,
     pod_level: bool = False,
     node_allocatable: Iterable[ClaimResources] = (),
+    overhead: bool = True,
 ) -> Requests:
     """PodRequests with ``UseStatusResources`` (in-place resizes count), pod-level resources
     (``not SkipPodLevelResources``) and ``node_allocatable`` the claim statuses to add
-    (``UseDRANodeAllocatableResourceClaimStatus``)."""
+    (``UseDRANodeAllocatableResourceClaimStatus``); ``overhead=False``: without
+    ``spec.overhead`` (AggregateContainerRequests)."""
     total: Requests = {}
     sidecars: Requests = {}
     init_max: Requests = {}
@@ -50,14 +52,16 @@ def pod_requests(
     for name, value in init_max.items():
         total[name] = max(total.get(name, Fraction(0)), value)
     for status in node_allocatable:
-        _add(total, status.resources)
+        for name, amount in status.amounts().items():
+            total[name] = total.get(name, Fraction(0)) + amount
     if pod_level and any(_pod_level(name) for name in pod.pod_requests):
         effective = pod.pod_effective if use_status and pod.pod_effective is not None else None
         for name, q in pod.pod_requests.items():
             if _pod_level(name):
                 chosen = effective.get(name) if effective is not None else q
                 total[name] = chosen.value if chosen is not None else Fraction(0)
-    _add(total, pod.overhead)
+    if overhead:
+        _add(total, pod.overhead)
     return total
 
 

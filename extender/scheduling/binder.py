@@ -372,7 +372,8 @@ class Binder:
         ):
             return ""
         created.node_allocatable = True
-        return await pod_status_writes.record_node_allocatable(self.api, pod, decision.node_allocatable)
+        name = created.record.key[1] if created.record is not None else None  # the extended claim's
+        return await pod_status_writes.record_node_allocatable(self.api, pod, decision.node_allocatable, name)
 
     def node_pods(self, node: str) -> list[Pod]:
         """The pods on ``node`` as kube-scheduler counts them (see :mod:`placing`)."""

@@ -243,10 +243,14 @@ class Snapshot:
             if extended is None and not pod_claims.ordered:
                 return NodeDecision(node.name, True)  # device plugins serve the pod here
         pod = pod_claims.pod if self.features.node_allocatable_resources else None
+        second_api = self.features.node_allocatable_second_api
         if pod is not None:  # (the gate off costs nothing more here: filter's hot path)
             node_pods = functools.cache(lambda: list(self.node_pods(node.name)))
+            devices = functools.cache(
+                lambda: {d.id: d for d in self.inventory.node_devices(node.name, node.labels)}
+            )
             if pod_claims.allocated and (
-                shared := na.shared_claim(pod, node, pod_claims.allocated, node_pods())
+                shared := na.shared_claim(pod, node, pod_claims.allocated, node_pods, devices, self.features)
             ):
                 return NodeDecision(node.name, False, reason=shared)
         now = self.wall_clock()
@@ -276,17 +280,25 @@ class Snapshot:
                 return NodeDecision(node.name, False, reason=outcome.reason)
             for claim, allocation in zip(to_allocate, outcome, strict=True):
                 allocations.setdefault(claim.name, allocation)  # a claim listed twice: first wins
-            if pod is not None:
-                devices = self.inventory.node_devices(node.name, node.labels)
-                try:
-                    verdict = na.judge(pod, node, allocations, devices, node_pods, self.node_requests)
-                except na.NodeAllocatableError as exc:
-                    return NodeDecision(node.name, False, error=str(exc))
-                if verdict.reason is not None:
-                    return NodeDecision(
-                        node.name, False, reason=verdict.reason, resolvable=verdict.resolvable
-                    )
-                statuses = verdict.statuses
+        # 1.36 judges only new allocations (inside the allocator's block); 1.37 counts allocated
+        # claims too, so it judges whenever the pod has claims (inferred: see README Fidelity).
+        if pod is not None and (to_allocate or second_api):
+            try:
+                verdict = na.judge(
+                    pod,
+                    node,
+                    allocations,
+                    devices(),
+                    node_pods,
+                    self.node_requests,
+                    pod_claims.allocated,
+                    second_api,
+                )
+            except na.NodeAllocatableError as exc:
+                return NodeDecision(node.name, False, error=str(exc))
+            if verdict.reason is not None:
+                return NodeDecision(node.name, False, reason=verdict.reason, resolvable=verdict.resolvable)
+            statuses = verdict.statuses
         if unavailable:
             return NodeDecision(
                 node.name, False, reason="resourceclaim not available on the node: " + "; ".join(unavailable)

@@ -13,6 +13,10 @@ resources (cpu, memory, ...) the pod takes on top of its containers' requests:
   cpu", Unschedulable, or UnschedulableAndUnresolvable when the node is too small anyway);
 - PreBind records the statuses in the pod's status before the Binding.
 
+1.37's second API (``nodeAllocatableResources``, mapping and overhead) differs in how statuses
+are built, which claims count, sharing and the pod-level checks:
+:mod:`extender.scheduling.node_allocatable_137`.
+
 Pure: the caller hands in the node, its pods and a device lookup.
 """
 
@@ -24,18 +28,17 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from extender.allocator.features import Features
 from extender.model.core import Node, Pod
 from extender.model.dra import Device, DeviceID, ResourceClaim
-from extender.model.node_allocatable import ClaimResources
+from extender.model.node_allocatable import ClaimResources, add_quantities, consumed_amount
+from extender.model.node_allocatable import NodeAllocatableError as NodeAllocatableError
 from extender.model.requests import Requests, pod_requests
 from extender.quantity import Quantity, QuantityError, parse_quantity
+from extender.scheduling import node_allocatable_137 as na137
 
 #: (driver, pool, device) -> the published device, if any.
 DeviceLookup = Callable[[str, str, str], Device | None]
-
-
-class NodeAllocatableError(Exception):
-    """Filter's statusError: the allocation cannot be turned into node resources."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +52,27 @@ class Verdict:
 
 
 def shared_claim(
-    pod: Pod, node: Node, allocated: Iterable[ResourceClaim], node_pods: Sequence[Pod]
+    pod: Pod,
+    node: Node,
+    allocated: Iterable[ResourceClaim],
+    node_pods: Callable[[], Sequence[Pod]],
+    devices: Callable[[], Mapping[DeviceID, Device]],
+    features: Features,
 ) -> str | None:
-    """Filter's loop over the allocated claims: the first one available on the node that other
-    pods there record (its sharing check runs after the node selector's, which skips the claim)."""
+    """Filter's loop over the allocated claims: the first one available on the node that another
+    pod may not share (its sharing check runs after the node selector's, which skips the claim).
+
+    1.36: other pods on the node record the claim in their status; 1.37 (``second_api``): the
+    claim holds a mapped device and is reserved for someone else."""
+    second_api, group_claims = features.node_allocatable_second_api, features.workload_resource_claims
     for claim in allocated:
         selector = claim.allocation.node_selector if claim.allocation is not None else None
         if selector is not None and not selector.matches(node.name, node.labels):
             continue
-        problem = sharing_problem(pod, claim.name, node_pods)
+        if second_api:
+            problem = na137.sharing_problem(pod, claim, devices(), group_claims=group_claims)
+        else:
+            problem = sharing_problem(pod, claim.name, node_pods())
         if problem is not None:
             return problem
     return None
@@ -67,17 +82,29 @@ def judge(
     pod: Pod,
     node: Node,
     allocations: Mapping[str, Mapping[str, Any]],
-    devices: Iterable[Device],
+    devices: Mapping[DeviceID, Device],
     node_pods: Callable[[], Sequence[Pod]],
     requests: NodeRequests | None = None,
+    allocated: Iterable[ResourceClaim] = (),
+    second_api: bool = False,
 ) -> Verdict:
-    """calculateAndCheckNodeAllocatableResources for this cycle's new ``allocations`` (claim name
-    -> ``status.allocation``) on ``node``; :class:`NodeAllocatableError` is Filter's error."""
-    index = {d.id: d for d in devices}
-    statuses = claim_statuses(pod, pod_entries(pod), allocations, lambda *key: index.get(DeviceID(*key)))
+    """calculateAndCheckNodeAllocatableResources on ``node``: this cycle's new ``allocations``
+    (claim name -> ``status.allocation``), and with 1.37's API (``second_api``) the stored
+    allocations of the pod's ``allocated`` claims too. :class:`NodeAllocatableError` is Filter's
+    error."""
+
+    def lookup(*key: str) -> Device | None:
+        return devices.get(DeviceID(*key))
+
+    entries = pod_entries(pod)
+    if second_api:
+        stored = {c.name: c.allocation.raw for c in allocated if c.allocation is not None}
+        statuses = na137.claim_statuses(pod, entries, {**stored, **allocations}, lookup)
+    else:
+        statuses = claim_statuses(pod, entries, allocations, lookup)
     if not statuses:
         return Verdict()
-    return check(pod, node, statuses, node_pods(), requests)
+    return check(pod, node, statuses, node_pods(), requests, second_api=second_api)
 
 
 def pod_entries(pod: Pod) -> dict[str, str]:
@@ -119,10 +146,7 @@ def claim_statuses(
     """
     out = []
     for claim, allocation in allocations.items():
-        results = [
-            r for r in ((allocation.get("devices") or {}).get("results") or []) if isinstance(r, Mapping)
-        ]
-        found = [(r, device(str(r.get("driver")), str(r.get("pool")), str(r.get("device")))) for r in results]
+        found = na137.results_with_devices(allocation, device)
         if not any(d is not None and d.node_allocatable for _, d in found):
             continue
         resources: dict[str, Quantity] = {}
@@ -135,47 +159,20 @@ def claim_statuses(
             if not dev.node_allocatable:
                 continue
             for name, mapping in dev.node_allocatable.items():
-                amount = _amount(
-                    f"{pod.namespace}/{claim}", result, name, mapping.capacity_key, mapping.multiplier
+                where = f"{pod.namespace}/{claim}"
+                key, multiplier = mapping.capacity_key, mapping.multiplier
+                amount = (
+                    consumed_amount(where, result, name, key, multiplier, "NodeAllocatableResourceMappings")
+                    if key
+                    else multiplier
                 )
-                if amount is None:
-                    continue
-                current = resources.get(name)
-                resources[name] = amount if current is None else _sum(current, amount)
+                if amount is not None:
+                    resources[name] = add_quantities(resources.get(name), amount)
         if not resources:
             continue  # no mapping applied (hasNodeAllocatableClaims stays false upstream)
         users = tuple(c.name for c in pod.containers for ref in c.claims if entries.get(ref) == claim)
         out.append(ClaimResources(claim, users, resources))
     return tuple(sorted(out, key=lambda s: s.claim))
-
-
-def _amount(
-    claim: str, result: Mapping[str, Any], resource: str, key: str | None, multiplier: Quantity | None
-) -> Quantity | None:
-    if key:
-        consumed = result.get("consumedCapacity")
-        if not isinstance(consumed, Mapping):
-            raise NodeAllocatableError(
-                f"claim {claim}, device {result.get('device')}: ConsumedCapacity is nil, but Capacity key "
-                f"'{key}' is set in NodeAllocatableResourceMappings for resource {resource}"
-            )
-        if key not in consumed:
-            return None  # not this allocation's capacity: the mapping does not apply
-        try:
-            used = parse_quantity(str(consumed[key]))
-        except QuantityError as exc:
-            raise NodeAllocatableError(f"claim {claim}: consumedCapacity {key}: {exc}") from None
-        if multiplier is None:
-            return used
-        return Quantity(
-            used.value * multiplier.value, None, format=used.format
-        )  # the consumed amount's format
-    return multiplier
-
-
-def _sum(a: Quantity, b: Quantity) -> Quantity:
-    """resource.Quantity.Add: the sum keeps the first's format (the second's if the first is 0)."""
-    return Quantity(a.value + b.value, None, format=b.format if a.value == 0 else a.format)
 
 
 def check(
@@ -184,16 +181,23 @@ def check(
     statuses: Sequence[ClaimResources],
     node_pods: Iterable[Pod],
     requests: NodeRequests | None = None,
+    *,
+    second_api: bool = False,
 ) -> Verdict:
     """The rest of calculateAndCheckNodeAllocatableResources once the statuses are known."""
-    for status in statuses:
-        if not status.containers:
-            return Verdict(
-                f"claim {status.claim}: node-allocatable resource claim not referenced by any "
-                "container within the pod"
-            )
     demand = pod_requests(pod, pod_level=True, node_allocatable=statuses)
-    if pod.pod_requests:
+    if second_api:
+        problem = na137.pod_level_problem(pod, statuses)
+        if problem is not None:
+            return Verdict(problem)
+    else:
+        for status in statuses:
+            if not status.containers:
+                return Verdict(
+                    f"claim {status.claim}: node-allocatable resource claim not referenced by any "
+                    "container within the pod"
+                )
+    if pod.pod_requests and not second_api:
         covered = pod_requests(pod, node_allocatable=statuses)
         for name, amount in demand.items():
             if name in covered and covered[name] > amount:

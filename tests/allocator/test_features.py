@@ -33,16 +33,12 @@ def test_1_37_gates_are_recognized_with_their_defaults(gate: str, default: bool)
     assert parse_feature_gates(f"{gate}={str(default).lower()}") == {gate: default}
 
 
-#: Gates whose "on" changes scheduler decisions in ways the extender does not build.
-REFUSED_ON = [
-    "DRANodeAllocatableResources",  # 1.37's second API (1.36's is built)
-]
-
-
-@pytest.mark.parametrize("gate", REFUSED_ON)
-def test_unbuilt_gates_are_refused_on_with_a_clear_message(gate: str) -> None:
-    with pytest.raises(FeatureGateError, match=f"feature gate {gate}=true is not supported by dra-extender"):
-        parse_feature_gates(f"{gate}=true")
+def test_every_1_37_gate_may_be_turned_on() -> None:
+    """Each gate of 1.37 is built (1.38's planned DRASharedConsumableCapacity is refused below)."""
+    for gate, spec in GATES.items():
+        if not spec.locked:
+            extra = ",GenericWorkload=true" if gate == "DRAWorkloadResourceClaims" else ""
+            assert parse_feature_gates(f"{gate}=true{extra}")[gate] is True
 
 
 def test_fractional_capacity_ranges_may_be_turned_on() -> None:
@@ -66,10 +62,14 @@ def test_shared_consumable_capacity_is_not_a_1_37_gate() -> None:
         parse_feature_gates("DRASharedConsumableCapacity=true", release=release_of(38))
 
 
-def test_node_allocatable_resources_are_built_for_1_36_only() -> None:
-    assert parse_feature_gates("DRANodeAllocatableResources=true", release=release_of(36))
-    with pytest.raises(FeatureGateError, match="second alpha API"):
-        parse_feature_gates("DRANodeAllocatableResources=true")
+def test_node_allocatable_resources_select_the_release_s_api() -> None:
+    """1.36 reads nodeAllocatableResourceMappings; 1.37 its second alpha API (kubernetes#140009)."""
+    old = Features.parse("DRANodeAllocatableResources=true", release=release_of(36))
+    new = Features.parse("DRANodeAllocatableResources=true")
+    assert old.node_allocatable_resources and not old.node_allocatable_second_api
+    assert new.node_allocatable_second_api
+    with pytest.raises(FeatureGateError, match=r"1\.38's beta API"):
+        parse_feature_gates("DRANodeAllocatableResources=true", release=release_of(38))
 
 
 def test_workload_claims_need_generic_workload_as_kube_scheduler_says() -> None:

@@ -70,33 +70,35 @@ def test_the_release_in_effect(case: tuple[str, list[str], bool, str], tmp_path:
 
 #: --feature-gates as given, what /version says -> whether the extender becomes ready.
 GATE_CASES = {
-    "node-allocatable devices, 1.36 server: the 1.36 API is implemented": ("36", True),
-    "node-allocatable devices, 1.37 server: its second alpha API is not": ("37", False),
+    "node-allocatable devices, 1.36 server: its first alpha API": ("DRANodeAllocatableResources", "36", True),
+    "node-allocatable devices, 1.37 server: its second alpha API": (
+        "DRANodeAllocatableResources",
+        "37",
+        True,
+    ),
+    "shared consumable capacity, 1.38 server: not implemented": ("DRASharedConsumableCapacity", "38", False),
 }
 
 
 @pytest.mark.parametrize("case", GATE_CASES.values(), ids=GATE_CASES.keys())
-def test_gates_are_checked_against_the_api_server_s_release(case: tuple[str, bool], tmp_path: Path) -> None:
-    """A gate the extender implements for one release only is accepted on the command line and
+def test_gates_are_checked_against_the_api_server_s_release(
+    case: tuple[str, str, bool], tmp_path: Path
+) -> None:
+    """A gate the extender implements for some releases only is accepted on the command line and
     judged once /version is known: unsupported there, the extender stays not ready, saying why
     (deciding without it would answer otherwise than kube-scheduler with it)."""
-    minor, becomes_ready = case
+    gate, minor, becomes_ready = case
     with FakeApiServer(minor=minor) as fake:
         fake.create(node("n"))
         command = [sys.executable, "-m", "extender.cli", "serve", "--port", "0", "--ops-port", "0"]
-        command += [
-            "--kubeconfig",
-            kubeconfig(fake, tmp_path),
-            "--feature-gates",
-            "DRANodeAllocatableResources=true",
-        ]
+        command += ["--kubeconfig", kubeconfig(fake, tmp_path), "--feature-gates", f"{gate}=true"]
         with server_process(command) as (url, process), httpx.Client(base_url=url, timeout=10) as http:
             if becomes_ready:
                 wait_until(lambda: ready(http))
                 return
             logged: list[str] = process.output_lines  # type: ignore[attr-defined]
-            wait_until(lambda: any("second alpha API" in line for line in logged))
+            wait_until(lambda: any("is not supported by dra-extender" in line for line in logged))
             answer = http.get("/readyz")
-            assert answer.status_code == 503 and "--feature-gates for Kubernetes 1.37" in answer.text, (
+            assert answer.status_code == 503 and f"--feature-gates for Kubernetes 1.{minor}" in answer.text, (
                 answer.text
             )
