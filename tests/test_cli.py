@@ -16,6 +16,7 @@ from tests.allocator.test_derived_attributes import NUMA, numa_claim
 from tests.builders import (
     allocated,
     claim,
+    container,
     device,
     device_class,
     exact,
@@ -24,7 +25,9 @@ from tests.builders import (
     pod_disruption_budget,
     reserve,
     resource_slice,
+    with_allocatable,
 )
+from tests.scheduling.test_node_allocatable_137 import NUMA0, NUMA0_STATUS, worker_slice
 from tests.shared import REPO
 
 EXAMPLES = REPO / "examples"
@@ -348,10 +351,38 @@ def test_simulate_answers_with_derived_attributes_on(tmp_path: Path) -> None:
     )
 
 
-def test_simulate_answers_with_the_1_37_gates_on() -> None:
-    """Issue 28's check: 1.37's PodGroup claims and node-allocatable devices (second API) are
-    decided, not refused (exit 2 would be "bad input")."""
+def test_simulate_answers_with_the_1_37_gates_on(tmp_path: Path) -> None:
+    """Issue 28's check: with 1.37's PodGroup claims, node-allocatable devices (second API) and
+    derived attributes on, simulate decides (exit 2 would be a refusal): the derived-attribute
+    pod gets its devices, and the node-allocatable pod the statuses its bind would record."""
     gates = "DRAWorkloadResourceClaims=true,GenericWorkload=true,DRANodeAllocatableResources=true,DRADerivedAttributes=true"
-    code, text = run("simulate", str(EXAMPLES), "--feature-gates", gates, "-o", "json")
-    assert code == 1, text  # default/oversized fits nowhere, as without the gates
-    assert json.loads(text)["pods"]
+    objects = [
+        node(),
+        with_allocatable(node("worker"), {"cpu": "10", "memory": "10Gi", "pods": 32}),
+        device_class("class-a", 'device.driver == "driver-a"'),
+        device_class("class-b", 'device.driver == "driver-b"'),
+        device_class("cls", 'device.driver == "dra.example.com"'),
+        *NUMA,
+        numa_claim(),
+        pod("numa-pod", ["claim-0"]),
+        worker_slice(NUMA0),
+        claim("node-allocatable-claim", [exact("req-0", "cls")]),
+        pod(
+            "cpu-pod",
+            ["node-allocatable-claim"],
+            containers=[
+                {
+                    **container("c1", {"cpu": "1"}),
+                    "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "node-allocatable-claim"}]},
+                }
+            ],
+        ),
+    ]
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump_all(objects))
+    code, text = run("simulate", str(state), "--feature-gates", gates, "-o", "json")
+    assert code == 0, text
+    pods = {p["name"]: p["nodes"] for p in json.loads(text)["pods"]}
+    results = pods["numa-pod"]["node-1"]["allocations"]["claim-0"]["devices"]["results"]
+    assert [r["device"] for r in results] == ["device-a2", "device-b1"]
+    assert pods["cpu-pod"]["worker"]["nodeAllocatableResourceClaimStatuses"] == [NUMA0_STATUS]

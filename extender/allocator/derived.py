@@ -29,8 +29,10 @@ def derived_of(
 ) -> dict[str, str]:
     """A request's derived attributes by name (the last of a repeated name wins, as upstream's map).
 
-    With the gate off every allocator of 1.37 refuses such a request: "Explicitly reject if the
-    feature gate is disabled to avoid silently ignoring constraints".
+    With the gate off 1.37 refuses such a request: the experimental allocator "to avoid silently
+    ignoring constraints", the incubating one because the feature "is not supported in the
+    incubating variant" (both read at 4426859, validateDeviceRequest); the stable one (gates
+    that select it are off by default) is taken to do the same.
     """
     if derived_attributes and not enabled:
         raise AllocationError(

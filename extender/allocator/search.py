@@ -491,15 +491,17 @@ class _Attempt:
         evaluates the selectors of every device not in use, so this evaluates them first (in
         the same order) and lets a CEL error propagate.
         """
+        constraints = self.constraints[data.claim_index]
+        if data.derived and any(
+            c.attribute in data.derived and c.covers(data.base, data.sub) for c in constraints
+        ):
+            return True  # upstream walks the branch and evaluates the derived attribute (errors are fatal)
         count = 0
         check_taints = self.features.device_taints
         fixed = [
             c
-            for c in self.constraints[data.claim_index]
-            if isinstance(c, MatchAttribute)
-            and c.count > 0
-            and c.covers(data.base, data.sub)
-            and c.attribute not in data.derived  # evaluated only where upstream would
+            for c in constraints
+            if isinstance(c, MatchAttribute) and c.count > 0 and c.covers(data.base, data.sub)
         ]
         for position in range(start, len(self.candidates)):
             candidate = self.candidates[position]

@@ -20,6 +20,7 @@ _EXACT_FIELDS = (
     "adminAccess",
     "tolerations",
     "capacity",
+    "derivedAttributes",
 )
 
 

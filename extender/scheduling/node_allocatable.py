@@ -29,10 +29,12 @@ from fractions import Fraction
 from typing import Any
 
 from extender.allocator.features import Features
+from extender.allocator.inventory import device_on_node
 from extender.model.core import Node, Pod
 from extender.model.dra import Device, DeviceID, ResourceClaim
 from extender.model.node_allocatable import ClaimResources, add_quantities, consumed_amount
 from extender.model.node_allocatable import NodeAllocatableError as NodeAllocatableError
+from extender.model.nodeselector import NodeSelectorError
 from extender.model.requests import Requests, pod_requests
 from extender.quantity import Quantity, QuantityError, parse_quantity
 from extender.scheduling import node_allocatable_137 as na137
@@ -99,12 +101,26 @@ def judge(
     entries = pod_entries(pod)
     if second_api:
         stored = {c.name: c.allocation.raw for c in allocated if c.allocation is not None}
-        statuses = na137.claim_statuses(pod, entries, {**stored, **allocations}, lookup)
+        statuses = na137.claim_statuses(pod, entries, {**stored, **allocations}, lookup, on_node(node))
     else:
         statuses = claim_statuses(pod, entries, allocations, lookup)
     if not statuses:
         return Verdict()
     return check(pod, node, statuses, node_pods(), requests, second_api=second_api)
+
+
+def on_node(node: Node) -> Callable[[Device], bool]:
+    """getDeviceFromSlices' per-device check: a device that names its nodes must name this one."""
+
+    def matches(device: Device) -> bool:
+        if device.node_name is None and not device.all_nodes and device.node_selector is None:
+            return True  # the slice's nodes hold (it was gathered for this node)
+        try:
+            return device_on_node(device, node.name, node.labels)
+        except NodeSelectorError:
+            return False
+
+    return matches
 
 
 def pod_entries(pod: Pod) -> dict[str, str]:

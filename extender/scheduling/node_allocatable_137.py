@@ -82,12 +82,14 @@ def claim_statuses(
     entries: Mapping[str, str],
     allocations: Mapping[str, Mapping[str, Any]],
     device: DeviceLookup,
+    on_node: Callable[[Device], bool] = lambda d: True,
 ) -> tuple[ClaimResources, ...]:
     """buildNodeAllocatableDRAInfo: one entry per claim whose devices back node resources.
 
     ``entries``: the pod's claim entry name -> claim name; ``allocations``: claim name -> its
-    ``status.allocation`` (this cycle's, else the stored one). Sorted by claim name; the
-    mapping and overhead lists by resource name.
+    ``status.allocation`` (this cycle's, else the stored one); ``on_node``: whether a device
+    of a perDeviceNodeSelection slice may be used on the node. Sorted by claim name; the mapping
+    and overhead lists by resource name.
     """
     out = []
     for claim, allocation in allocations.items():
@@ -99,11 +101,15 @@ def claim_statuses(
         per_pod: dict[str, Quantity] = {}
         per_container: dict[str, Quantity] = {}
         for result, dev in found:
+            name, pool, driver = result.get("device"), result.get("pool"), result.get("driver")
             if dev is None:
-                name, pool, driver = result.get("device"), result.get("pool"), result.get("driver")
                 raise NodeAllocatableError(
                     f"claim {where}, device {name}, driver {driver}: device {name} not found in pool "
                     f"{pool} for driver {driver}"
+                )
+            if not on_node(dev):
+                raise NodeAllocatableError(
+                    f"claim {where}, device {name}, driver {driver}: device {name} does not match node"
                 )
             for resource, entry in dev.node_allocatable_resources.items():
                 key = entry.capacity_key

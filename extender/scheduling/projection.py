@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender.cel import CelEnvironment, Program
+from extender.cel import CelEnvironment, Mode, Program
 from extender.cel.reads import Path, key_function
 from extender.model.dra import Device, DeviceClass, ResourceClaim
 
@@ -46,7 +46,8 @@ class ClaimProjection:
 def claim_projection(
     claims: Sequence[ResourceClaim], classes: dict[str, DeviceClass], cel: CelEnvironment
 ) -> ClaimProjection | None:
-    """The projection for ``claims``; None when a selector does not compile (no sharing then)."""
+    """The projection for ``claims``; None when a selector or a derived attribute's expression
+    does not compile (no sharing then)."""
     reads: set[Path] = {("driver",)}
     attributes: set[str] = set()
     capacity = False
@@ -64,8 +65,10 @@ def claim_projection(
                 cls = classes.get(exact.device_class_name)
                 if cls is not None:
                     selectors += list(cls.selectors)
-                for selector in selectors:
-                    program = cel.compile(selector.expression or "")
+                programs = [cel.compile(s.expression or "") for s in selectors]
+                # A derived attribute's value depends on what its expression reads.
+                programs += [cel.compile(e, Mode.DERIVED) for _, e in exact.derived_attributes]
+                for program in programs:
                     if not isinstance(program, Program):
                         return None
                     reads |= program.reads

@@ -142,30 +142,40 @@ CASES = [
         ],
     ),
     Case(
-        "the expression is evaluated only for devices a covered request checks (selectors first)",
+        "the expression is evaluated only for devices the request's selectors admit",
         [
             A,
-            B,
-            *NUMA,
+            resource_slice(
+                "s", [device("d0", attributes=attrs(v=1)), device("d1", attributes=attrs(v=2, w=5))]
+            ),
             claim(
                 requests=[
                     exact(
-                        "req-a",
-                        "class-a",
-                        selectors=['device.attributes["dra.example.com"].numa == "numa-1"'],
-                        # device-a1 has no "numaNode" either: it is never evaluated.
-                        derivedAttributes=[derived(SHARED, 'device.attributes["dra.example.com"].numa')],
-                    ),
-                    exact(
-                        "req-b",
-                        "class-b",
-                        derivedAttributes=[derived(SHARED, 'device.attributes["dra.example.com"].numaNode')],
-                    ),
+                        selectors=['device.attributes["driver-a"].v == 2'],
+                        # d0 has no "w": evaluating there would be a fatal error.
+                        derivedAttributes=[derived("derived/x", 'device.attributes["driver-a"].w')],
+                    )
                 ],
-                constraints=[{"matchAttribute": SHARED}],
+                constraints=[{"matchAttribute": "derived/x"}],
             ),
         ],
-        devices=[("req-a", "device-a2"), ("req-b", "device-b1")],
+        devices=[("req-0", "d1")],
+    ),
+    Case(
+        "a branch too short to succeed is still walked: the derived error on its next device is fatal",
+        [
+            A,
+            resource_slice("s", [device("d0", attributes=attrs(v=1)), device("d1", attributes=attrs(w=1))]),
+            claim(
+                requests=[
+                    exact(
+                        count=3, derivedAttributes=[derived("derived/x", 'device.attributes["driver-a"].v')]
+                    )
+                ],
+                constraints=[{"matchAttribute": "derived/x"}],
+            ),
+        ],
+        error="evaluate derived attribute derived/x on device driver-a/pool-1/d1 failed: no such key: v",
     ),
     Case(
         "a request no constraint covers never evaluates its derived attribute",

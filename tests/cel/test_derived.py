@@ -85,3 +85,14 @@ def test_selectors_and_derived_attributes_are_compiled_apart() -> None:
     assert isinstance(env.compile("1", Mode.STORED), CelCompileError)
     assert isinstance(env.compile("1", Mode.DERIVED), Program)
     assert isinstance(env.compile("true", Mode.DERIVED), Program)
+
+
+def test_one_text_as_selector_and_as_derived_attribute_on_one_device() -> None:
+    """The memo on the device and on the program never hands one kind's result to the other."""
+    env = CelEnvironment()
+    selector = env.compile("true")
+    as_attribute = env.compile("true", Mode.DERIVED)
+    assert isinstance(selector, Program) and isinstance(as_attribute, Program)
+    assert env.matches(selector, DEVICE) is True
+    assert env.derive(as_attribute, DEVICE) == ("bool", True)
+    assert env.matches(selector, DEVICE) is True

@@ -41,6 +41,14 @@ def test_v1beta1_claim_requests_move_under_exactly() -> None:
     )
 
 
+def test_v1beta1_claim_requests_keep_their_derived_attributes() -> None:
+    derived = [{"name": "derived/x", "expression": "1"}]
+    raw = claim(requests=[{"name": "r", "deviceClassName": "c", "derivedAttributes": derived}])
+    raw["apiVersion"] = "resource.k8s.io/v1beta1"
+    request = parse_resource_claim(raw).spec.requests[0]
+    assert request.exactly is not None and request.exactly.derived_attributes == (("derived/x", "1"),)
+
+
 def test_v1beta2_is_read_like_v1() -> None:
     raw = claim(requests=[exact("r", "c")])
     raw["apiVersion"] = "resource.k8s.io/v1beta2"

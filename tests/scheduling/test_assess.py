@@ -19,6 +19,7 @@ from extender.scheduling.engine import Engine
 from tests.builders import allocated, attrs, claim, device, device_class, exact, node, pod, resource_slice
 
 CEL = CelEnvironment()
+NUMA = 'device.attributes["driver-a"].numa'
 
 CLAIMS = [
     claim("one"),
@@ -26,6 +27,12 @@ CLAIMS = [
     claim("big-model", requests=[exact(selectors=['device.attributes["driver-a"].model == "big"'])]),
     claim("pair", requests=[exact("a"), exact("b")], constraints=[{"distinctAttribute": "driver-a/numa"}]),
     claim("all", requests=[exact(mode="All", selectors=['device.attributes["driver-a"].model == "small"'])]),
+    # DRADerivedAttributes: what the expression reads tells nodes apart, not the derived name.
+    claim(
+        "derived-same-numa",
+        requests=[exact(count=2, derivedAttributes=[{"name": "derived/n", "expression": NUMA}])],
+        constraints=[{"matchAttribute": "derived/n"}],
+    ),
 ]
 
 device_spec = st.tuples(
@@ -57,7 +64,7 @@ def clusters(draw: Any) -> list[dict[str, Any]]:
 @given(clusters())
 def test_assess_equals_decide(objects: list[dict[str, Any]]) -> None:
     state = ClusterState.from_objects(objects)
-    snapshot = Snapshot(state, Features(), CEL)
+    snapshot = Snapshot(state, Features(derived_attributes=True), CEL)
     for p in (p for p in state.pods.values() if not p.node_name):
         pod_claims = snapshot.claims_of(p)
         assess = snapshot.assessor(pod_claims)
@@ -323,3 +330,29 @@ def test_specs_remembered_past_their_claims_are_bounded(monkeypatch: pytest.Monk
             assert snapshot.assessor(claims)(state.nodes["node-1"]).fits
     assert len(snapshot._spec_keys) == 2
     assert len(snapshot._claims_ids) <= 5 + 2  # each pod's own key, and two specs
+
+
+def test_nodes_whose_devices_differ_only_in_what_a_derived_attribute_reads_are_told_apart() -> None:
+    """node-0's values 1, 2 never match; node-1's 3, 3 do. The derived name is no device
+    attribute, so only the expression's reads can tell the nodes apart."""
+    objects: list[dict[str, Any]] = [device_class()]
+    for name, values in (("node-0", [1, 2]), ("node-1", [3, 3])):
+        objects.append(node(name))
+        devices = [device(f"d{i}", attributes=attrs(v=v)) for i, v in enumerate(values)]
+        objects.append(resource_slice(f"{name}-s", devices, pool=name, node=name))
+    derived = [{"name": "derived/x", "expression": 'device.attributes["driver-a"].v'}]
+    objects.append(
+        claim(
+            "c",
+            requests=[exact(count=2, derivedAttributes=derived)],
+            constraints=[{"matchAttribute": "derived/x"}],
+        )
+    )
+    objects.append(pod("p", ["c"]))
+    state = ClusterState.from_objects(objects)
+    snapshot = Snapshot(state, Features(derived_attributes=True), CEL)
+    pod_claims = snapshot.claims_of(state.pods[("default", "p")])
+    assess = snapshot.assessor(pod_claims)
+    assert [assess(n).fits for n in state.nodes.values()] == [False, True]
+    groups = snapshot.node_groups(pod_claims, list(state.nodes))
+    assert groups is not None and groups[0] != groups[1]

@@ -461,6 +461,31 @@ LEVEL = [
         "pod level limit for memory is insufficient to cover the limit and DRA overhead for container c1",
     ),
     (
+        "several insufficient: the first the pod names is reported",
+        {"cpu": "1", "memory": "1Gi"},
+        None,
+        {"c1": ({"cpu": "1100m", "memory": "1100Mi"}, {})},
+        status(mapping={"cpu": "100m", "memory": "100Mi"}),
+        f"pod level request for cpu {REQUESTS_SHORT}",
+    ),
+    (
+        "hugepages limits: the containers' limits with the claims' amounts",
+        None,
+        {"hugepages-2Mi": "4Mi"},
+        {"c1": ({}, {"hugepages-2Mi": "2Mi"})},
+        status(containers=("c1",), mapping={"hugepages-2Mi": "4Mi"}),
+        "pod level limit for hugepages-2Mi is insufficient to cover the aggregated container and "
+        "node-allocatable DRA limits",
+    ),
+    (
+        "hugepages limits covered",
+        None,
+        {"hugepages-2Mi": "6Mi"},
+        {"c1": ({}, {"hugepages-2Mi": "2Mi"})},
+        status(containers=("c1",), mapping={"hugepages-2Mi": "4Mi"}),
+        None,
+    ),
+    (
         "overcommitted containers but no claim statuses",
         None,
         {"memory": "4Gi"},
@@ -645,3 +670,21 @@ def test_an_extended_resource_claim_is_recorded_under_its_created_name() -> None
     recorded = store.get("Pod", "default", "p")["status"]["nodeAllocatableResourceClaimStatuses"]
     assert len(created) == 1 and [s["resourceClaimName"] for s in recorded] == created
     assert recorded[0]["mapping"] == [{"name": "cpu", "quantity": "4"}]
+
+
+def test_a_device_that_names_other_nodes_is_a_filter_error() -> None:
+    """getDeviceFromSlices: a perDeviceNodeSelection device must match the node ("device %s does
+    not match node", an Error status), even when its claim is allocated already."""
+    elsewhere = backing("numa9", cpu=mapped("1"))
+    elsewhere["nodeName"] = "other-node"
+    here = backing("numa0", cpu=mapped("1"))
+    here["nodeName"] = WORKER
+    shared = resource_slice(
+        "per-device", [here, elsewhere], driver=DRIVER, pool=WORKER, perDeviceNodeSelection=True
+    )
+    c = allocated_to("numa9")
+    del c["status"]["allocation"]["nodeSelector"]  # a broken record: the claim says it fits anywhere
+    _, _, answer = run([shared, c, claim_pod("p")])
+    assert answer.error == (
+        f"claim default/{CLAIM}, device numa9, driver {DRIVER}: device numa9 does not match node"
+    ), answer
