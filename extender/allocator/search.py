@@ -626,9 +626,10 @@ class _Attempt:
             rollback()
             return None
 
-        def value_of(name: str) -> tuple[str, Any] | None:
+        def derived_or_own(name: str) -> tuple[str, Any] | None:
             return self.attribute(data.derived, device, name)
 
+        value_of = derived_or_own if data.derived else device.attribute
         for constraint in constraints:
             try:
                 fits = constraint.add(data.base, data.sub, value_of)
