@@ -40,7 +40,7 @@ from tests.builders import (
 )
 
 #: The device field each release reads, with what one device stands for.
-BACKING = {
+BACKING: dict[int, tuple[str, dict[str, Any]]] = {
     36: ("nodeAllocatableResourceMappings", {"cpu": {"allocationMultiplier": "2"}}),
     37: (
         "nodeAllocatableResources",
