@@ -164,8 +164,11 @@ RELEASES: dict[int, Release] = {
     37: Release(
         37,
         "v1.37.0 (f54c212e3a2f75d674b717a9b29052b20b60aefc): allocator fixes #140431, #140435, #140437, "
-        "#140325 from their pull requests (#140431 read at v1.36.3), DynamicResources plugin at "
-        "4966917a139d6a29f8ef316ceb405b171bb362c2 (1.37 development)",
+        "#140325, #140600 from their pull requests (#140431 read at v1.36.3), DynamicResources plugin at "
+        "4966917a139d6a29f8ef316ceb405b171bb362c2 (1.37 development); DRADerivedAttributes from the "
+        "experimental allocator at 4426859 and its constraint.go at 121460de (kubernetes#140029); the "
+        "second node-allocatable API from nodeallocatabledynamicresources.go at af7eeeb2 (the merge of "
+        "kubernetes#140009) and kubernetes/api at 10b39a39",
     ),
     38: Release(38, "plan as of November 2026: kubernetes#135486, #141785, #141946 (merged for 1.38)", False),
 }
