@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import gc
-import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-import orjson
-
-from extender import __version__
-from extender.allocator import FeatureGateError, Features, parse_feature_gates
-from extender.allocator.features import GATES
+from extender.allocator.features import GATES, FeatureGateError, Features, parse_feature_gates
 from extender.allocator.releases import (
     DEFAULT_MINOR,
     RELEASES,
@@ -25,34 +18,32 @@ from extender.allocator.releases import (
     parse_release,
     release_of,
 )
-from extender.bundled import ExamplesError, copy_examples
-from extender.cluster.api import ClusterAPIError
-from extender.cluster.kube import KubeConfigError, load_configuration, running_in_cluster
-from extender.cluster.state import ClusterState
-from extender.explain import (
-    DEFAULT_SERVER,
-    ExplainError,
-    TlsClient,
-    fits_somewhere,
-    from_server,
-    from_state,
-    render,
-)
-from extender.scheduling.binding import DEFAULT_BINDING_WAIT
-from extender.scheduling.config import (
+from extender.defaults import (
+    DEFAULT_BINDING_TIMEOUT,
+    DEFAULT_BINDING_WAIT,
     DEFAULT_CATCH_UP_WAIT,
+    DEFAULT_MAX_BINDS,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_REQUESTS,
     DEFAULT_RELEASE_WAIT,
     DEFAULT_SCHEDULER_NAME,
+    DEFAULT_SERVER,
     SCORE_POLICIES,
-    EngineConfig,
 )
-from extender.scheduling.decision import DEFAULT_BINDING_TIMEOUT
-from extender.service.app import DEFAULT_MAX_BODY_BYTES, create_app, create_ops_app
-from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
-from extender.service.logs import configure_logging
-from extender.service.runtime import LeaderElection, ServeConfig, build_cluster, build_embedded
-from extender.simulate import SelectionError, SimulationRequest, render_text, simulate, unschedulable
-from extender.statefile import StateFileError, load_objects
+
+# The commands import what they need when they run: ``--help`` and ``--version`` answer without
+# the allocator, the Kubernetes client or the server stack (a test runs -X importtime on them).
+
+
+class _Version(argparse.Action):
+    """``--version``, reading the installed version only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from extender import __version__
+
+        print(f"{parser.prog} {__version__}")
+        parser.exit()
 
 
 def kubernetes_version(text: str) -> Release:
@@ -87,10 +78,6 @@ def non_negative_seconds(text: str) -> float:
     return positive_seconds(text)
 
 
-DEFAULT_API_TIMEOUT = 30.0
-DEFAULT_CACHE_STALE_AFTER = 30.0
-
-
 def port_number(text: str) -> int:
     """argparse type: a TCP port, 0 (any free port) to 65535."""
     try:
@@ -119,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Kubernetes DRA for any kube-scheduler.",
         epilog="Exit codes: 0 success; 1 (simulate, explain) a pod fits on no node; 2 usage or input errors.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sim = sub.add_parser(
         "simulate",
@@ -253,23 +240,23 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--max-concurrency",
         type=positive_int,
-        default=Limits.max_requests,
+        default=DEFAULT_MAX_REQUESTS,
         help="requests other than binds (filter, prioritize, preempt, debug views) served at once; "
-        f"more get 503 (default {Limits.max_requests})",
+        f"more get 503 (default {DEFAULT_MAX_REQUESTS})",
     )
     serve.add_argument(
         "--max-binds",
         type=positive_int,
-        default=Limits.max_binds,
+        default=DEFAULT_MAX_BINDS,
         help="binds in flight at once, counted apart so that binds never crowd out filter and "
-        f"prioritize; more get 503 (default {Limits.max_binds})",
+        f"prioritize; more get 503 (default {DEFAULT_MAX_BINDS})",
     )
     serve.add_argument(
         "--max-connections",
         type=positive_int,
-        default=Limits.max_connections,
+        default=DEFAULT_MAX_CONNECTIONS,
         help="open connections per listener; while this many are open, requests get 503 "
-        f"(default {Limits.max_connections})",
+        f"(default {DEFAULT_MAX_CONNECTIONS})",
     )
     serve.add_argument("--prefix", default="/scheduler", help="URL prefix of the verbs (default /scheduler)")
     serve.add_argument(
@@ -401,6 +388,13 @@ def _features(text: str, release: Release) -> Features:
 
 
 def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
+    import orjson
+
+    from extender.cluster.state import ClusterState
+    from extender.simulate import SelectionError, SimulationRequest, render_text, simulate, unschedulable
+    from extender.statefile import StateFileError, load_objects
+    from extender.user_cache import cache_file
+
     try:
         release = args.kubernetes_version
         features = _features(args.feature_gates, release)
@@ -419,7 +413,11 @@ def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
     state.problems[:0] = problems
     try:
         result = simulate(
-            state, features, SimulationRequest(args.pod, args.node, args.timeout, args.preempt, release)
+            state,
+            features,
+            SimulationRequest(
+                args.pod, args.node, args.timeout, args.preempt, release, cache_file("cel-parser.lark")
+            ),
         )
     except SelectionError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -431,111 +429,9 @@ def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
     return 1 if unschedulable(result) else 0
 
 
-CLUSTER_FLAGS = ("kubeconfig", "leader_elect", "api_timeout", "cache_stale_after")
-
-
-def serve_problems(args: argparse.Namespace) -> list[str]:
-    """What is wrong with a ``serve`` command line beyond each flag's own type (empty: nothing)."""
-    problems = []
-    if args.state:
-        given = [f"--{f.replace('_', '-')}" for f in CLUSTER_FLAGS if getattr(args, f) not in (None, False)]
-        if given:
-            problems.append(
-                f"--state (embedded mode) cannot be combined with cluster-mode flags: {', '.join(given)}"
-            )
-    cert, key = args.tls_cert_file, args.tls_key_file
-    if bool(cert) != bool(key):
-        problems.append("--tls-cert-file and --tls-key-file go together: give both or neither")
-    if (args.tls_client_ca_file or args.tls_client_name) and not (cert and key):
-        problems.append(
-            "--tls-client-ca-file/--tls-client-name need --tls-cert-file and --tls-key-file "
-            "(without a server certificate the verbs would be served as plain HTTP to anyone)"
-        )
-    if args.tls_client_name and not args.tls_client_ca_file:
-        problems.append(
-            "--tls-client-name needs --tls-client-ca-file (client certificates are checked against it)"
-        )
-    for flag, path in (
-        ("--tls-cert-file", cert),
-        ("--tls-key-file", key),
-        ("--tls-client-ca-file", args.tls_client_ca_file),
-        ("--kubeconfig", args.kubeconfig),
-    ):
-        if path and not os.access(path, os.R_OK):
-            problems.append(f"{flag} {path}: {'not readable' if os.path.exists(path) else 'no such file'}")
-    if args.leader_elect and not (
-        args.leader_elect_retry_period < args.leader_elect_renew_deadline < args.leader_elect_lease_duration
-    ):
-        problems.append(
-            "leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < "
-            "--leader-elect-lease-duration"
-        )
-    return problems
-
-
-def serve_config(args: argparse.Namespace) -> ServeConfig:
-    release = args.kubernetes_version or release_of(DEFAULT_MINOR)
-    from_server = args.kubernetes_version is None and not args.state
-    # Following the API server: its release's gates are checked once it is known (versions.py).
-    gates = parse_feature_gates(
-        args.feature_gates,
-        release=release if args.kubernetes_version else None,
-        any_release=from_server,  # checked against the API server's release once it is known
-    )
-    engine = EngineConfig(
-        features=Features.from_gates(gates, release),
-        release=release,
-        score_policy=args.score_policy,
-        node_timeout=args.node_timeout,
-        filter_budget=args.filter_budget,
-        scheduler_names=frozenset(args.scheduler_name or [DEFAULT_SCHEDULER_NAME]),
-        device_preemption=args.device_preemption,
-        binding_timeout=args.binding_timeout,
-        binding_wait=args.binding_conditions_wait,
-        catch_up_wait=args.catch_up_wait,
-        release_wait=args.release_wait,
-        hold_seconds=args.hold_after_prioritize,
-    )
-    leader = None
-    if args.leader_elect:
-        leader = LeaderElection(
-            namespace=args.leader_elect_namespace,
-            name=args.leader_elect_name,
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_renew_deadline,
-            retry_period=args.leader_elect_retry_period,
-        )
-    return ServeConfig(
-        engine=engine,
-        prefix=args.prefix,
-        max_body_bytes=args.max_body_bytes,
-        leader_election=leader,
-        api_timeout=args.api_timeout or DEFAULT_API_TIMEOUT,
-        cache_stale_after=args.cache_stale_after or DEFAULT_CACHE_STALE_AFTER,
-        gates=gates,
-        release_from_server=from_server,
-    )
-
-
-def run_serve(args: argparse.Namespace) -> int:
-
-    problems = serve_problems(args)
-    if problems:
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return 2
-    writer = configure_logging(args.log_level, args.log_format)
-    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again: with this handler
-    # that ends the process through the ``finally`` below (the queued log lines are written),
-    # with the exit status a SIGTERM gives (143).
-    signal.signal(signal.SIGTERM, _exit_on_signal)
-    try:
-        return _serve(args)
-    finally:
-        writer.stop()  # the lines still queued are written
-
-
 def run_explain(args: argparse.Namespace, out: TextIO) -> int:
+    from extender.explain import ExplainError, TlsClient, fits_somewhere, from_server, from_state, render
+
     try:
         if args.state:
             explained = from_state(args.state, args.pod)
@@ -551,52 +447,14 @@ def run_explain(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def run_examples(args: argparse.Namespace, out: TextIO) -> int:
+    from extender.bundled import ExamplesError, copy_examples
+
     try:
         copied = copy_examples(Path(args.directory))
     except (ExamplesError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out.write(f"wrote {len(copied)} files; run: dra-extender serve --state {args.directory}\n")
-    return 0
-
-
-def _exit_on_signal(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
-def _serve(args: argparse.Namespace) -> int:
-    try:
-        config = serve_config(args)
-        if args.state:
-            service, _store = build_embedded(args.state, config)
-        elif args.kubeconfig or running_in_cluster():
-            service = build_cluster(load_configuration(args.kubeconfig), config)
-        else:
-            print(
-                "error: give --state FILE... (embedded mode) or --kubeconfig (cluster mode)", file=sys.stderr
-            )
-            return 2
-    except (FeatureGateError, StateFileError, KubeConfigError, ClusterAPIError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    app = create_app(service, prefix=config.prefix, max_body_bytes=config.max_body_bytes)
-    gc.collect()
-    gc.freeze()  # the loaded state is long-lived: keep it out of the collector's way (GC tails)
-    logging.getLogger("dra_extender").info("%s mode", service.mode)
-    tls = None
-    if args.tls_cert_file:
-        tls = TlsSettings(
-            args.tls_cert_file,
-            args.tls_key_file,
-            args.tls_client_ca_file,
-            frozenset(args.tls_client_name or ()),
-        )
-    verbs = Listener(args.host, args.port, tls)
-    ops = Listener(args.ops_host, args.ops_port)
-    limits = Limits(
-        max_connections=args.max_connections, max_requests=args.max_concurrency, max_binds=args.max_binds
-    )
-    run(serve(app, create_ops_app(service), verbs, ops, limits, config.prefix))
     return 0
 
 
@@ -609,6 +467,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     if args.command == "simulate":
         return run_simulate(args, out or sys.stdout)
     if args.command == "serve":
+        from extender.serve_command import run_serve
+
         return run_serve(args)
     if args.command == "explain":
         return run_explain(args, out or sys.stdout)

@@ -14,11 +14,10 @@ from typing import Any
 import orjson
 import requests
 
+from extender.defaults import DEFAULT_SERVER as DEFAULT_SERVER
 from extender.service import debug
 from extender.service.runtime import ServeConfig, build_embedded
 from extender.statefile import StateFileError
-
-DEFAULT_SERVER = "http://127.0.0.1:8888"
 
 
 class ExplainError(Exception):

@@ -13,11 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.defaults import DEFAULT_BINDING_WAIT as DEFAULT_BINDING_WAIT
 from extender.model.dra import ResourceClaim
-
-#: How long one bind waits for binding conditions (seconds): below the shipped httpTimeout (10 s)
-#: with room for the claim writes and the Binding.
-DEFAULT_BINDING_WAIT = 5.0
 
 
 def ready_for_binding(claim: ResourceClaim) -> tuple[bool, str | None]:

@@ -7,17 +7,26 @@ from typing import Protocol
 
 from extender.allocator import Features
 from extender.allocator.releases import DEFAULT_MINOR, Release, release_of
-from extender.scheduling.binding import DEFAULT_BINDING_WAIT
-from extender.scheduling.decision import DEFAULT_BINDING_TIMEOUT
+from extender.defaults import (
+    DEFAULT_BINDING_TIMEOUT,
+    DEFAULT_BINDING_WAIT,
+    DEFAULT_CATCH_UP_WAIT,
+    DEFAULT_RELEASE_WAIT,
+    DEFAULT_SCHEDULER_NAME,
+    SCORE_POLICIES,
+)
 
-SCORE_POLICIES = ("binpack", "spread")
-#: Seconds a verb waits for the cache to catch up with kube-scheduler's view of a pod, and a
-#: preemptor's bind for its victims' claims to be released (kube-controller-manager's
-#: resourceclaim controller: milliseconds, seconds when its client rate limit bites).
-DEFAULT_CATCH_UP_WAIT = 2.0
-DEFAULT_RELEASE_WAIT = 5.0
-#: The scheduler the shipped manifests run (a second scheduler beside the default one).
-DEFAULT_SCHEDULER_NAME = "dra-extender-scheduler"
+__all__ = [
+    "DEFAULT_BINDING_TIMEOUT",
+    "DEFAULT_BINDING_WAIT",
+    "DEFAULT_CATCH_UP_WAIT",
+    "DEFAULT_RELEASE_WAIT",
+    "DEFAULT_SCHEDULER_NAME",
+    "SCORE_POLICIES",
+    "EngineConfig",
+    "NoObserver",
+    "Observer",
+]
 
 
 class Observer(Protocol):

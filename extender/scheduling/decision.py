@@ -30,6 +30,7 @@ from extender.allocator import (
 )
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState, Key
+from extender.defaults import DEFAULT_BINDING_TIMEOUT as DEFAULT_BINDING_TIMEOUT
 from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, DeviceID, ResourceClaim
 from extender.model.node_allocatable import ClaimResources
@@ -42,8 +43,6 @@ from extender.scheduling.projection import ClaimProjection, claim_projection
 
 #: Default budget for one node's allocation; an unsatisfiable claim can never stall a request.
 DEFAULT_NODE_TIMEOUT = 1.0
-#: DynamicResourcesArgs.bindingTimeout default (config.DynamicResourcesBindingTimeoutDefault).
-DEFAULT_BINDING_TIMEOUT = 600.0
 #: Memo tables grow with every pod's claims; a snapshot carries them over only below this size.
 MAX_CARRIED_ENTRIES = 100_000
 #: Claim specs remembered past their claims (pods of one Deployment share their answers).

@@ -20,6 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from extender.defaults import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
 from extender.model.core import Node, parse_pod
 from extender.model.errors import ObjectError
 from extender.scheduling.engine import Engine
@@ -30,7 +31,6 @@ from extender.service.worker import EngineWorker
 log = logging.getLogger("dra_extender.http")
 
 #: A 500-node NodeList (nodeCacheCapable: false) is about 1 MiB; names only are far less.
-DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 JSON = "application/json"
 #: ``?format=`` of the debug views.
 VIEW_FORMATS = ("json", "text", "yaml")

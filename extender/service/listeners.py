@@ -21,6 +21,7 @@ import uvicorn
 import uvloop
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from extender.defaults import DEFAULT_MAX_BINDS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REQUESTS
 from extender.service.admission import Admission
 from extender.service.app import Verbs, verb_prefix
 from extender.service.fast_verbs import FastVerbs
@@ -51,11 +52,11 @@ class Limits:
 
     #: Open connections per listener; once this many are open, every request is answered 503
     #: (uvicorn's limit). Keep the process's open-file limit above it.
-    max_connections: int = 1024
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
     #: Requests other than binds (filter, prioritize, preempt, debug views) served at once.
-    max_requests: int = 64
+    max_requests: int = DEFAULT_MAX_REQUESTS
     #: Binds in flight at once; a bind holds its request open while it writes to the API server.
-    max_binds: int = 512
+    max_binds: int = DEFAULT_MAX_BINDS
     #: Idle keep-alive connections are closed after this many seconds: longer than Go's
     #: transport keeps an idle connection (90 s, kube-scheduler's extender client), so the client
     #: always closes first and never sends a request on a connection the server is closing

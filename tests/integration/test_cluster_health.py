@@ -131,9 +131,10 @@ def test_api_timeout_reaches_the_client() -> None:
     # Item 9: the flag reaches the service's configuration, and that bounds every API call.
     from kubernetes import client as k8s
 
-    from extender.cli import _parser, serve_config
+    from extender.cli import _parser
     from extender.cluster.api import ClusterAPIError
     from extender.cluster.kube import RawKube, bounded_retries
+    from extender.serve_command import serve_config
 
     args = _parser().parse_args(["serve", "--kubeconfig", "x", "--api-timeout", "1.5"])
     assert serve_config(args).api_timeout == 1.5

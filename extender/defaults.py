@@ -1,0 +1,30 @@
+"""The defaults of the flags operators set, in one leaf module (no imports): the command line
+builds its parser from them without importing the server stack, so ``--help`` and ``--version``
+answer at once."""
+
+#: kube-scheduler's extender endpoint the shipped configuration points at; ``explain --server``.
+DEFAULT_SERVER = "http://127.0.0.1:8888"
+#: Largest request body accepted (kube-scheduler's ExtenderArgs with every node listed).
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+#: Listener bounds (see extender.service.listeners.Limits).
+DEFAULT_MAX_CONNECTIONS = 1024
+DEFAULT_MAX_REQUESTS = 64
+DEFAULT_MAX_BINDS = 512
+#: How long one bind waits for binding conditions (seconds): below the shipped httpTimeout (10 s)
+#: with room for the claim writes and the Binding.
+DEFAULT_BINDING_WAIT = 5.0
+#: DynamicResourcesArgs.bindingTimeout default (config.DynamicResourcesBindingTimeoutDefault).
+DEFAULT_BINDING_TIMEOUT = 600.0
+#: Node scoring policies prioritize knows.
+SCORE_POLICIES = ("binpack", "spread")
+#: Seconds a verb waits for the cache to catch up with kube-scheduler's view of a pod, and a
+#: preemptor's bind for its victims' claims to be released (kube-controller-manager's
+#: resourceclaim controller: milliseconds, seconds when its client rate limit bites).
+DEFAULT_CATCH_UP_WAIT = 2.0
+DEFAULT_RELEASE_WAIT = 5.0
+#: The scheduler the shipped manifests run (a second scheduler beside the default one).
+DEFAULT_SCHEDULER_NAME = "dra-extender-scheduler"
+#: Cluster mode: the API server's answer time budget, and how old the cache may get before it
+#: counts as stale.
+DEFAULT_API_TIMEOUT = 30.0
+DEFAULT_CACHE_STALE_AFTER = 30.0

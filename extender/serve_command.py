@@ -1,0 +1,166 @@
+"""``dra-extender serve``: the service built from its flags (the server stack is imported here,
+not by the command line's parser)."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import os
+import signal
+import sys
+
+from extender.allocator.features import FeatureGateError, Features, parse_feature_gates
+from extender.allocator.releases import DEFAULT_MINOR, release_of
+from extender.cluster.api import ClusterAPIError
+from extender.cluster.kube import KubeConfigError, load_configuration, running_in_cluster
+from extender.defaults import DEFAULT_API_TIMEOUT, DEFAULT_CACHE_STALE_AFTER, DEFAULT_SCHEDULER_NAME
+from extender.scheduling.config import EngineConfig
+from extender.service.app import create_app, create_ops_app
+from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
+from extender.service.logs import configure_logging
+from extender.service.runtime import LeaderElection, ServeConfig, build_cluster, build_embedded
+from extender.statefile import StateFileError
+
+CLUSTER_FLAGS = ("kubeconfig", "leader_elect", "api_timeout", "cache_stale_after")
+
+
+def serve_problems(args: argparse.Namespace) -> list[str]:
+    """What is wrong with a ``serve`` command line beyond each flag's own type (empty: nothing)."""
+    problems = []
+    if args.state:
+        given = [f"--{f.replace('_', '-')}" for f in CLUSTER_FLAGS if getattr(args, f) not in (None, False)]
+        if given:
+            problems.append(
+                f"--state (embedded mode) cannot be combined with cluster-mode flags: {', '.join(given)}"
+            )
+    cert, key = args.tls_cert_file, args.tls_key_file
+    if bool(cert) != bool(key):
+        problems.append("--tls-cert-file and --tls-key-file go together: give both or neither")
+    if (args.tls_client_ca_file or args.tls_client_name) and not (cert and key):
+        problems.append(
+            "--tls-client-ca-file/--tls-client-name need --tls-cert-file and --tls-key-file "
+            "(without a server certificate the verbs would be served as plain HTTP to anyone)"
+        )
+    if args.tls_client_name and not args.tls_client_ca_file:
+        problems.append(
+            "--tls-client-name needs --tls-client-ca-file (client certificates are checked against it)"
+        )
+    for flag, path in (
+        ("--tls-cert-file", cert),
+        ("--tls-key-file", key),
+        ("--tls-client-ca-file", args.tls_client_ca_file),
+        ("--kubeconfig", args.kubeconfig),
+    ):
+        if path and not os.access(path, os.R_OK):
+            problems.append(f"{flag} {path}: {'not readable' if os.path.exists(path) else 'no such file'}")
+    if args.leader_elect and not (
+        args.leader_elect_retry_period < args.leader_elect_renew_deadline < args.leader_elect_lease_duration
+    ):
+        problems.append(
+            "leader election needs --leader-elect-retry-period < --leader-elect-renew-deadline < "
+            "--leader-elect-lease-duration"
+        )
+    return problems
+
+
+def serve_config(args: argparse.Namespace) -> ServeConfig:
+    release = args.kubernetes_version or release_of(DEFAULT_MINOR)
+    from_server = args.kubernetes_version is None and not args.state
+    # Following the API server: its release's gates are checked once it is known (versions.py).
+    gates = parse_feature_gates(
+        args.feature_gates,
+        release=release if args.kubernetes_version else None,
+        any_release=from_server,  # checked against the API server's release once it is known
+    )
+    engine = EngineConfig(
+        features=Features.from_gates(gates, release),
+        release=release,
+        score_policy=args.score_policy,
+        node_timeout=args.node_timeout,
+        filter_budget=args.filter_budget,
+        scheduler_names=frozenset(args.scheduler_name or [DEFAULT_SCHEDULER_NAME]),
+        device_preemption=args.device_preemption,
+        binding_timeout=args.binding_timeout,
+        binding_wait=args.binding_conditions_wait,
+        catch_up_wait=args.catch_up_wait,
+        release_wait=args.release_wait,
+        hold_seconds=args.hold_after_prioritize,
+    )
+    leader = None
+    if args.leader_elect:
+        leader = LeaderElection(
+            namespace=args.leader_elect_namespace,
+            name=args.leader_elect_name,
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+        )
+    return ServeConfig(
+        engine=engine,
+        prefix=args.prefix,
+        max_body_bytes=args.max_body_bytes,
+        leader_election=leader,
+        api_timeout=args.api_timeout or DEFAULT_API_TIMEOUT,
+        cache_stale_after=args.cache_stale_after or DEFAULT_CACHE_STALE_AFTER,
+        gates=gates,
+        release_from_server=from_server,
+    )
+
+
+def run_serve(args: argparse.Namespace) -> int:
+
+    problems = serve_problems(args)
+    if problems:
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    writer = configure_logging(args.log_level, args.log_format)
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again: with this handler
+    # that ends the process through the ``finally`` below (the queued log lines are written),
+    # with the exit status a SIGTERM gives (143).
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        return _serve(args)
+    finally:
+        writer.stop()  # the lines still queued are written
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        config = serve_config(args)
+        if args.state:
+            service, _store = build_embedded(args.state, config)
+        elif args.kubeconfig or running_in_cluster():
+            service = build_cluster(load_configuration(args.kubeconfig), config)
+        else:
+            print(
+                "error: give --state FILE... (embedded mode) or --kubeconfig (cluster mode)", file=sys.stderr
+            )
+            return 2
+    except (FeatureGateError, StateFileError, KubeConfigError, ClusterAPIError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    app = create_app(service, prefix=config.prefix, max_body_bytes=config.max_body_bytes)
+    gc.collect()
+    gc.freeze()  # the loaded state is long-lived: keep it out of the collector's way (GC tails)
+    logging.getLogger("dra_extender").info("%s mode", service.mode)
+    tls = None
+    if args.tls_cert_file:
+        tls = TlsSettings(
+            args.tls_cert_file,
+            args.tls_key_file,
+            args.tls_client_ca_file,
+            frozenset(args.tls_client_name or ()),
+        )
+    verbs = Listener(args.host, args.port, tls)
+    ops = Listener(args.ops_host, args.ops_port)
+    limits = Limits(
+        max_connections=args.max_connections, max_requests=args.max_concurrency, max_binds=args.max_binds
+    )
+    run(serve(app, create_ops_app(service), verbs, ops, limits, config.prefix))
+    return 0
