@@ -26,6 +26,7 @@ from extender.defaults import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_REQUESTS,
+    DEFAULT_MAX_STATE_BYTES,
     DEFAULT_RELEASE_WAIT,
     DEFAULT_SCHEDULER_NAME,
     DEFAULT_SERVER,
@@ -100,6 +101,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def max_state_bytes(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-state-bytes",
+        type=positive_int,
+        default=DEFAULT_MAX_STATE_BYTES,
+        metavar="BYTES",
+        help=f"refuse a state file larger than this (default {DEFAULT_MAX_STATE_BYTES})",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dra-extender",
@@ -115,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
         "ResourceClaims fit, with which devices, or why not.",
     )
     sim.add_argument("state", nargs="+", help="YAML/JSON files (multi-document or kind: List) or directories")
+    max_state_bytes(sim)
     sim.add_argument("--pod", help="only this pod (NAMESPACE/NAME)")
     sim.add_argument("--node", help="only this node")
     sim.add_argument("--output", "-o", choices=("json", "text"), default="text")
@@ -152,7 +164,9 @@ def _parser() -> argparse.ArgumentParser:
         "nodes where it does not, the claims (and their pods) holding devices its requests select. "
         "Asks a running extender (--server) or answers offline from state files (--state).",
     )
-    explain.add_argument("pod", metavar="NAMESPACE/POD", help="the pod (NAME alone: namespace default)")
+    explain.add_argument(
+        "pod", metavar="NAMESPACE/POD", nargs="?", help="the pod (NAME alone: namespace default)"
+    )
     source = explain.add_mutually_exclusive_group()
     source.add_argument(
         "--server",
@@ -164,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--cert-file", help="client certificate, when the extender requires one (mTLS)")
     explain.add_argument("--key-file", help="the client certificate's private key")
     explain.add_argument("--output", "-o", choices=("json", "text"), default="text")
+    max_state_bytes(explain)
 
     examples = sub.add_parser(
         "examples",
@@ -183,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--state", nargs="+", metavar="PATH", help="state files or directories (embedded mode)"
     )
+    max_state_bytes(serve)
     serve.add_argument(
         "--kubeconfig", help="run against this cluster (default when running in a pod: the in-cluster config)"
     )
@@ -390,7 +406,7 @@ def _features(text: str, release: Release) -> Features:
 def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
     import orjson
 
-    from extender.cluster.state import ClusterState
+    from extender.cluster.state import KINDS, ClusterState
     from extender.simulate import SelectionError, SimulationRequest, render_text, simulate, unschedulable
     from extender.statefile import StateFileError, load_objects
     from extender.user_cache import cache_file
@@ -405,7 +421,7 @@ def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
                 "DynamicResourceAllocation=false would leave nothing to simulate: without it "
                 "kube-scheduler ignores ResourceClaims altogether"
             )
-        objects, problems = load_objects(args.state)
+        objects, problems = load_objects(args.state, max_bytes=args.max_state_bytes, kinds=KINDS)
     except (FeatureGateError, StateFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -434,7 +450,7 @@ def run_explain(args: argparse.Namespace, out: TextIO) -> int:
 
     try:
         if args.state:
-            explained = from_state(args.state, args.pod)
+            explained = from_state(args.state, args.pod, args.max_state_bytes)
         else:
             explained = from_server(
                 args.server, args.pod, TlsClient(args.ca_file, args.cert_file, args.key_file)
@@ -471,6 +487,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
         return run_serve(args)
     if args.command == "explain":
+        if args.pod is None:
+            # ``explain --state DIR POD``: --state takes every word after it, the pod included.
+            if not (args.state and len(args.state) > 1):
+                parser.error("explain: the following arguments are required: NAMESPACE/POD")
+            args.pod = args.state.pop()
         return run_explain(args, out or sys.stdout)
     if args.command == "examples":
         return run_examples(args, out or sys.stdout)

@@ -24,6 +24,9 @@ DEFAULT_CATCH_UP_WAIT = 2.0
 DEFAULT_RELEASE_WAIT = 5.0
 #: The scheduler the shipped manifests run (a second scheduler beside the default one).
 DEFAULT_SCHEDULER_NAME = "dra-extender-scheduler"
+#: A state file larger than this is refused (``--max-state-bytes`` raises it): an exported
+#: cluster of thousands of nodes fits, a stray binary or log does not.
+DEFAULT_MAX_STATE_BYTES = 64 * 1024 * 1024
 #: Cluster mode: the API server's answer time budget, and how old the cache may get before it
 #: counts as stale.
 DEFAULT_API_TIMEOUT = 30.0

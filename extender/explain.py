@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import requests
 
+from extender.defaults import DEFAULT_MAX_STATE_BYTES
 from extender.defaults import DEFAULT_SERVER as DEFAULT_SERVER
 from extender.service import debug
 from extender.service.runtime import ServeConfig, build_embedded
@@ -58,10 +59,12 @@ def from_server(server: str, pod: str, tls: TlsClient, timeout: float = 30.0) ->
     return body
 
 
-def from_state(paths: Sequence[str], pod: str) -> dict[str, Any]:
+def from_state(
+    paths: Sequence[str], pod: str, max_state_bytes: int = DEFAULT_MAX_STATE_BYTES
+) -> dict[str, Any]:
     namespace, name = split_pod(pod)
     try:
-        service, _store = build_embedded(list(paths), ServeConfig())
+        service, _store = build_embedded(list(paths), ServeConfig(max_state_bytes=max_state_bytes))
     except StateFileError as exc:
         raise ExplainError(str(exc)) from None
     engine = service.engine

@@ -105,6 +105,7 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         cache_stale_after=args.cache_stale_after or DEFAULT_CACHE_STALE_AFTER,
         gates=gates,
         release_from_server=from_server,
+        max_state_bytes=args.max_state_bytes,
     )
 
 

@@ -64,3 +64,11 @@ def test_online_asks_the_running_extender_and_agrees_with_offline() -> None:
 def test_an_unreachable_extender_is_a_clean_error() -> None:
     code, _, err = explain("default/oversized", "--server", "http://127.0.0.1:9")
     assert code == 2 and err.startswith("error: http://127.0.0.1:9/debug/pods/default/oversized:")
+
+
+def test_the_pod_may_follow_the_state_flag() -> None:
+    """``explain --state DIR POD``, as the usage line orders them: --state would take the pod too."""
+    assert explain("--state", EXAMPLES, "default/trainer")[0] == 0
+    with pytest.raises(SystemExit) as caught:
+        explain("--state", EXAMPLES)
+    assert caught.value.code == 2

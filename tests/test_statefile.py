@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.cluster.state import ClusterState
+from extender.cluster.state import KINDS, ClusterState
 from extender.statefile import StateFileError, load_objects
 from tests.builders import claim, node
 
@@ -52,3 +52,51 @@ def test_non_objects_in_files_are_problems(tmp_path: Path) -> None:
     (tmp_path / "x.yaml").write_text("- 1\n- 2\n")
     objects, problems = load_objects([tmp_path / "x.yaml"])
     assert objects == [] and "expected an object" in problems[0]
+
+
+BAD_INPUT = [
+    # name, file name, content, what the one line says
+    ("not UTF-8", "s.yaml", b"\xff\xfe\x00k\x00i\x00n\x00d", "not UTF-8 text (byte 0xff at offset 0)"),
+    (
+        "text that is no object",
+        "passwd.yaml",
+        b"root:x:0:0:root:/root:/bin/bash\n",
+        "found no Kubernetes object at all",
+    ),
+    (
+        "unrelated kinds only",
+        "cm.yaml",
+        b"kind: ConfigMap\napiVersion: v1\nmetadata: {name: x}\n",
+        "found only ConfigMap",
+    ),
+    ("a kind that is not a string", "k.yaml", b"kind: {a: 1}\n", "found only (a dict as kind)"),
+    ("nested deeper than any object", "deep.json", b"[" * 100_000 + b"]" * 100_000, "deep.json: "),
+    ("empty", "empty.yaml", b"", "found no Kubernetes object at all"),
+]
+
+
+@pytest.mark.parametrize(("name", "file_name", "content", "says"), BAD_INPUT, ids=[c[0] for c in BAD_INPUT])
+def test_bad_state_files_are_one_clear_error(
+    name: str, file_name: str, content: bytes, says: str, tmp_path: Path
+) -> None:
+    path = tmp_path / file_name
+    path.write_bytes(content)
+    with pytest.raises(StateFileError) as caught:
+        load_objects([path], kinds=KINDS)
+    assert str(caught.value).startswith(str(path)) and says in str(caught.value), caught.value
+    assert "\n" not in str(caught.value)
+
+
+def test_a_file_over_the_size_limit_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text("kind: Node\n" + "#" * 1000)
+    with pytest.raises(StateFileError, match=r"larger than 100 bytes \(--max-state-bytes raises the limit\)"):
+        load_objects([path], max_bytes=100)
+    assert load_objects([path], max_bytes=2000)[0] == [{"kind": "Node"}]
+
+
+def test_a_directory_without_state_files_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    (tmp_path / "sub.yaml").mkdir()  # a directory named like a file is not read
+    with pytest.raises(StateFileError, match=r"no \*\.yaml, \*\.yml, \*\.json files in this directory"):
+        load_objects([tmp_path])

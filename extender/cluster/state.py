@@ -42,6 +42,8 @@ _PARSERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "PodDisruptionBudget": parse_pod_disruption_budget,
     "PodGroup": parse_pod_group,
 }
+#: The kinds a cluster state is made of (state files holding none of them are an error).
+KINDS = frozenset(_PARSERS)
 _DRA_KINDS = {"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"}
 
 

@@ -35,7 +35,8 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import Event, MemoryStore
 from extender.cluster.owner_gc import collect_owned_claims
 from extender.cluster.reflector import Reflector
-from extender.cluster.state import ClusterState
+from extender.cluster.state import KINDS, ClusterState
+from extender.defaults import DEFAULT_MAX_STATE_BYTES
 from extender.scheduling.capacity import capacity_steps
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
@@ -76,6 +77,8 @@ class ServeConfig:
     gates: Mapping[str, bool] = field(default_factory=dict)
     #: No ``--kubernetes-version`` in cluster mode: follow the API server's ``/version``.
     release_from_server: bool = False
+    #: Embedded mode: the largest state file read.
+    max_state_bytes: int = DEFAULT_MAX_STATE_BYTES
 
 
 def follow(store: MemoryStore, state: ClusterState) -> None:
@@ -92,7 +95,7 @@ def follow(store: MemoryStore, state: ClusterState) -> None:
 
 def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, MemoryStore]:
     """The embedded default: state files in an in-memory store that plays the API server."""
-    objects, problems = load_objects(paths)
+    objects, problems = load_objects(paths, max_bytes=config.max_state_bytes, kinds=KINDS)
     store = MemoryStore()
     state = ClusterState()
     follow(store, state)
