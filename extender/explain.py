@@ -75,7 +75,7 @@ def from_state(
 
 
 def fits_somewhere(explained: dict[str, Any]) -> bool:
-    return any(node.get("fits") for node in explained["nodes"].values())
+    return "boundTo" in explained or any(node.get("fits") for node in explained["nodes"].values())
 
 
 def render(explained: dict[str, Any], output: str) -> str:

@@ -118,14 +118,12 @@ def _preemption(
 
 def _bound(state: ClusterState, pod: Pod) -> dict[str, Any]:
     """A bound pod: where it runs and the devices its claims hold (nothing to simulate)."""
-    allocations: dict[str, list[str]] = {}
-    for ref in pod.claims:
-        name = ref.resource_claim_name or pod.claim_statuses.get(ref.name)
-        claim = state.claims.get((pod.namespace, name)) if name else None
-        if name and claim is not None:
-            allocation = claim.allocation
-            allocations[name] = [str(r.id) for r in allocation.devices] if allocation is not None else []
-    return {"namespace": pod.namespace, "name": pod.name, "boundTo": pod.node_name, "claims": allocations}
+    return {
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "boundTo": pod.node_name,
+        "claims": state.devices_of(pod),
+    }
 
 
 def unschedulable(result: dict[str, Any]) -> list[str]:

@@ -72,3 +72,15 @@ def test_the_pod_may_follow_the_state_flag() -> None:
     with pytest.raises(SystemExit) as caught:
         explain("--state", EXAMPLES)
     assert caught.value.code == 2
+
+
+def test_a_bound_pod_is_explained_by_where_it_runs_and_its_devices() -> None:
+    """As simulate says it (not per-node "not available" reasons for the nodes it is not on)."""
+    code, text, _ = explain("default/batch-job", "--state", EXAMPLES)
+    assert code == 0
+    assert text.splitlines() == [
+        "pod default/batch-job is bound to gpu-node-1",
+        "  batch-job-gpus: gpu.example.com/gpu-node-1/gpu-0, gpu.example.com/gpu-node-1/gpu-1",
+    ]
+    code, text, _ = explain("default/batch-job", "--state", EXAMPLES, "-o", "json")
+    assert json.loads(text)["boundTo"] == "gpu-node-1" and json.loads(text)["nodes"] == {}

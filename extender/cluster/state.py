@@ -110,6 +110,18 @@ class ClusterState:
             state.apply(obj)
         return state
 
+    def devices_of(self, pod: Pod) -> dict[str, list[str]]:
+        """The devices each of the pod's claims holds (driver/pool/device), by claim name: what a
+        bound pod runs with (claims not in the cache are left out)."""
+        out: dict[str, list[str]] = {}
+        for ref in pod.claims:
+            name = ref.resource_claim_name or pod.claim_statuses.get(ref.name)
+            claim = self.claims.get((pod.namespace, name)) if name else None
+            if name and claim is not None:
+                allocation = claim.allocation
+                out[name] = [str(r.id) for r in allocation.devices] if allocation is not None else []
+        return out
+
     def apply(self, obj: dict[str, Any]) -> None:
         """Add or replace one object (raw API dict)."""
         kind = str(obj.get("kind", ""))

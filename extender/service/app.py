@@ -24,6 +24,7 @@ from extender.defaults import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
 from extender.model.core import Node, parse_pod
 from extender.model.errors import ObjectError
 from extender.scheduling.engine import Engine
+from extender.scheduling.extended import may_request
 from extender.service import debug, wire
 from extender.service.metrics import Metrics
 from extender.service.worker import EngineWorker
@@ -118,6 +119,7 @@ class Verbs:
         self.metrics = service.metrics
         self.worker = service.worker
         self.max_body_bytes = max_body_bytes
+        self.service = service
 
     def body_limit(self, verb: str) -> int:
         return min(self.max_body_bytes, self.BIND_BODY_BYTES) if verb == "bind" else self.max_body_bytes
@@ -164,6 +166,13 @@ class Verbs:
                 lambda: engine.prioritize(pod, args.node_names, self._request_nodes(args))
             )
             return 200, wire.encode_priorities(scores)
+        if not self.service.ready() and (pod.claims or may_request(pod)):
+            # One reason for every node, not "node X is not known" from a cache still empty:
+            # Unschedulable, so kube-scheduler tries again once the extender is ready. Pods
+            # without claims or extended resources pass as ever (the cache says nothing of them).
+            why = (self.service.not_ready() if self.service.not_ready else None) or "the cache has not synced"
+            reason = f"the DRA extender is not ready: {why}"
+            return 200, wire.encode_filter_result(args, [], dict.fromkeys(args.node_names, reason), {}, "")
         if pod.claims:  # claims not created yet, or that the cache does not show yet
             pod = await self.worker.run(engine.caught_up(pod))
         # Binds kube-scheduler has already decided come first (their devices are taken).

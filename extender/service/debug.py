@@ -117,7 +117,14 @@ MAX_HOLDERS = 5
 def pod(engine: Engine, target: Pod) -> dict[str, Any]:
     """Per node: does the pod fit, with which devices, or why not, and for a node where it does
     not: the claims (and the pods they are reserved for) holding devices the pod's requests
-    select there, the ones whose release would free room."""
+    select there, the ones whose release would free room. A bound pod: where, with which devices."""
+    if target.node_name:
+        return {
+            "pod": f"{target.namespace}/{target.name}",
+            "boundTo": target.node_name,
+            "claims": engine.state.devices_of(target),
+            "nodes": {},
+        }
     decisions = engine.explain(target)
     snapshot = engine.snapshot()
     claims = snapshot.claims_of(target).to_allocate
@@ -283,6 +290,11 @@ def render_text(view: str, data: dict[str, Any]) -> str:
             _table(["BINDING POD", "NODE", "AGE(s)"], binds)
             + "\n"
             + _table(["CLAIM WRITE", "POD", "NODE", "STATE", "ALLOCATING", "AGE(s)"], writes)
+        )
+    if view == "pod" and "boundTo" in data:
+        text = f"pod {data['pod']} is bound to {data['boundTo']}\n"
+        return text + "".join(
+            f"  {claim}: {', '.join(ids) or 'no devices'}\n" for claim, ids in data["claims"].items()
         )
     if view == "pod":
         rows = []

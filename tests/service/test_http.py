@@ -457,3 +457,23 @@ def test_preempt_names_the_low_priority_pod_holding_the_gpus(tmp_path: Path) -> 
         assert decisions[-1]["verb"] == "preempt" and decisions[-1]["victims"] == {"node-1": ["uid-low"]}
 
     run_with_service(body, paths=[str(path)])
+
+
+def test_filter_while_not_ready_gives_one_reason_for_every_node() -> None:
+    """A cache still syncing (or an unsupported gate, or a stale watch) says so for every node,
+    as Unschedulable so kube-scheduler retries; pods without claims pass as ever."""
+
+    async def body(r: Running) -> None:
+        r.service.ready = lambda: False
+        r.service.not_ready = lambda: "the informers have not listed yet"
+        out = (
+            await r.client.post("/scheduler/filter", content=args_names(TRAINER, [*EXAMPLE_NODES, "ghost"]))
+        ).json()
+        reason = "the DRA extender is not ready: the informers have not listed yet"
+        assert out["NodeNames"] == [] and out["FailedAndUnresolvableNodes"] == {}
+        assert out["FailedNodes"] == dict.fromkeys([*EXAMPLE_NODES, "ghost"], reason)
+        assert (await r.client.post("/scheduler/filter", content=args_names(WEB, EXAMPLE_NODES))).json()[
+            "NodeNames"
+        ] == EXAMPLE_NODES
+
+    run_with_service(body)
