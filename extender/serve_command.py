@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 
+from extender import __version__
 from extender.allocator.features import FeatureGateError, Features, parse_feature_gates
 from extender.allocator.releases import DEFAULT_MINOR, release_of
 from extender.cluster.api import ClusterAPIError
@@ -127,6 +128,38 @@ def run_serve(args: argparse.Namespace) -> int:
         writer.stop()  # the lines still queued are written
 
 
+def settings(args: argparse.Namespace, config: ServeConfig) -> dict[str, object]:
+    """The effective settings, for the start-up log line (what an operator checks first)."""
+    engine = config.engine
+    leader = config.leader_election
+    return {
+        "listen": f"{args.host}:{args.port}",
+        "ops": f"{args.ops_host}:{args.ops_port}",
+        "prefix": config.prefix,
+        "kubernetesVersion": "the API server's" if config.release_from_server else engine.release.name,
+        "featureGates": args.feature_gates or "(defaults)",
+        "schedulerNames": sorted(engine.scheduler_names),
+        "scorePolicy": engine.score_policy,
+        "nodeTimeout": engine.node_timeout,
+        "filterBudget": engine.filter_budget,
+        "bindingTimeout": engine.binding_timeout,
+        "bindingConditionsWait": engine.binding_wait,
+        "catchUpWait": engine.catch_up_wait,
+        "releaseWait": engine.release_wait,
+        "devicePreemption": engine.device_preemption,
+        "leaderElection": (
+            f"{leader.namespace}/{leader.name} lease {leader.lease_duration:g}s renew "
+            f"{leader.renew_deadline:g}s retry {leader.retry_period:g}s"
+            if leader is not None
+            else "off"
+        ),
+        "maxBodyBytes": config.max_body_bytes,
+        "maxConnections": args.max_connections,
+        "maxConcurrency": args.max_concurrency,
+        "maxBinds": args.max_binds,
+    }
+
+
 def _exit_on_signal(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -149,7 +182,12 @@ def _serve(args: argparse.Namespace) -> int:
     app = create_app(service, prefix=config.prefix, max_body_bytes=config.max_body_bytes)
     gc.collect()
     gc.freeze()  # the loaded state is long-lived: keep it out of the collector's way (GC tails)
-    logging.getLogger("dra_extender").info("%s mode", service.mode)
+    logging.getLogger("dra_extender").info(
+        "dra-extender %s starting in %s mode",
+        __version__,
+        service.mode,
+        extra={"fields": settings(args, config)},
+    )
     tls = None
     if args.tls_cert_file:
         tls = TlsSettings(

@@ -420,3 +420,26 @@ def test_device_taint_rules_served_only_at_v1beta2_are_read_there(tmp_path: Path
             )
         watched = {p.split("?")[0] for m, p, _ in server.requests if m == "GET" and "devicetaintrules" in p}
         assert watched == {"/apis/resource.k8s.io/v1beta2/devicetaintrules"}
+
+
+def test_the_start_up_line_lists_the_effective_settings(tmp_path: Path) -> None:
+    """One INFO line an operator can check first: version, mode, listeners, release, gates,
+    policy, budgets and leader election."""
+    command = [sys.executable, "-m", "extender.cli", "serve", "--port", "0", "--ops-port", "0"]
+    command += ["--state", str(REPO / "examples"), "--score-policy", "spread", "--node-timeout", "0.5"]
+    command += ["--feature-gates", "DRADerivedAttributes=true"]
+    with server_process(command) as (_url, proc):
+        lines: list[str] = proc.output_lines  # type: ignore[attr-defined]
+        wait_until(lambda: any("starting in embedded mode" in line for line in lines))
+    line = next(line for line in lines if "starting in embedded mode" in line)
+    for field in (
+        "listen=127.0.0.1:0",
+        "kubernetesVersion=1.37",
+        'featureGates="DRADerivedAttributes=true"',
+        "scorePolicy=spread",
+        "nodeTimeout=0.5",
+        "filterBudget=3.0",
+        "leaderElection=off",
+    ):
+        assert field in line, (field, line)
+    assert " INFO " in line and "dra-extender " in line
