@@ -98,6 +98,12 @@ def configure_logging(level: str, log_format: str) -> logging.handlers.QueueList
         uvicorn_logger.handlers[:] = []
         uvicorn_logger.propagate = True
         uvicorn_logger.setLevel(logging.DEBUG if level.lower() == "debug" else logging.WARNING)
+    # The Kubernetes client's connection pool logs every connect retry ("Retrying (Retry(total=2
+    # ..." three lines a request, every request while the API server is down); the failures
+    # reach our own log once per outage with a line when it works again (reflector, discovery).
+    logging.getLogger("urllib3.connectionpool").setLevel(
+        logging.DEBUG if level.lower() == "debug" else logging.ERROR
+    )
     writer = logging.handlers.QueueListener(lines, handler)
     writer.start()
     return writer

@@ -196,6 +196,7 @@ def discover(raw: RawKube, health: ClusterHealth, stop: threading.Event) -> tupl
     back-off until it works."""
     delay = 0.2
     rng = random.Random()
+    failures = 0
     while not stop.is_set():
         try:
             version, *older = raw.served_dra_versions()
@@ -207,10 +208,16 @@ def discover(raw: RawKube, health: ClusterHealth, stop: threading.Event) -> tupl
                 found = next((v for v in older if resource in raw.served_resources(v)), None)
                 if found is not None:
                     elsewhere[resource] = found
+            if failures:
+                log.info("API discovery works again", extra={"fields": {"failures": failures}})
             return Paths(version, elsewhere), served | set(elsewhere)
         except ClusterAPIError as exc:
-            if health.discovery != str(exc):
-                log.warning("API discovery failed (retrying): %s", exc)
+            # Once per outage (the retries at DEBUG), and a line when it works again.
+            if not failures:
+                log.warning("API discovery failed (retrying; logged again when it works): %s", exc)
+            else:
+                log.debug("API discovery failed again: %s", exc)
+            failures += 1
             health.discovery = str(exc)
         stop.wait(delay * (0.5 + rng.random() / 2))
         delay = min(10.0, delay * 2)
