@@ -247,8 +247,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--ops-host",
-        default="0.0.0.0",
-        help="address of /healthz, /readyz and /metrics for kubelet and Prometheus (default 0.0.0.0)",
+        help="address of /healthz, /readyz and /metrics for kubelet and Prometheus (default 0.0.0.0 in "
+        "cluster mode; 127.0.0.1 in embedded mode, a laptop or a CI job)",
     )
     serve.add_argument(
         "--ops-port", type=port_number, default=8889, help="their port (default 8889; 0: any free port)"

@@ -4,10 +4,12 @@ not by the command line's parser)."""
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import logging
 import os
 import signal
+import socket
 import sys
 
 from extender import __version__
@@ -65,6 +67,43 @@ def serve_problems(args: argparse.Namespace) -> list[str]:
     return problems
 
 
+def ops_host(args: argparse.Namespace) -> str:
+    """--ops-host, else 127.0.0.1 in embedded mode (nothing else needs the probes there) and
+    0.0.0.0 in cluster mode (kubelet's probes and Prometheus come from outside the pod)."""
+    return str(args.ops_host or ("127.0.0.1" if args.state else "0.0.0.0"))
+
+
+def listener_problems(args: argparse.Namespace) -> list[str]:
+    """Listeners that could not start, said with the flag to change (uvicorn's own error names
+    neither the address nor the flag). Checked by binding once; a port taken between this check
+    and the start still fails, with uvicorn's message."""
+    problems = []
+    for host_flag, host, port_flag, port in (
+        ("--host", args.host, "--port", args.port),
+        ("--ops-host", ops_host(args), "--ops-port", args.ops_port),
+    ):
+        try:
+            family, kind, proto, _, address = socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )[0]
+        except (socket.gaierror, UnicodeError) as exc:
+            problems.append(f"{host_flag} {host}: not an address to listen on ({exc})")
+            continue
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    problems.append(
+                        f"{port_flag} {port}: {host}:{port} is already in use (another dra-extender?); "
+                        f"choose another {port_flag}"
+                    )
+                else:
+                    problems.append(f"{host_flag} {host}: cannot listen there: {exc.strerror or exc}")
+    return problems
+
+
 def serve_config(args: argparse.Namespace) -> ServeConfig:
     release = args.kubernetes_version or release_of(DEFAULT_MINOR)
     from_server = args.kubernetes_version is None and not args.state
@@ -112,7 +151,7 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
 
 def run_serve(args: argparse.Namespace) -> int:
 
-    problems = serve_problems(args)
+    problems = serve_problems(args) or listener_problems(args)
     if problems:
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -134,7 +173,7 @@ def settings(args: argparse.Namespace, config: ServeConfig) -> dict[str, object]
     leader = config.leader_election
     return {
         "listen": f"{args.host}:{args.port}",
-        "ops": f"{args.ops_host}:{args.ops_port}",
+        "ops": f"{ops_host(args)}:{args.ops_port}",
         "prefix": config.prefix,
         "kubernetesVersion": "the API server's" if config.release_from_server else engine.release.name,
         "featureGates": args.feature_gates or "(defaults)",
@@ -197,7 +236,7 @@ def _serve(args: argparse.Namespace) -> int:
             frozenset(args.tls_client_name or ()),
         )
     verbs = Listener(args.host, args.port, tls)
-    ops = Listener(args.ops_host, args.ops_port)
+    ops = Listener(ops_host(args), args.ops_port)
     limits = Limits(
         max_connections=args.max_connections, max_requests=args.max_concurrency, max_binds=args.max_binds
     )

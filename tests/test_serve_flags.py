@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
-from extender.cli import main
+from extender.cli import _parser, main
+from extender.serve_command import ops_host
+from tests.shared import REPO
+
+EXAMPLES = str(REPO / "examples")
 
 # (name, arguments, what the error says)
 BAD: list[tuple[str, list[str], str]] = [
@@ -55,3 +60,32 @@ def test_bad_serve_flags(
     assert code == 2
     assert message.format(**{k: str(v) for k, v in files.items()}) in err
     assert "Traceback" not in err
+
+
+def test_a_host_that_is_no_address_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--state", EXAMPLES, "--host", "999.1.1.1"]) == 2
+    assert "error: --host 999.1.1.1: not an address to listen on" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--port", "--ops-port"])
+def test_a_port_in_use_names_the_flag_to_change(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two instances on one machine: the second says which port to change (the ops port, 8889
+    by default, is the one a second --port forgets)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        other = "--ops-port" if flag == "--port" else "--port"
+        assert main(["serve", "--state", EXAMPLES, flag, port, other, "0"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"error: {flag} {port}: 127.0.0.1:{port} is already in use" in err and f"choose another {flag}" in err
+    )
+
+
+def test_embedded_mode_keeps_its_probes_local() -> None:
+    """In --state mode the ops listener binds 127.0.0.1 unless --ops-host says otherwise."""
+    args = _parser().parse_args(["serve", "--state", EXAMPLES])
+    assert ops_host(args) == "127.0.0.1"
+    assert ops_host(_parser().parse_args(["serve", "--kubeconfig", "k"])) == "0.0.0.0"
+    assert ops_host(_parser().parse_args(["serve", "--state", "x", "--ops-host", "0.0.0.0"])) == "0.0.0.0"
