@@ -28,6 +28,10 @@ def examples_source() -> Path:
 def copy_examples(target: Path) -> list[Path]:
     """Copy the example state files into ``target`` (created; existing files are not replaced)."""
     source = examples_source()
+    if target.exists() and not target.is_dir():
+        raise ExamplesError(
+            f"{target}: exists and is not a directory; give a directory to write the examples into"
+        )
     copied = []
     for path in sorted(
         p for p in source.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json")

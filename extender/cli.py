@@ -101,6 +101,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            found: argparse.ArgumentParser = action.choices[command]
+            return found
+    return None
+
+
 def max_state_bytes(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-state-bytes",
@@ -476,7 +484,10 @@ def run_examples(args: argparse.Namespace, out: TextIO) -> int:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # As the subcommand's own error, with its usage (argparse reports them at the top level).
+        (_subparser(parser, args.command) or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help(out or sys.stdout)
         return 2

@@ -45,6 +45,13 @@ def from_server(server: str, pod: str, tls: TlsClient, timeout: float = 30.0) ->
     cert = (tls.cert_file, tls.key_file) if tls.cert_file and tls.key_file else tls.cert_file
     try:
         answer = requests.get(url, timeout=timeout, verify=tls.ca_file or True, cert=cert)
+    except requests.ConnectionError:
+        raise ExplainError(
+            f"{server}: no dra-extender answers there (is it running? --server names its verbs listener, "
+            "by default http://127.0.0.1:8888)"
+        ) from None
+    except requests.Timeout:
+        raise ExplainError(f"{url}: no answer within {timeout:g} s") from None
     except requests.RequestException as exc:
         raise ExplainError(f"{url}: {exc}") from None
     try:

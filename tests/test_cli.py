@@ -386,3 +386,21 @@ def test_simulate_answers_with_the_1_37_gates_on(tmp_path: Path) -> None:
     results = pods["numa-pod"]["node-1"]["allocations"]["claim-0"]["devices"]["results"]
     assert [r["device"] for r in results] == ["device-a2", "device-b1"]
     assert pods["cpu-pod"]["worker"]["nodeAllocatableResourceClaimStatuses"] == [NUMA0_STATUS]
+
+
+def test_a_subcommand_s_unknown_flag_gets_its_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["serve", "--bogus"])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2
+    assert err.startswith("usage: dra-extender serve ") and "error: unrecognized arguments: --bogus" in err
+
+
+def test_examples_into_a_file_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    assert main(["examples", str(target)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"error: {target}: exists and is not a directory; give a directory to write the examples into\n"
+    )
