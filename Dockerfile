@@ -23,4 +23,4 @@ EXPOSE 8888 8889
 ENTRYPOINT ["dra-extender", "serve"]
 # The README's first command (the embedded example cluster), listening on all interfaces as a
 # container must. The Deployment in manifests/ passes cluster-mode arguments instead.
-CMD ["--host", "0.0.0.0", "--state", "examples/"]
+CMD ["--host", "0.0.0.0", "--ops-host", "0.0.0.0", "--state", "examples/"]

@@ -417,7 +417,6 @@ def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
     from extender.cluster.state import KINDS, ClusterState
     from extender.simulate import SelectionError, SimulationRequest, render_text, simulate, unschedulable
     from extender.statefile import StateFileError, load_objects
-    from extender.user_cache import cache_file
 
     try:
         release = args.kubernetes_version
@@ -439,9 +438,7 @@ def run_simulate(args: argparse.Namespace, out: TextIO) -> int:
         result = simulate(
             state,
             features,
-            SimulationRequest(
-                args.pod, args.node, args.timeout, args.preempt, release, cache_file("cel-parser.lark")
-            ),
+            SimulationRequest(args.pod, args.node, args.timeout, args.preempt, release),
         )
     except SelectionError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -500,7 +497,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     if args.command == "explain":
         if args.pod is None:
             # ``explain --state DIR POD``: --state takes every word after it, the pod included.
-            if not (args.state and len(args.state) > 1):
+            if not (args.state and len(args.state) > 1) or os.path.exists(args.state[-1]):
                 parser.error("explain: the following arguments are required: NAMESPACE/POD")
             args.pod = args.state.pop()
         return run_explain(args, out or sys.stdout)

@@ -45,6 +45,8 @@ def from_server(server: str, pod: str, tls: TlsClient, timeout: float = 30.0) ->
     cert = (tls.cert_file, tls.key_file) if tls.cert_file and tls.key_file else tls.cert_file
     try:
         answer = requests.get(url, timeout=timeout, verify=tls.ca_file or True, cert=cert)
+    except requests.exceptions.SSLError as exc:
+        raise ExplainError(f"{server}: TLS failed (--ca-file, --cert-file, --key-file): {exc}") from None
     except requests.ConnectionError:
         raise ExplainError(
             f"{server}: no dra-extender answers there (is it running? --server names its verbs listener, "

@@ -78,6 +78,8 @@ def listener_problems(args: argparse.Namespace) -> list[str]:
     neither the address nor the flag). Checked by binding once; a port taken between this check
     and the start still fails, with uvicorn's message."""
     problems = []
+    if args.port and args.port == args.ops_port:
+        problems.append(f"--port and --ops-port are both {args.port}: give them different ports")
     for host_flag, host, port_flag, port in (
         ("--host", args.host, "--port", args.port),
         ("--ops-host", ops_host(args), "--ops-port", args.ops_port),
@@ -94,7 +96,9 @@ def listener_problems(args: argparse.Namespace) -> list[str]:
             try:
                 probe.bind(address)
             except OSError as exc:
-                if exc.errno == errno.EADDRINUSE:
+                if exc.errno == errno.EACCES:
+                    problems.append(f"{port_flag} {port}: not allowed to listen on it (a privileged port?)")
+                elif exc.errno == errno.EADDRINUSE:
                     problems.append(
                         f"{port_flag} {port}: {host}:{port} is already in use (another dra-extender?); "
                         f"choose another {port_flag}"

@@ -27,8 +27,6 @@ class SimulationRequest:
     preempt: bool = False
     #: The Kubernetes release decisions follow (1.37 when None).
     release: Release | None = None
-    #: Where the CEL parser's tables are kept between runs (None: built afresh).
-    parser_cache: str | None = None
 
 
 class SelectionError(ValueError):
@@ -46,9 +44,7 @@ def _pods(state: ClusterState, wanted: str | None) -> list[Pod]:
 
 
 def simulate(state: ClusterState, features: Features, request: SimulationRequest) -> dict[str, Any]:
-    cel = CelEnvironment(
-        CelOptions(list_type_attributes=features.list_type_attributes, parser_cache=request.parser_cache)
-    )
+    cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
     release = request.release or release_of(DEFAULT_MINOR)
     snapshot = Snapshot(state, features, cel, timeout_is_error=release.filter_timeout_is_error)
     timeout = request.timeout if features.filter_timeout else None  # DRASchedulerFilterTimeout

@@ -7,6 +7,8 @@ naming the file and what is wrong (the commands exit 2 with that one line).
 
 from __future__ import annotations
 
+import re
+import stat
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,10 +31,10 @@ class StateFileError(ValueError):
 
 def _text(path: Path, max_bytes: int) -> str:
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO or a device would never end
+            raise StateFileError(f"{path}: not a regular file")
         with path.open("rb") as f:
-            data = f.read(max_bytes + 1)  # bounded: /dev/zero or a FIFO cannot hold us
-    except IsADirectoryError:
-        raise StateFileError(f"{path}: is a directory") from None
+            data = f.read(max_bytes + 1)  # bounded, whatever the size said
     except OSError as exc:
         raise StateFileError(f"{path}: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
@@ -46,14 +48,43 @@ def _text(path: Path, max_bytes: int) -> str:
         ) from None
 
 
+#: A YAML anchor (``&name`` where a node starts; not CEL's ``&&``): Kubernetes objects never
+#: use anchors, and aliases to them can make a few hundred bytes stand for gigabytes.
+_ANCHOR = re.compile(r"(?<![^\s\[{,])&(?!&)[^\s\[\]{},&]")
+#: Deeper flow nesting than any Kubernetes object has (libyaml recurses per level in C).
+MAX_FLOW_DEPTH = 512
+
+
+def _flow_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether ``[``/``{`` nest deeper than ``limit`` (quotes not considered: an estimate that
+    only errs towards deeper)."""
+    depth = 0
+    for match in re.finditer(r"[\[\]{}]", text):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def _yaml_documents(path: Path, text: str) -> Iterator[Any]:
+    if _flow_depth_exceeds(text, MAX_FLOW_DEPTH):
+        raise StateFileError(f"{path}: nested deeper than {MAX_FLOW_DEPTH} levels: not a Kubernetes object")
+    if _ANCHOR.search(text) and any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=_LOADER)):
+        raise StateFileError(f"{path}: YAML aliases (*name) are not read: Kubernetes objects do not use them")
+    yield from yaml.load_all(text, Loader=_LOADER)
+
+
 def _documents(path: Path, max_bytes: int) -> Iterator[Any]:
     text = _text(path, max_bytes)
     try:
         if path.suffix == ".json":
             yield orjson.loads(text)
         else:
-            yield from yaml.load_all(text, Loader=_LOADER)
-    except (yaml.YAMLError, orjson.JSONDecodeError) as exc:
+            yield from _yaml_documents(path, text)
+    except StateFileError:
+        raise
+    except (yaml.YAMLError, orjson.JSONDecodeError, ValueError, TypeError, OverflowError) as exc:
+        # (constructors raise ValueError for a tag they cannot build: !!int abc, a bad timestamp)
         raise StateFileError(f"{path}: not valid YAML/JSON: {_one_line(exc)}") from None
     except RecursionError:
         raise StateFileError(f"{path}: nested too deeply to be a Kubernetes object") from None
@@ -90,15 +121,16 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
     directory without any is an error (an empty state is never what was meant)."""
     out: list[Path] = []
     for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.suffix in SUFFIXES and not f.is_dir())
-            if not found:
-                raise StateFileError(
-                    f"{p}: no {', '.join('*' + s for s in SUFFIXES)} files in this directory"
-                )
-            out.extend(found)
-        else:
-            out.append(p)
+        try:
+            if not p.is_dir():
+                out.append(p)
+                continue
+            found = sorted(f for f in p.iterdir() if f.suffix in SUFFIXES and f.is_file())
+        except OSError as exc:
+            raise StateFileError(f"{p}: {exc.strerror or exc}") from None
+        if not found:
+            raise StateFileError(f"{p}: no {', '.join('*' + s for s in SUFFIXES)} files in this directory")
+        out.extend(found)
     return out
 
 

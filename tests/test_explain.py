@@ -73,9 +73,10 @@ def test_an_unreachable_extender_is_a_clean_error() -> None:
 def test_the_pod_may_follow_the_state_flag() -> None:
     """``explain --state DIR POD``, as the usage line orders them: --state would take the pod too."""
     assert explain("--state", EXAMPLES, "default/trainer")[0] == 0
-    with pytest.raises(SystemExit) as caught:
-        explain("--state", EXAMPLES)
-    assert caught.value.code == 2
+    for forgotten in ([EXAMPLES], [EXAMPLES, f"{EXAMPLES}/cluster.yaml"]):  # the last path is no pod
+        with pytest.raises(SystemExit) as caught:
+            explain("--state", *forgotten)
+        assert caught.value.code == 2
 
 
 def test_a_bound_pod_is_explained_by_where_it_runs_and_its_devices() -> None:

@@ -3,17 +3,13 @@ server stack or the Kubernetes client (their times are measured in bench/cli_ben
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import extender.allocator
-from extender.cel.parser import Parser
-from extender.user_cache import cache_file
 from tests.shared import REPO
 
 #: What only ``serve`` (and ``explain --server``) needs.
@@ -61,38 +57,3 @@ def test_the_allocator_package_names_resolve_lazily() -> None:
         assert getattr(extender.allocator, name).__name__ == name
     with pytest.raises(AttributeError):
         _ = extender.allocator.Nope
-
-
-def test_the_cache_directory_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    path = cache_file("x")
-    assert path == str(tmp_path / "dra-extender" / "x")
-    assert (tmp_path / "dra-extender").stat().st_mode & 0o777 == 0o700
-
-
-def test_a_directory_others_can_write_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    shared = tmp_path / "dra-extender"
-    shared.mkdir()
-    shared.chmod(0o777)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert cache_file("x") is None
-
-
-def test_no_directory_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # a file where the directory would go
-    assert cache_file("x") is None
-
-
-def test_a_cached_parser_parses_alike_and_survives_a_broken_cache(tmp_path: Path) -> None:
-    path = tmp_path / "cel-parser.lark"
-    expression = (
-        'device.attributes["d"].model == "a" && device.capacity["d"].mem.isGreaterThan(quantity("1Gi"))'
-    )
-    fresh = repr(Parser((), None).parse(expression))  # AST calls compare by identity: compare text
-    assert repr(Parser((), str(path)).parse(expression)) == fresh  # builds and writes the cache
-    assert path.stat().st_size > 0
-    assert repr(Parser((), str(path)).parse(expression)) == fresh  # loads it
-    path.write_bytes(os.urandom(512))
-    assert repr(Parser((), str(path)).parse(expression)) == fresh  # rebuilds over garbage

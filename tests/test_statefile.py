@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,56 @@ def test_a_directory_without_state_files_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "sub.yaml").mkdir()  # a directory named like a file is not read
     with pytest.raises(StateFileError, match=r"no \*\.yaml, \*\.yml, \*\.json files in this directory"):
         load_objects([tmp_path])
+
+
+MORE_BAD = [
+    (
+        "an alias bomb",
+        "bomb.yaml",
+        b"a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b]\n",
+        "YAML aliases (*name) are not read",
+    ),
+    (
+        "a timestamp no calendar has",
+        "ts.yaml",
+        b"kind: Node\nmetadata: {creationTimestamp: 2024-13-45}\n",
+        "not valid YAML/JSON: month must be in 1..12",
+    ),
+    ("a tag that cannot be built", "tag.yaml", b"kind: Node\nspec: !!int abc\n", "not valid YAML/JSON"),
+    (
+        "flow nesting deeper than libyaml's stack",
+        "deep.yaml",
+        b"[" * 60_000 + b"]" * 60_000,
+        "nested deeper than 512 levels",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "file_name", "content", "says"), MORE_BAD, ids=[c[0] for c in MORE_BAD])
+def test_inputs_that_would_crash_or_hang_the_loader(
+    name: str, file_name: str, content: bytes, says: str, tmp_path: Path
+) -> None:
+    path = tmp_path / file_name
+    path.write_bytes(content)
+    with pytest.raises(StateFileError) as caught:
+        load_objects([path], kinds=KINDS)
+    assert str(caught.value).startswith(f"{path}: ") and says in str(caught.value), caught.value
+    assert str(caught.value).count(str(path)) == 1
+
+
+def test_cel_and_operators_are_no_anchors(tmp_path: Path) -> None:
+    """``&&`` in an expression does not send the file down the alias check's path wrongly."""
+    path = tmp_path / "class.yaml"
+    path.write_text('kind: DeviceClass\nspec: {selectors: [{cel: {expression: "a && b && c"}}]}\n')
+    assert (
+        load_objects([path], kinds=KINDS)[0][0]["spec"]["selectors"][0]["cel"]["expression"] == "a && b && c"
+    )
+
+
+def test_a_fifo_is_not_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "state.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(StateFileError, match="not a regular file"):
+        load_objects([fifo])
+    (tmp_path / "real.yaml").write_text("kind: Node\n")
+    assert load_objects([tmp_path])[0] == [{"kind": "Node"}]  # a directory's FIFO is skipped

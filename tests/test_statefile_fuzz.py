@@ -91,7 +91,7 @@ def fuzz(examples: int) -> settings:
     )
 
 
-@fuzz(1500)
+@fuzz(1800)
 @given(data=st.binary(max_size=3000), suffix=st.sampled_from([".yaml", ".json", ".yml"]))
 def test_random_bytes(data: bytes, suffix: str, capsys: pytest.CaptureFixture[str]) -> None:
     with tempfile.TemporaryDirectory() as directory:
@@ -100,7 +100,7 @@ def test_random_bytes(data: bytes, suffix: str, capsys: pytest.CaptureFixture[st
         run_simulate(path, capsys)
 
 
-@fuzz(500)
+@fuzz(200)
 @given(docs=st.lists(st.one_of(objects(), objects(), objects(), values), max_size=5))
 def test_random_objects(docs: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
     with tempfile.TemporaryDirectory() as directory:

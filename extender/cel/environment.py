@@ -58,9 +58,6 @@ class CelOptions:
     program_cache_size: int = 4096
     #: Results kept per program, by the values of the device fields it reads.
     result_cache_size: int = 65536
-    #: A file where the parser's tables are kept between processes (given by the edge that
-    #: builds the environment; None: built afresh).
-    parser_cache: str | None = None
 
 
 class Program:
@@ -100,7 +97,7 @@ class CelEnvironment:
             list_type_attributes=self.options.list_type_attributes,
             allow_multiple_allocations_field=self.options.consumable_capacity,
         )
-        self._parser = Parser(self._stored.qualified_names(), self.options.parser_cache)
+        self._parser = Parser(self._stored.qualified_names())
         self._programs: LRUCache[tuple[str, Mode], CompileResult] = LRUCache(
             maxsize=self.options.program_cache_size
         )

@@ -85,12 +85,8 @@ _TWO_VAR_MACROS = {
 }
 
 
-def build_lark(cache: str | None = None) -> lark.Lark:
-    """A LALR parser for the extended grammar (build once per environment; it is immutable).
-
-    ``cache``: a file lark keeps the analysed tables in (it checks the grammar's, its own and
-    Python's versions against the file, and rebuilds when they differ or the file is unusable).
-    """
+def build_lark() -> lark.Lark:
+    """A LALR parser for the extended grammar (build once per environment; it is immutable)."""
     grammar = resources.files("celpy").joinpath("cel.lark").read_text(encoding="utf-8")
     for rule in _REPLACED_RULES:
         # A rule is its first line plus any continuation lines starting with "|".
@@ -108,7 +104,6 @@ def build_lark(cache: str | None = None) -> lark.Lark:
         propagate_positions=True,
         maybe_placeholders=False,
         priority="invert",
-        cache=cache or False,
     )
 
 
@@ -130,8 +125,8 @@ def format_error(source: str, line: int, column: int, message: str) -> str:
 class Parser:
     """Turns expression text into an AST; knows the qualified global function names."""
 
-    def __init__(self, qualified_functions: Collection[str], cache: str | None = None) -> None:
-        self._lark = build_lark(cache)
+    def __init__(self, qualified_functions: Collection[str]) -> None:
+        self._lark = build_lark()
         self._qualified = frozenset(qualified_functions)
 
     def parse(self, source: str) -> ast.Node:

@@ -21,7 +21,7 @@ from fastapi.responses import PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from extender.defaults import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
-from extender.model.core import Node, parse_pod
+from extender.model.core import Node, Pod, parse_pod
 from extender.model.errors import ObjectError
 from extender.scheduling.engine import Engine
 from extender.scheduling.extended import may_request
@@ -166,13 +166,13 @@ class Verbs:
                 lambda: engine.prioritize(pod, args.node_names, self._request_nodes(args))
             )
             return 200, wire.encode_priorities(scores)
-        if not self.service.ready() and (pod.claims or may_request(pod)):
-            # One reason for every node, not "node X is not known" from a cache still empty:
-            # Unschedulable, so kube-scheduler tries again once the extender is ready. Pods
-            # without claims or extended resources pass as ever (the cache says nothing of them).
-            why = (self.service.not_ready() if self.service.not_ready else None) or "the cache has not synced"
+        if (why := self.not_ready(pod)) is not None:
+            # One reason for every node, not "node X is not known" from a cache still empty.
+            # Unresolvable, as that answer was: Unschedulable would send kube-scheduler's
+            # preemption after victims it cannot find (1.34-1.37) or to a preempt verb that
+            # answers from the same unready cache (1.38).
             reason = f"the DRA extender is not ready: {why}"
-            return 200, wire.encode_filter_result(args, [], dict.fromkeys(args.node_names, reason), {}, "")
+            return 200, wire.encode_filter_result(args, [], {}, dict.fromkeys(args.node_names, reason), "")
         if pod.claims:  # claims not created yet, or that the cache does not show yet
             pod = await self.worker.run(engine.caught_up(pod))
         # Binds kube-scheduler has already decided come first (their devices are taken).
@@ -183,6 +183,20 @@ class Verbs:
         return 200, wire.encode_filter_result(
             args, result.passed, result.failed, result.unresolvable, result.error
         )
+
+    def not_ready(self, pod: Pod) -> str | None:
+        """Why the extender cannot judge ``pod`` now (None: it can). Pods it would pass anyway
+        (no claims, no DRA extended resources, no PodGroup claims) are never held up."""
+        if self.service.ready():
+            return None
+        features = self.engine.config.features
+        if not (
+            pod.claims
+            or (features.extended_resource and may_request(pod))
+            or (features.workload_resource_claims and pod.pod_group)
+        ):
+            return None
+        return (self.service.not_ready() if self.service.not_ready else None) or "the cache has not synced"
 
     async def _bind(self, body: bytes, peer: str | None) -> tuple[int, bytes]:
         try:
@@ -201,6 +215,8 @@ class Verbs:
         except (wire.WireError, ObjectError) as exc:
             reason = str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
             return self.refuse("preempt", reason, peer)
+        if self.not_ready(pod) is not None:
+            return 200, wire.encode_preemption_result({})  # no eviction chosen from an unready cache
         pod = await self.worker.run(self.engine.preemptor(pod))
         answer = await self.worker.call(self.engine.preempt, pod, args.candidates)
         return 200, wire.encode_preemption_result(answer)

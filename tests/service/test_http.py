@@ -461,7 +461,8 @@ def test_preempt_names_the_low_priority_pod_holding_the_gpus(tmp_path: Path) -> 
 
 def test_filter_while_not_ready_gives_one_reason_for_every_node() -> None:
     """A cache still syncing (or an unsupported gate, or a stale watch) says so for every node,
-    as Unschedulable so kube-scheduler retries; pods without claims pass as ever."""
+    as Unresolvable (Unschedulable would start preemption on an unready cache); pods without
+    claims pass as ever."""
 
     async def body(r: Running) -> None:
         r.service.ready = lambda: False
@@ -470,10 +471,20 @@ def test_filter_while_not_ready_gives_one_reason_for_every_node() -> None:
             await r.client.post("/scheduler/filter", content=args_names(TRAINER, [*EXAMPLE_NODES, "ghost"]))
         ).json()
         reason = "the DRA extender is not ready: the informers have not listed yet"
-        assert out["NodeNames"] == [] and out["FailedAndUnresolvableNodes"] == {}
-        assert out["FailedNodes"] == dict.fromkeys([*EXAMPLE_NODES, "ghost"], reason)
+        assert out["NodeNames"] == [] and out["FailedNodes"] == {}
+        assert out["FailedAndUnresolvableNodes"] == dict.fromkeys([*EXAMPLE_NODES, "ghost"], reason)
         assert (await r.client.post("/scheduler/filter", content=args_names(WEB, EXAMPLE_NODES))).json()[
             "NodeNames"
         ] == EXAMPLE_NODES
+
+        # No eviction is chosen from an unready cache: the engine is not even asked.
+        def must_not_run(*_: Any) -> Any:
+            raise AssertionError("preempt answered from an unready cache")
+
+        r.service.engine.preempt = must_not_run  # type: ignore[method-assign,assignment]
+        victims = {"gpu-node-1": {"Pods": [{"UID": "uid-pod-batch-job"}], "NumPDBViolations": 0}}
+        preempt = {"Pod": TRAINER, "NodeNameToMetaVictims": victims}
+        answer = (await r.client.post("/scheduler/preempt", content=json.dumps(preempt).encode())).json()
+        assert answer == {"NodeNameToMetaVictims": {}}
 
     run_with_service(body)
