@@ -48,11 +48,13 @@ def _text(path: Path, max_bytes: int) -> str:
         ) from None
 
 
-#: A YAML anchor (``&name`` where a node starts; not CEL's ``&&``): Kubernetes objects never
-#: use anchors, and aliases to them can make a few hundred bytes stand for gigabytes.
+#: A YAML anchor (``&name`` where a node starts; not CEL's ``&&``): only then can aliases make
+#: a few hundred bytes stand for gigabytes.
 _ANCHOR = re.compile(r"(?<![^\s\[{,])&(?!&)[^\s\[\]{},&]")
 #: Deeper flow nesting than any Kubernetes object has (libyaml recurses per level in C).
 MAX_FLOW_DEPTH = 512
+#: What aliases may expand a file to, in nodes (a 64 MiB export has a few million).
+MAX_EXPANDED_NODES = 10_000_000
 
 
 def _flow_depth_exceeds(text: str, limit: int) -> bool:
@@ -69,9 +71,36 @@ def _flow_depth_exceeds(text: str, limit: int) -> bool:
 def _yaml_documents(path: Path, text: str) -> Iterator[Any]:
     if _flow_depth_exceeds(text, MAX_FLOW_DEPTH):
         raise StateFileError(f"{path}: nested deeper than {MAX_FLOW_DEPTH} levels: not a Kubernetes object")
-    if _ANCHOR.search(text) and any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=_LOADER)):
-        raise StateFileError(f"{path}: YAML aliases (*name) are not read: Kubernetes objects do not use them")
+    if _ANCHOR.search(text) and _expanded_nodes(text) > MAX_EXPANDED_NODES:
+        raise StateFileError(
+            f"{path}: YAML aliases (*name) expand to more than {MAX_EXPANDED_NODES} nodes: "
+            "not a Kubernetes object"
+        )
     yield from yaml.load_all(text, Loader=_LOADER)
+
+
+def _expanded_nodes(text: str) -> int:
+    """How many nodes the stream stands for once every alias is expanded (PyYAML's dump writes
+    aliases for shared values; a few hundred bytes of nested aliases can stand for billions)."""
+    sizes: dict[str, int] = {}
+    stack: list[list[Any]] = [[None, 0]]  # [anchor, nodes so far] per open collection
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.AliasEvent):
+            stack[-1][1] += sizes.get(event.anchor or "", 1)
+        elif isinstance(event, yaml.ScalarEvent):
+            stack[-1][1] += 1
+            if event.anchor:
+                sizes[event.anchor] = 1
+        elif isinstance(event, yaml.CollectionStartEvent):
+            stack.append([event.anchor, 1])
+        elif isinstance(event, yaml.CollectionEndEvent) and len(stack) > 1:
+            anchor, size = stack.pop()
+            if anchor:
+                sizes[anchor] = size
+            stack[-1][1] += size
+        if stack[0][1] > MAX_EXPANDED_NODES:
+            break
+    return int(stack[0][1])
 
 
 def _documents(path: Path, max_bytes: int) -> Iterator[Any]:

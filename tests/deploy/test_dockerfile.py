@@ -39,8 +39,9 @@ def instruction(name: str) -> list[str]:
 def test_entrypoint_runs_the_readme_command() -> None:
     command = instruction("ENTRYPOINT") + instruction("CMD")
     readme = shlex.split(setup_commands()[0].split("&&", 1)[1])
-    # A container must listen on all interfaces; otherwise it is the same command.
-    assert command == [*readme[:2], "--host", "0.0.0.0", *readme[2:]]
+    # A container must listen on all interfaces (the verbs, and the probes and metrics that
+    # embedded mode keeps on 127.0.0.1 otherwise); otherwise it is the same command.
+    assert command == [*readme[:2], "--host", "0.0.0.0", "--ops-host", "0.0.0.0", *readme[2:]]
 
 
 def test_non_root_and_no_runtime_writes() -> None:
