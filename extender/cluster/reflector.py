@@ -64,6 +64,10 @@ class Reflector:
         self.synced = threading.Event()
         self.resource_version = ""
         self.relists = 0
+        #: Failed lists and watches since start (for /metrics).
+        self.errors = 0
+        #: When (clock) the last list, watch event or bookmark arrived (None: none yet).
+        self.last_event: float | None = None
         self._failures = 0
         #: Since when (clock) neither a list nor a watch has been working; None while watching.
         self.down_since: float | None = clock()
@@ -101,6 +105,7 @@ class Reflector:
         """A list or watch failed: WARNING once per outage (client-go's reflector logs every
         retry), the retries at DEBUG."""
         self.last_error = str(error)
+        self.errors += 1
         if self.down_since is None:
             self.down_since = self.clock()
         if not self._warned:
@@ -156,6 +161,7 @@ class Reflector:
             item.setdefault("apiVersion", self.api_version)
         self.resource_version = (result.get("metadata") or {}).get("resourceVersion", "")
         self.relists += 1
+        self.last_event = self.clock()
         self.sink("SYNCED", {"metadata": {"resourceVersion": self.resource_version}}, items)
         self._up()
         self.synced.set()
@@ -186,6 +192,7 @@ class Reflector:
                 return
             etype = event.get("type")
             obj = event.get("object") or {}
+            self.last_event = self.clock()
             if etype == "ERROR":
                 if obj.get("code") == 410:
                     raise Expired

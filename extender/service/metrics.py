@@ -9,6 +9,7 @@ import platform
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 
 import prometheus_client
 from prometheus_client import (
@@ -21,7 +22,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from extender import __version__
@@ -139,6 +140,74 @@ class CapacityCollector(Collector):
             value=self.feed.computed_at,
         )
         yield from (nodes, classes, fits, age)
+
+
+@dataclass(frozen=True, slots=True)
+class InformerState:
+    """One informer as /metrics shows it (read from its reflector at scrape time)."""
+
+    resource: str
+    synced: bool
+    seconds_since_event: float | None
+    down_seconds: float
+    relists: int
+    errors: int
+
+
+class HealthCollector(Collector):
+    """Readiness, leadership and each informer's state, read when scraped (nothing on a hot path)."""
+
+    def __init__(
+        self,
+        ready: Callable[[], bool],
+        leader: Callable[[], bool],
+        informers: Callable[[], list[InformerState]],
+    ) -> None:
+        self._ready, self._leader, self._informers = ready, leader, informers
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "dra_extender_ready",
+            "1 while /readyz answers 200 (the cache can be trusted), else 0.",
+            value=int(self._ready()),
+        )
+        yield GaugeMetricFamily(
+            "dra_extender_leader",
+            "1 while this replica may write (it holds the Lease, or runs without leader election).",
+            value=int(self._leader()),
+        )
+        synced = GaugeMetricFamily(
+            "dra_extender_informer_synced", "1 once the informer listed, by resource.", labels=["resource"]
+        )
+        age = GaugeMetricFamily(
+            "dra_extender_informer_last_event_age_seconds",
+            "Seconds since the informer's last list, watch event or bookmark, by resource.",
+            labels=["resource"],
+        )
+        down = GaugeMetricFamily(
+            "dra_extender_informer_down_seconds",
+            "Seconds the informer's list or watch has not been working (0 while it works), by resource.",
+            labels=["resource"],
+        )
+        relists = CounterMetricFamily(
+            "dra_extender_informer_lists",
+            "Lists (the first and every relist), by resource.",
+            labels=["resource"],
+        )
+        errors = CounterMetricFamily(
+            "dra_extender_informer_errors", "Failed lists and watches, by resource.", labels=["resource"]
+        )
+        for informer in self._informers():
+            synced.add_metric([informer.resource], int(informer.synced))
+            if informer.seconds_since_event is not None:
+                age.add_metric([informer.resource], informer.seconds_since_event)
+            down.add_metric([informer.resource], informer.down_seconds)
+            relists.add_metric([informer.resource], informer.relists)
+            errors.add_metric([informer.resource], informer.errors)
+        yield from (synced, age, down, relists, errors)
 
 
 class Metrics:
@@ -263,6 +332,15 @@ class Metrics:
 
     def binding_waited(self, outcome: str) -> None:
         self.binding_waits.labels(outcome).inc()
+
+    def watch_health(
+        self,
+        ready: Callable[[], bool],
+        leader: Callable[[], bool],
+        informers: Callable[[], list[InformerState]],
+    ) -> None:
+        """Expose readiness, leadership and the informers' state (read at each scrape)."""
+        self.registry.register(HealthCollector(ready, leader, informers))
 
     def render(self) -> bytes:
         for kind, count in self._cache_sizes().items():

@@ -42,7 +42,7 @@ from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.logs import decision_log
-from extender.service.metrics import CapacityFeed, Metrics
+from extender.service.metrics import CapacityFeed, InformerState, Metrics
 from extender.service.versions import ServerVersion, device_preemption_fallback, features_for, release_for
 from extender.service.worker import Batches, EngineWorker
 from extender.statefile import load_objects
@@ -112,6 +112,7 @@ def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, 
     engine.snapshot()  # index the inventory now, not on the first request
     log.info("deciding as Kubernetes %s", config.engine.release.name)
     service = Service(engine=engine, metrics=metrics, ready=lambda: True, mode="embedded", worker=worker)
+    metrics.watch_health(lambda: True, lambda: True, list)  # the store is the cache: no informers
     return service, store
 
 
@@ -420,6 +421,22 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
             reason = elector.may_write()  # taking over: not deciding until writes may start
         return reason
 
+    def informers() -> list[InformerState]:
+        return [
+            InformerState(
+                r.path.rsplit("/", 1)[-1],
+                r.synced.is_set(),
+                None if r.last_event is None else max(0.0, r.clock() - r.last_event),
+                r.down_for(),
+                r.relists,
+                r.errors,
+            )
+            for r in list(health.reflectors)
+        ]
+
+    metrics.watch_health(
+        lambda: not_ready() is None, elector.is_leader if elector is not None else (lambda: True), informers
+    )
     return Service(
         engine=engine,
         metrics=metrics,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakeapi.server import FakeApiServer, _Handler
 from tests.integration.servers import cli_server, server_process
@@ -73,6 +74,15 @@ def readyz(http: httpx.Client) -> tuple[int, str]:
     return answer.status_code, answer.text
 
 
+def scrape(http: httpx.Client) -> dict[tuple[str, str], float]:
+    """/metrics as (sample name, resource label) -> value."""
+    out = {}
+    for family in text_string_to_metric_families(http.get("/metrics").text):
+        for sample in family.samples:
+            out[(sample.name, sample.labels.get("resource", ""))] = sample.value
+    return out
+
+
 def test_started_before_the_api_server_it_waits_and_becomes_ready(tmp_path: Path) -> None:
     """And it says so once: one warning for the outage (no connection-pool retry chatter), one
     line when discovery works again."""
@@ -113,11 +123,20 @@ def test_a_stale_cache_is_not_ready_and_refuses_binds_until_it_recovers(tmp_path
         httpx.Client(base_url=url, timeout=10) as http,
     ):
         wait_until(lambda: readyz(http)[0] == 200)
+        healthy = scrape(http)
+        assert healthy[("dra_extender_ready", "")] == 1 and healthy[("dra_extender_leader", "")] == 1
+        assert healthy[("dra_extender_informer_synced", "resourceslices")] == 1
+        assert healthy[("dra_extender_informer_down_seconds", "resourceslices")] == 0
+        assert healthy[("dra_extender_informer_lists_total", "resourceslices")] >= 1
         fake.stop()  # every watch breaks, every relist fails
         lost = time.monotonic()
         wait_until(lambda: readyz(http)[0] == 503, timeout=15)
         assert time.monotonic() - lost < 12
         assert "watch of" in readyz(http)[1]
+        stale = scrape(http)
+        assert stale[("dra_extender_ready", "")] == 0
+        assert stale[("dra_extender_informer_errors_total", "resourceslices")] >= 1
+        assert stale[("dra_extender_informer_down_seconds", "resourceslices")] > 0
         error = http.post(
             "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
         ).json()["Error"]
