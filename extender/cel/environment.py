@@ -22,7 +22,7 @@ from extender.cel.compiler import Compiler, Eval, Frame
 from extender.cel.cost import estimate
 from extender.cel.derived import output_type_error, to_attribute
 from extender.cel.device import CelDevice, RawAttribute
-from extender.cel.errors import CelCompileError, CelEvalError, CelInterruptedError
+from extender.cel.errors import CelCompileError, CelCostLimitError, CelEvalError, CelInterruptedError
 from extender.cel.library import build_registry
 from extender.cel.parser import Parser
 from extender.cel.reads import Path, derive_reads, key_function
@@ -84,6 +84,19 @@ class Program:
 CompileResult = Program | CelCompileError
 
 
+@dataclass(slots=True)
+class CelCounts:
+    """Failures met by one environment (metrics read them). A memoized result is counted once:
+    when it was computed, not each time it is reused."""
+
+    #: Expressions that did not compile (a DeviceClass's or a claim's selector, ...).
+    compile_errors: int = 0
+    #: Evaluations that ended in a runtime error (cost-limit hits included).
+    evaluation_errors: int = 0
+    #: Evaluations stopped by the runtime cost limit.
+    cost_limit_hits: int = 0
+
+
 class CelEnvironment:
     """Owns parsing, checking, compiling, caching and evaluating of DRA selector expressions."""
 
@@ -102,6 +115,7 @@ class CelEnvironment:
             maxsize=self.options.program_cache_size
         )
         self._variables = {"device": t.DRA_DEVICE}
+        self.counts = CelCounts()
 
     # --- compiling ----------------------------------------------------------------------------
 
@@ -116,6 +130,8 @@ class CelEnvironment:
                 cached = exc
             except RecursionError:
                 cached = CelCompileError("compilation failed: expression recursion limit exceeded")
+            if isinstance(cached, CelCompileError):
+                self.counts.compile_errors += 1
             self._programs[key] = cached
         return cached
 
@@ -202,6 +218,9 @@ class CelEnvironment:
         except CelInterruptedError:
             raise
         except CelEvalError as exc:
+            self.counts.evaluation_errors += 1
+            if isinstance(exc, CelCostLimitError):
+                self.counts.cost_limit_hits += 1
             message = str(exc)
             # Selectors' runtime errors get upstream's hint (cel.EnhanceRuntimeError); derived
             # attributes' do not (v1.37 lookupAttribute wraps the raw error).
@@ -209,8 +228,12 @@ class CelEnvironment:
                 return CelEvalError(message + NO_SUCH_KEY_HINT)
             return exc
         except RecursionError:
+            self.counts.evaluation_errors += 1
             return CelEvalError("evaluation recursion limit exceeded")
-        return (convert or _to_bool)(value)
+        result = (convert or _to_bool)(value)
+        if isinstance(result, CelEvalError):  # not a bool, or a derived value of no attribute type
+            self.counts.evaluation_errors += 1
+        return result
 
     def evaluate_unmemoized(self, program: Program, device: CelDevice, deadline: float | None = None) -> bool:
         """One evaluation without any memo (benchmarks and tests of the evaluator itself)."""

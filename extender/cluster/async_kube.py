@@ -26,6 +26,7 @@ from kubernetes import client as k8s
 from requests.utils import should_bypass_proxies
 
 from extender.cluster.api import ClusterAPIError, NotLeading, api_error
+from extender.cluster.api_calls import NO_ANSWER, RequestObserver, describe
 
 #: Attempts for a request that never reached the API server (the connection was refused or
 #: could not be made): nothing was sent, so sending again cannot apply anything twice.
@@ -80,8 +81,11 @@ class AsyncKube:
         timeout: float = 30.0,
         connections: int = 32,
         fence: Callable[[], str | None] | None = None,
+        observe: RequestObserver | None = None,
     ) -> None:
         self.configuration = configuration
+        #: Told of every request that was sent (metrics), once it is answered or given up.
+        self.observe = observe
         self.timeout = timeout
         #: Why this replica may not write now (None: it may). Checked before every attempt of
         #: every request but GET, right before it is handed to the connection pool.
@@ -153,6 +157,40 @@ class AsyncKube:
             limit = aiohttp.ClientTimeout(total=total, connect=min(total, WRITE_CONNECT_SECONDS))
         else:
             limit = aiohttp.ClientTimeout(total=total)
+        started = time.perf_counter()
+        try:
+            raw, status, reason = await self._send(method, path, query, data, content_type, limit, extra)
+        except NotLeading:
+            raise  # never sent: nothing to count
+        except ClusterAPIError:
+            self._observed(method, path, query, NO_ANSWER, started)
+            raise
+        self._observed(method, path, query, str(status), started)
+        if not 200 <= status <= 299:
+            raise api_error(status, reason, raw)
+        try:
+            return orjson.loads(raw or b"null")
+        except orjson.JSONDecodeError as exc:
+            raise ClusterAPIError(f"{method} {path}: malformed answer from the API server: {exc}") from None
+
+    def _observed(
+        self, method: str, path: str, query: dict[str, Any] | None, code: str, started: float
+    ) -> None:
+        if self.observe is not None:
+            self.observe(*describe(method, path, query), code, time.perf_counter() - started)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, Any] | None,
+        data: bytes | None,
+        content_type: str,
+        limit: aiohttp.ClientTimeout,
+        extra: dict[str, Any],
+    ) -> tuple[bytes, int, str]:
+        """(body, status, reason) of the answer, sending again only what never left."""
+        writing = method != "GET"
         for attempt in range(CONNECT_ATTEMPTS):
             if writing:
                 why = "the API client is closed (shutting down)" if self._closed else None
@@ -181,13 +219,8 @@ class AsyncKube:
                 raise ClusterAPIError(f"{method} {path}: {exc}") from None
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 raise ClusterAPIError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
-            break
-        if not 200 <= status <= 299:
-            raise api_error(status, reason, raw)
-        try:
-            return orjson.loads(raw or b"null")
-        except orjson.JSONDecodeError as exc:
-            raise ClusterAPIError(f"{method} {path}: malformed answer from the API server: {exc}") from None
+            return raw, status, reason
+        raise AssertionError("unreachable")  # the last attempt returns or raises
 
     async def close(self) -> None:
         """Close the pool; no write is sent after this (reads may still open a new pool)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from extender.cluster.api import ClusterAPIError, api_error
+from extender.cluster.api_calls import NO_ANSWER, RequestObserver, describe
 from extender.cluster.async_kube import AsyncKube
 from extender.model.versions import claim_for_version
 
@@ -105,9 +107,13 @@ class Paths:
 class RawKube:
     """Synchronous raw-JSON requests over the official client's ApiClient (run in threads)."""
 
-    def __init__(self, api_client: k8s.ApiClient, timeout: float = 30.0) -> None:
+    def __init__(
+        self, api_client: k8s.ApiClient, timeout: float = 30.0, observe: RequestObserver | None = None
+    ) -> None:
         self.api_client = api_client
         self.timeout = timeout
+        #: Told of every request once answered (a watch: once its answer's headers arrived).
+        self.observe = observe
 
     def request(
         self,
@@ -120,6 +126,8 @@ class RawKube:
         timeout: float | None = None,
         stream: bool = False,
     ) -> Any:
+        started = time.perf_counter()
+        code = NO_ANSWER
         try:
             response = self.api_client.call_api(
                 path,
@@ -131,10 +139,15 @@ class RawKube:
                 _preload_content=False,
                 _request_timeout=timeout if timeout is not None else self.timeout,
             )
+            code = str(response.status)
         except ApiException as exc:
+            code = str(exc.status) if exc.status else NO_ANSWER
             raise _error(exc) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterAPIError(f"{method} {path}: {exc}") from None
+        finally:
+            if self.observe is not None:
+                self.observe(*describe(method, path, query), code, time.perf_counter() - started)
         if stream:
             return response
         try:

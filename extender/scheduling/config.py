@@ -34,6 +34,9 @@ class Observer(Protocol):
 
     def filtered(self, passed: int, failed: int, error: bool) -> None: ...
 
+    def filter_cut_short(self, cause: str) -> None:
+        """A filter answer that did not judge every node in full: ``budget`` or ``node_timeout``."""
+
     def bound(self, outcome: str, reason: str = "") -> None: ...
 
     def conflict(self) -> None: ...
@@ -45,6 +48,9 @@ class Observer(Protocol):
 
 class NoObserver:
     def filtered(self, passed: int, failed: int, error: bool) -> None:
+        pass
+
+    def filter_cut_short(self, cause: str) -> None:
         pass
 
     def bound(self, outcome: str, reason: str = "") -> None:

@@ -61,6 +61,17 @@ class FilterResult:
     error: str = ""
 
 
+def _cut_short(answers: Iterable[Assessment], error: bool) -> set[str]:
+    """Why some nodes of a filter answer were not judged in full: ``budget`` (not evaluated),
+    ``node_timeout`` (a node's allocation ran out of time, or did a moment ago: remembered; from
+    1.36 that is the pod's error). After an error the rest are not evaluated, but not for want
+    of time."""
+    causes = {"budget" if a is NOT_EVALUATED else "node_timeout" for a in answers if a.timed_out}
+    if error:
+        causes.discard("budget")
+    return causes
+
+
 class Engine:
     def __init__(
         self,
@@ -297,6 +308,8 @@ class Engine:
             return result
         groups, answers = self._answers(snapshot, pod, claims, node_names, nodes, started)
         result.error = next((a.error for a in answers.values() if a.error is not None), "")
+        for cause in _cut_short(answers.values(), bool(result.error)):
+            self.observer.filter_cut_short(cause)
         if not result.error:
             # Per node a lookup in C (map, compress): per-node Python work was a third of a
             # 2000-node filter.

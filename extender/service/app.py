@@ -172,6 +172,7 @@ class Verbs:
             # preemption after victims it cannot find (1.34-1.37) or to a preempt verb that
             # answers from the same unready cache (1.38).
             reason = f"the DRA extender is not ready: {why}"
+            self.metrics.filter_cut_short("not_ready")
             return 200, wire.encode_filter_result(args, [], {}, dict.fromkeys(args.node_names, reason), "")
         if pod.claims:  # claims not created yet, or that the cache does not show yet
             pod = await self.worker.run(engine.caught_up(pod))
@@ -216,9 +217,11 @@ class Verbs:
             reason = str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
             return self.refuse("preempt", reason, peer)
         if self.not_ready(pod) is not None:
+            self.metrics.preempts.labels("not_ready").inc()
             return 200, wire.encode_preemption_result({})  # no eviction chosen from an unready cache
         pod = await self.worker.run(self.engine.preemptor(pod))
         answer = await self.worker.call(self.engine.preempt, pod, args.candidates)
+        self.metrics.preempts.labels("kept" if answer else "none").inc()
         return 200, wire.encode_preemption_result(answer)
 
 

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import prometheus_client
 from prometheus_client import (
@@ -26,20 +27,28 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from extender import __version__
+from extender.cel.environment import CelCounts
 from extender.scheduling import bind_failures
 from extender.scheduling.capacity import SHAPE_COUNTS, Capacity
+from extender.scheduling.held_claims import HeldClaims
 
 #: Up to the longest a bind can take: several API calls of up to --api-timeout (30 s) each.
 LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 )  # fmt: skip
 VERBS = ("filter", "prioritize", "bind", "preempt")
+FILTER_CUTS = ("budget", "node_timeout", "not_ready")
+PREEMPT_OUTCOMES = ("kept", "none", "not_ready")
 CACHED_KINDS = ("Node", "Pod", "ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
 
 
-class CapacityFeed:
-    """The latest capacity, recomputed on the engine's loop at most every ``min_interval``
-    seconds, when a scrape asks (the scrape gets the one before: it never waits for the engine).
+T = TypeVar("T")
+
+
+class LoopFeed(Generic[T]):
+    """The latest value (device capacity, held claims), recomputed on the engine's loop at most
+    every ``min_interval`` seconds, when a scrape asks (the scrape gets the one before: it never
+    waits for the engine).
 
     ``steps`` starts a computation (:func:`~extender.scheduling.capacity.capacity_steps` on a
     fresh snapshot); ``schedule`` runs a call on the engine's loop (``EngineWorker.call_soon``).
@@ -50,7 +59,7 @@ class CapacityFeed:
 
     def __init__(
         self,
-        steps: Callable[[], Generator[None, None, Capacity]],
+        steps: Callable[[], Generator[None, None, T]],
         schedule: Callable[[Callable[[], None]], None],
         *,
         min_interval: float = 15.0,
@@ -62,13 +71,13 @@ class CapacityFeed:
         self.min_interval = min_interval
         self.slice_seconds = slice_seconds
         self.clock = clock
-        self.latest: Capacity | None = None
+        self.latest: T | None = None
         self.computed_at = 0.0  # wall time of latest, for the scrape
         self._asked_at: float | None = None
-        self._running: Generator[None, None, Capacity] | None = None
+        self._running: Generator[None, None, T] | None = None
         self._lock = threading.Lock()
 
-    def ask(self) -> Capacity | None:
+    def ask(self) -> T | None:
         with self._lock:
             now = self.clock()
             if self._asked_at is None or now - self._asked_at >= self.min_interval:
@@ -97,7 +106,7 @@ class CapacityFeed:
 
 
 class CapacityCollector(Collector):
-    def __init__(self, feed: CapacityFeed) -> None:
+    def __init__(self, feed: LoopFeed[Capacity]) -> None:
         self.feed = feed
 
     def describe(self) -> list[Metric]:
@@ -140,6 +149,55 @@ class CapacityCollector(Collector):
             value=self.feed.computed_at,
         )
         yield from (nodes, classes, fits, age)
+
+
+class CelCollector(Collector):
+    def __init__(self, counts: Callable[[], CelCounts]) -> None:
+        self._counts = counts
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self._counts()
+        yield CounterMetricFamily(
+            "dra_extender_cel_compile_errors",
+            "CEL expressions (DeviceClass and claim selectors, derived attributes) that did not "
+            "compile; each expression counted once while it stays cached.",
+            value=counts.compile_errors,
+        )
+        evaluations = CounterMetricFamily(
+            "dra_extender_cel_evaluation_errors",
+            "CEL evaluations that failed, by kind: cost_limit (the runtime cost limit stopped it), "
+            "error (any other runtime error). A result reused from the memo is not counted again.",
+            labels=["kind"],
+        )
+        evaluations.add_metric(["error"], counts.evaluation_errors - counts.cost_limit_hits)
+        evaluations.add_metric(["cost_limit"], counts.cost_limit_hits)
+        yield evaluations
+
+
+class HeldClaimsCollector(Collector):
+    def __init__(self, feed: LoopFeed[HeldClaims]) -> None:
+        self.feed = feed
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        held = self.feed.ask() or HeldClaims()
+        yield GaugeMetricFamily(
+            "dra_extender_claims_held_for_unbound_pods",
+            "ResourceClaims allocated and reserved for a pod of this scheduler that is not bound "
+            "(a bind between its claim writes and its Binding, or one that stopped there).",
+            value=held.count,
+        )
+        yield GaugeMetricFamily(
+            "dra_extender_claims_held_for_unbound_pods_oldest_seconds",
+            "Seconds the longest-held of those claims has been allocated (from its "
+            "allocationTimestamp, else from when this replica first saw it held); 0 when none is.",
+            value=held.oldest_seconds,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +275,9 @@ class Metrics:
         self,
         cache_sizes: Callable[[], dict[str, int]],
         in_flight: Callable[[], int],
-        capacity: CapacityFeed | None = None,
+        capacity: LoopFeed[Capacity] | None = None,
+        held: LoopFeed[HeldClaims] | None = None,
+        cel_counts: Callable[[], CelCounts] | None = None,
     ) -> None:
         # *_created series double every counter for a timestamp nobody reads (process-wide switch).
         prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -227,6 +287,10 @@ class Metrics:
         self.registry.register(GC_COLLECTOR)
         if capacity is not None:
             self.registry.register(CapacityCollector(capacity))
+        if held is not None:
+            self.registry.register(HeldClaimsCollector(held))
+        if cel_counts is not None:
+            self.registry.register(CelCollector(cel_counts))
         build = Gauge(
             "dra_extender_build_info",
             "1, labelled with the running version.",
@@ -285,6 +349,36 @@ class Metrics:
             ["verb"],
             registry=self.registry,
         )
+        self.filter_cut = Counter(
+            "dra_extender_filter_cut_short_total",
+            "Filter answers that did not judge every node in full, by cause: budget (the "
+            "--filter-budget ran out; the rest were not evaluated), node_timeout (a node's "
+            "allocation ran past --allocation-timeout), not_ready (every node refused: the cache "
+            "cannot be trusted yet).",
+            ["cause"],
+            registry=self.registry,
+        )
+        self.preempts = Counter(
+            "dra_extender_preempt_total",
+            "Preempt calls, by outcome: kept (some candidate nodes kept, with the victims that make "
+            "room for the pod's devices), none (no candidate node helps the pod's devices), not_ready "
+            "(answered with no node: the cache cannot be trusted yet).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.api_requests = Counter(
+            "dra_extender_api_requests",
+            "Requests to the API server, by verb, resource and HTTP code (<error>: no answer).",
+            ["verb", "resource", "code"],
+            registry=self.registry,
+        )
+        self.api_latency = Histogram(
+            "dra_extender_api_request_duration_seconds",
+            "Time to an API server's answer (a watch: to its headers), by verb and resource.",
+            ["verb", "resource"],
+            registry=self.registry,
+            buckets=LATENCY_BUCKETS,
+        )
         self.cache_objects = Gauge(
             "dra_extender_cache_objects", "Objects in the cache, by kind.", ["kind"], registry=self.registry
         )
@@ -311,6 +405,10 @@ class Metrics:
             self.binding_waits.labels(outcome)
         for kind in CACHED_KINDS:
             self.cache_objects.labels(kind)
+        for cause in FILTER_CUTS:
+            self.filter_cut.labels(cause)
+        for outcome in PREEMPT_OUTCOMES:
+            self.preempts.labels(outcome)
 
     # Observer
     def filtered(self, passed: int, failed: int, error: bool) -> None:
@@ -318,6 +416,14 @@ class Metrics:
         self.filter_nodes.labels("rejected").inc(failed)
         if error:
             self.filter_errors.inc()
+
+    def filter_cut_short(self, cause: str) -> None:
+        self.filter_cut.labels(cause).inc()
+
+    def api_request(self, verb: str, resource: str, code: str, seconds: float) -> None:
+        """One API request (:data:`~extender.cluster.api_calls.RequestObserver`)."""
+        self.api_requests.labels(verb, resource, code).inc()
+        self.api_latency.labels(verb, resource).observe(seconds)
 
     def bound(self, outcome: str, reason: str = "") -> None:
         self.binds.labels(outcome).inc()

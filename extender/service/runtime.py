@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,14 +35,15 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import Event, MemoryStore
 from extender.cluster.owner_gc import collect_owned_claims
 from extender.cluster.reflector import Reflector
-from extender.cluster.state import KINDS, ClusterState
+from extender.cluster.state import KINDS, ClusterState, Key
 from extender.defaults import DEFAULT_MAX_STATE_BYTES
 from extender.scheduling.capacity import capacity_steps
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
+from extender.scheduling.held_claims import HeldClaims, held_claims
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.logs import decision_log
-from extender.service.metrics import CapacityFeed, InformerState, Metrics
+from extender.service.metrics import InformerState, LoopFeed, Metrics
 from extender.service.versions import ServerVersion, device_preemption_fallback, features_for, release_for
 from extender.service.worker import Batches, EngineWorker
 from extender.statefile import load_objects
@@ -118,8 +119,17 @@ def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, 
 
 def observed(engine: Engine, worker: EngineWorker) -> Metrics:
     """The engine's metrics (with the device capacity gauges, computed on its loop) and log."""
-    feed = CapacityFeed(lambda: capacity_steps(engine.snapshot()), worker.call_soon)
-    metrics = Metrics(engine.state.counts, lambda: len(engine.assumed), feed)
+    capacity = LoopFeed(lambda: capacity_steps(engine.snapshot()), worker.call_soon)
+    first_seen: dict[Key, float] = {}
+
+    def held_steps() -> Generator[None, None, HeldClaims]:
+        yield  # one step, on the engine's loop
+        return held_claims(engine.state, engine.config.scheduler_names, time.time(), first_seen)
+
+    held = LoopFeed(held_steps, worker.call_soon, min_interval=5.0)
+    metrics = Metrics(
+        engine.state.counts, lambda: len(engine.assumed), capacity, held, lambda: engine.cel.counts
+    )
     engine.observer = metrics
     engine.log_sink = decision_log()
     return metrics
@@ -271,6 +281,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     engine = Engine(state, kube_api, cel, config.engine)
     worker = EngineWorker()
     metrics = observed(engine, worker)
+    raw.observe = http.observe = metrics.api_request
     stop = threading.Event()
     health = ClusterHealth(config.cache_stale_after)
     engine.cache_stale = health.stale

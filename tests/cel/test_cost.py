@@ -77,3 +77,28 @@ def test_compile_errors_are_values_and_cached() -> None:
 
 def test_eval_error_is_a_cel_error() -> None:
     assert issubclass(CelCostLimitError, CelEvalError)
+
+
+def test_failures_are_counted_once_per_computed_result() -> None:
+    """The metrics' counts: a compile error once per expression, an evaluation error once per
+    computed (not memoized) result, a cost-limit hit both as an error and as a hit."""
+    env = CelEnvironment(CelOptions(cost_limit=10_000))
+    for _ in range(3):
+        assert isinstance(env.compile("device.attributes["), CelCompileError)
+    missing = env.compile(
+        'device.attributes["gpu.example.com"].model + device.attributes["gpu.example.com"].absent == "x"'
+    )
+    runaway = env.compile(QUADRATIC)
+    fine = env.compile('device.driver == "gpu.example.com"')
+    assert isinstance(missing, Program) and isinstance(runaway, Program) and isinstance(fine, Program)
+    one = device(model="a")
+    for _ in range(3):  # the memo answers the second and third time
+        with pytest.raises(CelEvalError, match="no such key"):
+            env.matches(missing, one)
+        with pytest.raises(CelCostLimitError):
+            env.matches(runaway, one)
+        assert env.matches(fine, one)
+    with pytest.raises(CelEvalError):
+        env.matches(missing, device(model="b"))  # another value read: computed again
+    counts = env.counts
+    assert (counts.compile_errors, counts.evaluation_errors, counts.cost_limit_hits) == (1, 3, 1)

@@ -348,3 +348,62 @@ def test_after_close_no_write_is_sent_but_reads_still_work() -> None:
     assert isinstance(wrote, NotSent) and "closed" in str(wrote)
     assert read == {"metadata": {"name": "c"}}
     assert [m for m, *_ in seen.requests] == ["GET"]
+
+
+def test_every_sent_request_is_observed_once_with_its_code_and_nothing_unsent_is() -> None:
+    """The API request metrics: the answer's status, ``<error>`` for no answer, and a write the
+    fence keeps back is not a request at all."""
+    observed: list[tuple[str, str, str]] = []
+    why: list[str | None] = [None]
+
+    def observe(verb: str, resource: str, code: str, seconds: float) -> None:
+        assert seconds >= 0
+        observed.append((verb, resource, code))
+
+    status = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c/status"
+    seen = Seen()
+    with server(seen) as url:
+        kube = AsyncKube(configuration(url), timeout=0.3, fence=lambda: why[0], observe=observe)
+
+        async def run() -> None:
+            await kube.request("PUT", status, body={})
+            seen.answer = (409, {"kind": "Status", "reason": "Conflict", "message": "stale"})
+            with contextlib.suppress(ClusterAPIError):
+                await kube.request("PUT", status, body={})
+            seen.answer, seen.delay = (200, {}), 1.0
+            with contextlib.suppress(ClusterAPIError):
+                await kube.request("GET", "/api/v1/namespaces/ns/pods/p")
+            seen.delay, why[0] = 0.0, "not the leader"
+            with contextlib.suppress(ClusterAPIError):
+                await kube.request("POST", "/api/v1/namespaces/ns/pods/p/binding", body={})
+            await kube.close()
+
+        asyncio.run(run())
+    assert observed == [
+        ("update", "resourceclaims/status", "200"),
+        ("update", "resourceclaims/status", "409"),
+        ("get", "pods", "<error>"),
+    ]
+
+
+def test_the_thread_transport_observes_its_requests_the_same_way() -> None:
+    from extender.cluster.kube import RawKube
+
+    observed: list[tuple[str, str, str]] = []
+    seen = Seen(answer=(200, {"kind": "List", "items": []}))
+    with server(seen) as url:
+        raw = RawKube(
+            k8s.ApiClient(configuration(url)), observe=lambda v, r, c, s: observed.append((v, r, c))
+        )
+        raw.request("GET", "/apis/resource.k8s.io/v1/resourceslices", query={"limit": 500})
+        seen.answer = (404, {"kind": "Status", "reason": "NotFound"})
+        with contextlib.suppress(ClusterAPIError):
+            raw.request("GET", "/apis/scheduling.k8s.io")
+    raw.api_client = k8s.ApiClient(configuration(url))  # a new pool: nothing listens there now
+    with contextlib.suppress(ClusterAPIError):
+        raw.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", body={}, timeout=0.5)
+    assert observed == [
+        ("list", "resourceslices", "200"),
+        ("get", "discovery", "404"),
+        ("update", "leases", "<error>"),
+    ]

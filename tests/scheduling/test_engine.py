@@ -8,7 +8,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
-from extender.scheduling.config import EngineConfig
+from extender.scheduling.config import EngineConfig, NoObserver
 from extender.scheduling.engine import Engine
 from tests.builders import claim, device, device_class, exact, node, pod, resource_slice
 
@@ -25,6 +25,16 @@ class SteppingClock:
         if self.running:
             self.now += self.step
         return self.now
+
+
+class Cuts(NoObserver):
+    """Records the observer's ``filter_cut_short`` calls."""
+
+    def __init__(self) -> None:
+        self.causes: list[str] = []
+
+    def filter_cut_short(self, cause: str) -> None:
+        self.causes.append(cause)
 
 
 def engine_with(clock: SteppingClock, nodes: int, config: EngineConfig, alike: bool = True) -> Engine:
@@ -98,12 +108,15 @@ def test_a_timeout_fails_the_filter_from_1_36_and_the_retry_allocates_again() ->
     clock = SteppingClock(2.0)
     engine = engine_with(clock, 2, EngineConfig(node_timeout=1.0, filter_budget=1e9), alike=False)
     p = engine.state.pods[("default", "p")]
+    engine.observer = cuts = Cuts()
     clock.running = True
     first = engine.filter(p, ["node-0", "node-1"])
     assert first.error == "node node-0: timed out trying to allocate devices"
     assert first.passed == []
+    assert cuts.causes == ["node_timeout"]  # node-1 not judged after the error: not the budget
     clock.running = False
     assert engine.filter(p, ["node-0", "node-1"]).passed == ["node-0", "node-1"]
+    assert cuts.causes == ["node_timeout"]
 
 
 def slowed(engine: Engine, clock: SteppingClock, seconds: float) -> list[str]:
@@ -131,8 +144,10 @@ def test_the_filter_budget_is_checked_before_every_allocation() -> None:
     engine = engine_with(clock, 5, EngineConfig(node_timeout=1e9, filter_budget=10.0), alike=False)
     p = engine.state.pods[("default", "p")]
     slowed(engine, clock, 6.0)  # every node takes 6 s: the budget (10 s) allows two
+    engine.observer = cuts = Cuts()
     result = engine.filter(p, [f"node-{i}" for i in range(5)])
     assert result.passed == ["node-0", "node-1"]
+    assert cuts.causes == ["budget"]
     assert sorted(result.failed) == ["node-2", "node-3", "node-4"]
     assert all("time budget" in why for why in result.failed.values())
     scores = dict(engine.prioritize(p, [f"node-{i}" for i in range(5)]))

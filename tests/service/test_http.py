@@ -24,6 +24,7 @@ from tests.service.fixtures import (
     scheduler_pod,
 )
 from tests.service.harness import Running, claim_status, run_with_service
+from tests.service.test_metrics import value
 
 
 def test_filter_names_mode() -> None:
@@ -456,6 +457,14 @@ def test_preempt_names_the_low_priority_pod_holding_the_gpus(tmp_path: Path) -> 
         assert bad.status_code == 400 and "Pod is required" in bad.json()["Error"]
         decisions = (await r.client.get("/debug/decisions")).json()["decisions"]
         assert decisions[-1]["verb"] == "preempt" and decisions[-1]["victims"] == {"node-1": ["uid-low"]}
+        args["NodeNameToMetaVictims"] = {"node-2": {"Pods": [], "NumPDBViolations": 0}}  # no such node
+        assert (await r.client.post("/scheduler/preempt", content=json.dumps(args))).json() == {
+            "NodeNameToMetaVictims": {}
+        }
+        text = (await r.client.get("/metrics")).text
+        assert value(text, "dra_extender_preempt_total", outcome="kept") == 1
+        assert value(text, "dra_extender_preempt_total", outcome="none") == 1
+        assert value(text, "dra_extender_preempt_total", outcome="not_ready") == 0
 
     run_with_service(body, paths=[str(path)])
 
@@ -487,5 +496,9 @@ def test_filter_while_not_ready_gives_one_reason_for_every_node() -> None:
         preempt = {"Pod": TRAINER, "NodeNameToMetaVictims": victims}
         answer = (await r.client.post("/scheduler/preempt", content=json.dumps(preempt).encode())).json()
         assert answer == {"NodeNameToMetaVictims": {}}
+        text = (await r.client.get("/metrics")).text
+        assert value(text, "dra_extender_preempt_total", outcome="not_ready") == 1
+        assert value(text, "dra_extender_filter_cut_short_total", cause="not_ready") == 1  # WEB: not held up
+        assert value(text, "dra_extender_filter_cut_short_total", cause="budget") == 0
 
     run_with_service(body)

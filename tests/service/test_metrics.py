@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Generator
+from pathlib import Path
 
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from extender.scheduling.capacity import Capacity
-from extender.service.metrics import CapacityFeed
-from tests.service.fixtures import EXAMPLE_NODES, TRAINER, args_names, binding
+from extender.service.metrics import LoopFeed
+from tests.builders import allocated, claim, device, device_class, exact, node, pod, reserve, resource_slice
+from tests.service.fixtures import EXAMPLE_NODES, TRAINER, args_names, binding, scheduler_pod
 from tests.service.harness import Running, run_with_service
 
 #: family name -> type, as the parser reports them (counters without their _total suffix).
@@ -26,6 +29,16 @@ FAMILIES = {
     "dra_extender_cache_objects": "gauge",
     "dra_extender_in_flight_allocations": "gauge",
     "dra_extender_build_info": "gauge",
+    "dra_extender_filter_cut_short": "counter",
+    "dra_extender_preempt": "counter",
+    "dra_extender_api_requests": "counter",
+    "dra_extender_api_request_duration_seconds": "histogram",
+    "dra_extender_claims_held_for_unbound_pods": "gauge",
+    "dra_extender_claims_held_for_unbound_pods_oldest_seconds": "gauge",
+    "dra_extender_cel_compile_errors": "counter",
+    "dra_extender_cel_evaluation_errors": "counter",
+    "dra_extender_ready": "gauge",
+    "dra_extender_leader": "gauge",
     "process_cpu_seconds": "counter",
     "process_resident_memory_bytes": "gauge",
     "python_info": "gauge",
@@ -139,7 +152,7 @@ def test_the_capacity_feed_computes_in_slices_and_never_twice_at_once() -> None:
             yield
         return Capacity(free_by_class={"gpu": {"n": 3}})
 
-    feed = CapacityFeed(steps, queued.append, min_interval=15.0, slice_seconds=0.01, clock=lambda: now[0])
+    feed = LoopFeed(steps, queued.append, min_interval=15.0, slice_seconds=0.01, clock=lambda: now[0])
     assert feed.ask() is None and len(queued) == 1
     assert feed.ask() is None and len(queued) == 1  # asked again within the interval: nothing new
     slices = 0
@@ -156,3 +169,39 @@ def test_the_capacity_feed_computes_in_slices_and_never_twice_at_once() -> None:
     feed.ask()
     queued[-1]()  # a start while one runs is ignored
     assert started == [1, 1]
+
+
+def test_claims_held_for_unbound_pods_and_cel_failures(tmp_path: Path) -> None:
+    """A claim allocated and reserved for a pod that was never bound shows up (computed on the
+    engine's loop, like the capacity gauges); a DeviceClass that does not compile is counted
+    once, however many filters meet it."""
+    stuck = reserve(claim("stuck", allocation=allocated(("driver-a", "pool-1", "d0"))), "waiting")
+    broken = device_class("broken")
+    broken["spec"]["selectors"] = [{"cel": {"expression": "device.attributes["}}]
+    objects = [
+        device_class("class-a"),
+        broken,
+        resource_slice("s", [device("d0"), device("d1")]),
+        node("node-1"),
+        stuck,
+        pod("waiting", ["stuck"]),
+        claim("wants-broken", requests=[exact(cls="broken")]),
+    ]
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    wants = scheduler_pod("p", "uid-p", [{"name": "c", "resourceClaimName": "wants-broken"}])
+
+    async def body(r: Running) -> str:
+        for _ in range(2):
+            answer = (await r.client.post("/scheduler/filter", content=args_names(wants, ["node-1"]))).json()
+            assert "compilation failed" in answer["Error"]
+        await r.client.get("/metrics")  # asks the engine's loop for a computation
+        for _ in range(20):
+            await asyncio.sleep(0)
+        return (await r.client.get("/metrics")).text
+
+    text = run_with_service(body, paths=[str(path)])
+    assert value(text, "dra_extender_claims_held_for_unbound_pods") == 1
+    assert value(text, "dra_extender_claims_held_for_unbound_pods_oldest_seconds") >= 0
+    assert value(text, "dra_extender_cel_compile_errors_total") == 1
+    assert value(text, "dra_extender_cel_evaluation_errors_total", kind="cost_limit") == 0

@@ -1,0 +1,82 @@
+"""Claims allocated for unbound pods: which count, and how their age is measured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from extender.cluster.state import ClusterState, Key
+from extender.scheduling.held_claims import HeldClaims, held_claims
+from tests.builders import allocated, claim, pod, reserve
+
+SCHEDULERS = frozenset({"dra-extender-scheduler"})
+
+
+def allocation() -> dict[str, Any]:
+    return allocated(("driver-a", "pool-1", "d0"))
+
+
+def held(
+    *objects: dict[str, Any], now: float = 1000.0, first_seen: dict[Key, float] | None = None
+) -> HeldClaims:
+    return held_claims(
+        ClusterState.from_objects(objects), SCHEDULERS, now, {} if first_seen is None else first_seen
+    )
+
+
+def stamped(obj: dict[str, Any], when: str) -> dict[str, Any]:
+    obj["status"]["allocation"]["allocationTimestamp"] = when
+    return obj
+
+
+CASES: dict[str, tuple[list[dict[str, Any]], int]] = {
+    "reserved for an unbound pod": ([reserve(claim("c", allocation=allocation()), "p"), pod("p")], 1),
+    "the pod is bound": ([reserve(claim("c", allocation=allocation()), "p"), pod("p", node_name="n")], 0),
+    "reserved for nobody": ([claim("c", allocation=allocation()), pod("p")], 0),
+    "not allocated": ([claim("c"), pod("p")], 0),
+    "the pod is gone": ([reserve(claim("c", allocation=allocation()), "p")], 0),
+    "another pod of that name": (
+        [reserve(claim("c", allocation=allocation()), "p"), pod("p", uid="other")],
+        0,
+    ),
+    "another scheduler's pod": (
+        [reserve(claim("c", allocation=allocation()), "p"), pod("p", scheduler="x")],
+        0,
+    ),
+    "shared, one user unbound": (
+        [reserve(claim("c", allocation=allocation()), "a", "b"), pod("a", node_name="n"), pod("b")],
+        1,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_which_claims_count(case: str) -> None:
+    objects, count = CASES[case]
+    assert held(*objects).count == count
+
+
+def test_age_from_the_allocation_timestamp_else_from_first_seen() -> None:
+    first_seen: dict[Key, float] = {}
+    objects = [reserve(claim("c", allocation=allocation()), "p"), pod("p")]
+    assert held(*objects, now=1000.0, first_seen=first_seen) == HeldClaims(1, 0.0)
+    assert held(*objects, now=1090.0, first_seen=first_seen) == HeldClaims(1, 90.0)
+    # 1970-01-01T00:10:00Z is 600 s after the epoch: 400 s before "now".
+    objects = [stamped(reserve(claim("c", allocation=allocation()), "p"), "1970-01-01T00:10:00Z"), pod("p")]
+    assert held(*objects, now=1000.0) == HeldClaims(1, 400.0)
+
+
+def test_a_claim_no_longer_held_is_forgotten() -> None:
+    first_seen: dict[Key, float] = {}
+    unbound = [reserve(claim("c", allocation=allocation()), "p"), pod("p")]
+    held(*unbound, now=1000.0, first_seen=first_seen)
+    assert held(
+        reserve(claim("c", allocation=allocation()), "p"),
+        pod("p", node_name="n"),
+        now=1010.0,
+        first_seen=first_seen,
+    ) == HeldClaims(0, 0.0)
+    assert first_seen == {}
+    # Held again later: its age starts over.
+    assert held(*unbound, now=2000.0, first_seen=first_seen) == HeldClaims(1, 0.0)
