@@ -353,7 +353,7 @@ class Metrics:
             "dra_extender_filter_cut_short_total",
             "Filter answers that did not judge every node in full, by cause: budget (the "
             "--filter-budget ran out; the rest were not evaluated), node_timeout (a node's "
-            "allocation ran past --allocation-timeout), not_ready (every node refused: the cache "
+            "allocation ran past --node-timeout), not_ready (every node refused: the cache "
             "cannot be trusted yet).",
             ["cause"],
             registry=self.registry,

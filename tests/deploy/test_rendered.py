@@ -67,15 +67,19 @@ def test_the_verbs_are_reachable_only_from_inside_the_pod() -> None:
     config = yaml.safe_load(next(iter(one("ConfigMap")["data"].values())))
     assert config["extenders"][0]["urlPrefix"] == f"http://127.0.0.1:{args['port']}/scheduler"
     assert {p["schedulerName"] for p in config["profiles"]} <= set(args["scheduler-name"].split(","))
-    # Only the ops port is declared, probed, exposed by the Service and let in by the policy.
+    # Only the metrics ports are declared, exposed by the Service and let in by the policy: the
+    # extender's ops port (also probed) and kube-scheduler's secure port (authenticated).
     ops = int(args["ops-port"])
     assert [p["containerPort"] for p in extender["ports"]] == [ops]
     for probe in ("livenessProbe", "readinessProbe"):
         assert extender[probe]["httpGet"]["port"] == "ops"
-    assert [p["port"] for p in one("Service")["spec"]["ports"]] == [ops]
+    scheduler = next(c for c in pod["containers"] if c["name"] == "kube-scheduler")
+    (secure,) = [p["containerPort"] for p in scheduler["ports"]]
+    assert scheduler["livenessProbe"]["httpGet"]["port"] == secure == 10259  # kube-scheduler's default
+    assert [p["port"] for p in one("Service")["spec"]["ports"]] == [ops, secure]
     policy = one("NetworkPolicy")["spec"]
     assert policy["podSelector"]["matchLabels"] == one("Deployment")["spec"]["selector"]["matchLabels"]
-    assert [p["port"] for rule in policy["ingress"] for p in rule["ports"]] == [ops]
+    assert [p["port"] for rule in policy["ingress"] for p in rule["ports"]] == [ops, secure]
     assert one("PodDisruptionBudget")["spec"]["minAvailable"] == 1
     env = {e["name"]: e for e in extender["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"

@@ -1,0 +1,60 @@
+"""The shipped alerts and dashboard against the real binaries: every kube-scheduler metric they
+read is in the real kube-scheduler's /metrics once it has scheduled a pod, every extender metric
+in the extender's (cluster mode: informers and API requests included), and the API request
+metrics count the bind path's real writes with the codes kube-apiserver answered."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.deploy.monitoring_files import scraped_sample_names, used_metric_names
+from tests.realcluster.components import extender, scheduler, scheduler_config
+from tests.realcluster.controlplane import ControlPlane
+from tests.realcluster.workload import gpu_class, gpu_slice, one_gpu_claim, pod_with_claims, wait_bound
+
+
+def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    }
+
+
+def test_the_rules_and_dashboard_read_metrics_the_real_components_expose(cluster: ControlPlane) -> None:
+    api = cluster.api
+    cluster.add_node("node-a")
+    api.create(gpu_class())
+    api.create(gpu_slice("node-a", gpus=2))
+    with (
+        extender(cluster) as ext,
+        scheduler(cluster, scheduler_config(cluster.extender_kubeconfig(), extender_url=ext.url)) as sched,
+    ):
+        api.create(one_gpu_claim("worker"))
+        api.create(pod_with_claims("worker", ["worker"]))
+        assert wait_bound(api, 1) == {"worker": "node-a"}
+        scheduler_text = sched.metrics()
+
+        # The device gauges are computed on the engine's loop once a scrape asks for them.
+        def computed() -> str | None:
+            text = ext.metrics()
+            return text if "dra_extender_capacity_computed" in text else None
+
+        extender_text = api.wait_for(computed, timeout=30, what="the device gauges")
+    used = used_metric_names()
+    from_scheduler = {name for name in used if name.startswith("scheduler_")}
+    assert from_scheduler, "the rules and the dashboard read kube-scheduler's metrics"
+    assert from_scheduler - scraped_sample_names(scheduler_text) == set()
+    assert (used - from_scheduler) - scraped_sample_names(extender_text) == set()
+    # The bind's writes, as kube-apiserver answered them.
+    requests = samples(extender_text, "dra_extender_api_requests_total")
+    by_call = {(dict(k)["verb"], dict(k)["resource"], dict(k)["code"]): v for k, v in requests.items()}
+    assert by_call[("update", "resourceclaims/status", "200")] >= 1
+    assert by_call[("create", "pods/binding", "201")] == 1
+    assert by_call[("watch", "resourceclaims", "200")] >= 1
+    assert by_call[("list", "nodes", "200")] >= 1
+    ready = samples(extender_text, "dra_extender_ready")
+    assert list(ready.values()) == [1.0]
+    synced = samples(extender_text, "dra_extender_informer_synced")
+    assert synced and set(synced.values()) == {1.0}
