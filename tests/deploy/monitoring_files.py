@@ -79,7 +79,7 @@ def scraped_sample_names(text: str) -> set[str]:
         "summary": ("_count", "_sum", ""),
         "info": ("_info",),
     }
-    names = set()
+    names: set[str] = set()
     for family in text_string_to_metric_families(text):
         names.update(family.name + suffix for suffix in suffixes.get(family.type, ("",)))
         names.update(sample.name for sample in family.samples)

@@ -15,9 +15,9 @@ from tests.shared import REPO
 VERSIONS = ("1.34.0", "1.37.0")
 #: manifests/monitoring/ holds Prometheus Operator objects (CRDs, no schema here): checked by
 #: kustomize, promtool and tests/deploy/test_monitoring.py instead.
-FILES = sorted(
-    f for f in (REPO / "manifests").glob("**/*.yaml") if f.parent.name != "monitoring"
-) + sorted((REPO / "examples" / "workload").glob("*.yaml"))
+FILES = sorted(f for f in (REPO / "manifests").glob("**/*.yaml") if f.parent.name != "monitoring") + sorted(
+    (REPO / "examples" / "workload").glob("*.yaml")
+)
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
