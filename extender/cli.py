@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,6 +60,22 @@ VERSION_HELP = (
     "decide as kube-scheduler of this Kubernetes release does: its DRA gate defaults and the "
     f"rules that changed between releases ({', '.join(r.name for r in RELEASES.values())})"
 )
+
+
+_PATH_CHARACTERS = re.compile(r"(?:[A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*")
+
+
+def url_prefix(text: str) -> str:
+    """argparse type: the verbs' URL path prefix, as the routes use it: ``/scheduler`` for
+    "scheduler", "/scheduler" or "/scheduler/"; "" (the root) for "" or "/". Characters a URL
+    path cannot hold unescaped are refused (kube-scheduler's urlPrefix could not reach them)."""
+    if not _PATH_CHARACTERS.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"not a URL path: {text!r} (letters, digits, -._~!$&'()*+,;=:@/ and %XX escapes only)"
+        )
+    if "//" in text.strip("/"):
+        raise argparse.ArgumentTypeError(f"not a URL path: {text!r} (an empty segment)")
+    return "/" + text.strip("/") if text.strip("/") else ""
 
 
 def positive_seconds(text: str) -> float:
@@ -282,7 +299,13 @@ def _parser() -> argparse.ArgumentParser:
         help="open connections per listener; while this many are open, requests get 503 "
         f"(default {DEFAULT_MAX_CONNECTIONS})",
     )
-    serve.add_argument("--prefix", default="/scheduler", help="URL prefix of the verbs (default /scheduler)")
+    serve.add_argument(
+        "--prefix",
+        type=url_prefix,
+        default="/scheduler",
+        help="URL path prefix of the verbs: 'scheduler' and '/scheduler/' mean /scheduler, '/' the "
+        "root (default /scheduler)",
+    )
     serve.add_argument(
         "--feature-gates", default="", help="comma-separated NAME=true|false (Kubernetes names)"
     )

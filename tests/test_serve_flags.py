@@ -21,6 +21,9 @@ BAD: list[tuple[str, list[str], str]] = [
     ("zero body limit", ["--max-body-bytes", "0"], "greater than 0"),
     ("zero concurrency", ["--max-concurrency", "0"], "greater than 0"),
     ("zero api timeout", ["--api-timeout", "0"], "positive number of seconds"),
+    ("prefix with a space", ["--prefix", "/my scheduler"], "not a URL path: '/my scheduler'"),
+    ("prefix with a query", ["--prefix", "/s?x=1"], "not a URL path"),
+    ("prefix with an empty segment", ["--prefix", "/a//b"], "an empty segment"),
     ("client CA without a certificate", ["--tls-client-ca-file", "{ca}"], "without a server certificate"),
     ("certificate without key", ["--tls-cert-file", "{cert}"], "go together"),
     (
@@ -89,3 +92,18 @@ def test_embedded_mode_keeps_its_probes_local() -> None:
     assert ops_host(args) == "127.0.0.1"
     assert ops_host(_parser().parse_args(["serve", "--kubeconfig", "k"])) == "0.0.0.0"
     assert ops_host(_parser().parse_args(["serve", "--state", "x", "--ops-host", "0.0.0.0"])) == "0.0.0.0"
+
+
+@pytest.mark.parametrize(
+    ("given", "routes"),
+    [
+        ("noslash", "/noslash"),
+        ("/scheduler/", "/scheduler"),
+        ("/", ""),
+        ("", ""),
+        ("a/b", "/a/b"),
+        ("/%7Ex", "/%7Ex"),
+    ],
+)
+def test_the_prefix_is_normalized_once_for_routes_and_logs(given: str, routes: str) -> None:
+    assert _parser().parse_args(["serve", "--prefix", given]).prefix == routes
