@@ -68,10 +68,8 @@ def test_deployment_runs_the_scheduler_with_the_configmap_and_a_hardened_extende
     config_flag = next(a for a in scheduler["command"] if a.startswith("--config="))
     mount = scheduler["volumeMounts"][0]["mountPath"]
     assert config_flag == f"--config={mount}/config.yaml"
-    assert (
-        pod["volumes"][0]["configMap"]["name"]
-        == documents(REPO / "manifests" / "configmap.yaml")[0]["metadata"]["name"]
-    )
+    generated = yaml.safe_load((REPO / "scheduler-config" / "kustomization.yaml").read_text())
+    assert pod["volumes"][0]["configMap"]["name"] == generated["configMapGenerator"][0]["name"]
     assert deployment["spec"]["replicas"] == 2 and pod["affinity"]["podAntiAffinity"]
     assert "--leader-elect" not in extender["args"]  # see the comment in deployment.yaml
     for c in (scheduler, extender):

@@ -138,7 +138,8 @@ SCHEMA = {
     },
 }
 
-FILES = sorted((REPO / "scheduler-config").glob("*.yaml"))
+#: The KubeSchedulerConfigurations (kustomization.yaml makes the sidecar's ConfigMap of one).
+FILES = sorted(p for p in (REPO / "scheduler-config").glob("*.yaml") if p.name != "kustomization.yaml")
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -177,11 +178,19 @@ def test_unknown_fields_fail_the_schema() -> None:
         jsonschema.validate(config, SCHEMA)
 
 
-def test_configmap_carries_the_second_scheduler_file_verbatim() -> None:
-    configmap = yaml.safe_load((REPO / "manifests" / "configmap.yaml").read_text())
-    assert (
-        configmap["data"]["config.yaml"] == (REPO / "scheduler-config" / "second-scheduler.yaml").read_text()
-    )
+def test_the_rendered_configmap_carries_the_second_scheduler_file_verbatim_and_the_pods_mount_it() -> None:
+    """One source: kustomize generates the ConfigMap from scheduler-config/second-scheduler.yaml
+    (a hash of the content in its name, which the Deployment's volume follows)."""
+    from tests.deploy.test_rendered import one
+
+    configmap = one("ConfigMap")
+    assert configmap["data"] == {
+        "config.yaml": (REPO / "scheduler-config" / "second-scheduler.yaml").read_text()
+    }
+    assert configmap["metadata"]["namespace"] == "dra-extender"
+    volumes = one("Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert [v["configMap"]["name"] for v in volumes] == [configmap["metadata"]["name"]]
+    assert configmap["metadata"]["name"].startswith("dra-extender-scheduler-config-")
 
 
 def test_filter_budget_stays_below_the_http_timeout() -> None:
