@@ -11,12 +11,13 @@ import re
 import stat
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import yaml
 
 from extender.defaults import DEFAULT_MAX_STATE_BYTES
+from extender.model import nesting
 
 #: libyaml's C loader when PyYAML was built with it (several times faster), else the pure one.
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -128,6 +129,25 @@ def _kind(obj: dict[str, Any]) -> str:
     return kind[:40]
 
 
+def _name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name") or "")[:80] if isinstance(meta, dict) else ""
+
+
+def _as_json(obj: dict[str, Any], what: str) -> dict[str, Any]:
+    """``obj`` as JSON carries it, as an API server would have it (YAML timestamps become
+    strings); StateFileError for what JSON cannot hold (``!!binary``, ``!!set``, keys that are
+    not strings) or the extender cannot carry (nesting deeper than orjson encodes)."""
+    try:
+        return cast(dict[str, Any], orjson.loads(orjson.dumps(obj)))
+    except TypeError as exc:
+        if "Recursion" in str(exc):
+            raise StateFileError(
+                f"{what} is nested deeper than {nesting.MAX_DEPTH} levels: the extender cannot carry it"
+            ) from None
+        raise StateFileError(f"{what} is not representable as JSON: {exc}") from None
+
+
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
@@ -178,7 +198,8 @@ def load_objects(
     files = expand(paths)
     for path in files:
         for n, doc in enumerate(_documents(path, max_bytes)):
-            objects.extend(_flatten(doc, f"{path} document {n + 1}", problems))
+            for obj in _flatten(doc, f"{path} document {n + 1}", problems):
+                objects.append(_as_json(obj, f"{path}: {_kind(obj)} {_name(obj)} (document {n + 1})"))
     if kinds and not any(str(o.get("kind", "")) in kinds for o in objects):
         named = ", ".join(str(f) for f in files[:3]) + (
             f" and {len(files) - 3} more" if len(files) > 3 else ""

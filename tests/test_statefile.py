@@ -117,6 +117,39 @@ MORE_BAD = [
         b"[" * 60_000 + b"]" * 60_000,
         "nested deeper than 512 levels",
     ),
+    (
+        "block nesting deeper than the extender carries (a claim's opaque parameters, say)",
+        "deep-block.yaml",
+        b"kind: ResourceClaim\nmetadata: {name: c}\nspec:\n"
+        + b"".join(b" " * (i + 1) + b"k:\n" for i in range(300))
+        + b" " * 301
+        + b"v\n",
+        "ResourceClaim c (document 1) is nested deeper than 254 levels: the extender cannot carry it",
+    ),
+    (
+        "JSON that orjson decodes but could not encode again",
+        "deep.json",
+        b'{"kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": ' + b'{"a":' * 300 + b"1" + b"}" * 301,
+        "ResourceClaim c (document 1) is nested deeper than 254 levels",
+    ),
+    (
+        "bytes (!!binary), which JSON cannot hold",
+        "bin.yaml",
+        b"kind: ResourceClaim\nmetadata: {name: c}\nstatus: {x: !!binary aGVsbG8=}\n",
+        "ResourceClaim c (document 1) is not representable as JSON: Type is not JSON serializable: bytes",
+    ),
+    (
+        "a set (!!set)",
+        "set.yaml",
+        b"kind: Node\nmetadata: {name: n, labels: !!set {a, b}}\n",
+        "Node n (document 1) is not representable as JSON: Type is not JSON serializable: set",
+    ),
+    (
+        "a key that is not a string",
+        "key.yaml",
+        b"kind: Node\nmetadata: {name: n, labels: {1: x}}\n",
+        "Node n (document 1) is not representable as JSON: Dict key must be str",
+    ),
 ]
 
 

@@ -27,6 +27,7 @@ from requests.utils import should_bypass_proxies
 
 from extender.cluster.api import ClusterAPIError, NotLeading, api_error
 from extender.cluster.api_calls import NO_ANSWER, RequestObserver, describe
+from extender.model import nesting
 
 #: Attempts for a request that never reached the API server (the connection was refused or
 #: could not be made): nothing was sent, so sending again cannot apply anything twice.
@@ -169,7 +170,7 @@ class AsyncKube:
         if not 200 <= status <= 299:
             raise api_error(status, reason, raw)
         try:
-            return orjson.loads(raw or b"null")
+            return nesting.loads(raw or b"null")
         except orjson.JSONDecodeError as exc:
             raise ClusterAPIError(f"{method} {path}: malformed answer from the API server: {exc}") from None
 

@@ -24,6 +24,7 @@ from kubernetes.client.rest import ApiException
 from extender.cluster.api import ClusterAPIError, api_error
 from extender.cluster.api_calls import NO_ANSWER, RequestObserver, describe
 from extender.cluster.async_kube import AsyncKube
+from extender.model import nesting
 from extender.model.versions import claim_for_version
 
 RESOURCE_GROUP = "resource.k8s.io"
@@ -151,7 +152,7 @@ class RawKube:
         if stream:
             return response
         try:
-            return orjson.loads(response.data or b"null")
+            return nesting.loads(response.data or b"null")
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise ClusterAPIError(f"{method} {path}: reading the answer: {exc}") from None
         except orjson.JSONDecodeError as exc:
@@ -214,7 +215,7 @@ class RawKube:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield orjson.loads(line)
+                        yield nesting.loads(line)
         finally:
             response.release_conn()
 

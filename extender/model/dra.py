@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from extender.cel import CelDevice
+from extender.model import nesting
 from extender.model.errors import ObjectError
 from extender.model.node_allocatable import ResourceMapping, parse_mappings, parse_resources
 from extender.model.nodeselector import NodeSelector, parse_node_selector
@@ -375,7 +376,15 @@ def _configuration(reader: Reader) -> dict[str, Any]:
     return {k: v for k, v in reader.data.items() if k not in ("requests", "source")}
 
 
+def _carried(obj: dict[str, Any]) -> None:
+    """Refuse an object nested too deeply to carry (free-form opaque parameters can be)."""
+    why = nesting.unreadable(obj) if isinstance(obj, dict) else None
+    if why is not None:
+        raise ObjectError(why)
+
+
 def parse_device_class(obj: dict[str, Any]) -> DeviceClass:
+    _carried(obj)
     obj = to_v1(obj)
     meta = Reader(obj.get("metadata"), "metadata")
     spec = Reader(obj.get("spec"), "spec")
@@ -620,6 +629,7 @@ def parse_resource_claim(original: dict[str, Any], previous: ResourceClaim | Non
     """``previous``: the same claim as read before. Its parsed spec and allocation are reused
     when unchanged (the spec is immutable; most updates touch other fields), which also keeps
     the allocation the same object, so accounting by identity sees no change."""
+    _carried(original)
     obj = to_v1(original)
     meta = Reader(obj.get("metadata"), "metadata")
     status = Reader(obj.get("status"), "status")
@@ -676,6 +686,7 @@ class ResourceClaimTemplate:
 
 
 def parse_resource_claim_template(obj: dict[str, Any]) -> ResourceClaimTemplate:
+    _carried(obj)
     obj = to_v1(obj)
     meta = Reader(obj.get("metadata"), "metadata")
     spec = Reader(obj.get("spec"), "spec")
