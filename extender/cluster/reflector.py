@@ -74,6 +74,8 @@ class Reflector:
         self.last_error = "not listed yet"
         #: This outage was logged at WARNING (once per outage; its end is logged too).
         self._warned = False
+        #: When (clock) the outage logged at WARNING began.
+        self._outage_since = self.down_since
         #: When the list or watch last started working: the back-off starts afresh only after
         #: it kept working for STABLE_SECONDS (a watch that opens and fails at once backs off).
         self._up_at = clock()
@@ -84,22 +86,29 @@ class Reflector:
         return thread
 
     def _up(self) -> None:
-        if self.down_since is not None and (self.synced.is_set() or self._warned):
-            log.info(
-                "%s %s working again",
-                "watch" if self.synced.is_set() else "list",
-                self.kind,
-                extra={
-                    "fields": {
-                        "kind": self.kind,
-                        "downSeconds": round(self.down_for(), 1),
-                        "failures": self._failures,
-                    }
-                },
-            )
+        """A list answered, or a watch opened: not down (for readiness and /metrics)."""
         self.down_since = None
-        self._warned = False
         self._up_at = self.clock()
+
+    def _heard(self) -> None:
+        """A list or a watch event arrived: the outage logged at WARNING, if any, is over. A
+        watch that opens and fails at once (before any event) stays in the same outage: one
+        warning, not two lines per retry."""
+        if not self._warned:
+            return
+        self._warned = False
+        log.info(
+            "%s %s working again",
+            "watch" if self.synced.is_set() else "list",
+            self.kind,
+            extra={
+                "fields": {
+                    "kind": self.kind,
+                    "downSeconds": round(max(0.0, self.clock() - self._outage_since), 1),
+                    "failures": self._failures,
+                }
+            },
+        )
 
     def _down(self, what: str, error: object) -> None:
         """A list or watch failed: WARNING once per outage (client-go's reflector logs every
@@ -110,6 +119,7 @@ class Reflector:
             self.down_since = self.clock()
         if not self._warned:
             self._warned = True
+            self._outage_since = self.down_since
             log.warning(
                 "%s %s failed (retrying with back-off up to %gs; logged again when it works): %s",
                 what,
@@ -164,6 +174,7 @@ class Reflector:
         self.last_event = self.clock()
         self.sink("SYNCED", {"metadata": {"resourceVersion": self.resource_version}}, items)
         self._up()
+        self._heard()
         self.synced.set()
         log.info(
             "listed %s, watching",
@@ -193,6 +204,8 @@ class Reflector:
             etype = event.get("type")
             obj = event.get("object") or {}
             self.last_event = self.clock()
+            if self._warned:
+                self._heard()
             if etype == "ERROR":
                 if obj.get("code") == 410:
                     raise Expired

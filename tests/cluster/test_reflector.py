@@ -92,3 +92,51 @@ def test_one_warning_per_outage_and_a_line_when_it_works_again(caplog: pytest.Lo
     assert "list PodDisruptionBudget working again" in infos
     retries = [r for r in caplog.records if r.levelno == logging.DEBUG and "failed again" in r.getMessage()]
     assert len(retries) == 4
+
+
+class FlappingWatch(Raw):
+    """Lists fine; its first ``failures`` watches open and then fail before any event; the next
+    delivers one bookmark and ends the test."""
+
+    def __init__(self, failures: int, stop: threading.Event) -> None:
+        super().__init__(0, stop)
+        self.watch_failures = failures
+        self.watches = 0
+
+    def watch_lines(
+        self, path: str, query: dict[str, Any], timeout: float, on_open: Callable[[], None]
+    ) -> Iterator[dict[str, Any]]:
+        self.watches += 1
+        on_open()
+        if self.watches <= self.watch_failures:
+            raise ClusterAPIError("connection reset by peer")
+        return self._one_bookmark()
+
+    def _one_bookmark(self) -> Iterator[dict[str, Any]]:
+        yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}
+        self.stop.set()
+
+
+def test_a_watch_that_opens_and_fails_at_once_is_one_outage(caplog: pytest.LogCaptureFixture) -> None:
+    """Opening is not working: the outage ends with the first event, so a flapping watch gives
+    one warning and one line when it works again, not two lines per retry."""
+    stop = RecordedWaits()
+    raw = FlappingWatch(6, stop)
+    reflector = Reflector(
+        raw,  # type: ignore[arg-type]
+        "/api/v1/nodes",
+        "Node",
+        lambda *a: None,
+        stop,
+        api_version="v1",
+        rng=random.Random(1),
+    )
+    with caplog.at_level(logging.INFO, logger="dra_extender"):
+        reflector.run()
+    assert raw.watches == 7 and reflector.errors == 6
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert [m for level, m in messages if level == logging.WARNING] == [
+        "watch Node failed (retrying with back-off up to 30s; logged again when it works): "
+        "connection reset by peer"
+    ]
+    assert [m for level, m in messages if "working again" in m] == ["watch Node working again"]
