@@ -120,18 +120,24 @@ def _documents(path: Path, max_bytes: int) -> Iterator[Any]:
         raise StateFileError(f"{path}: nested too deeply to be a Kubernetes object") from None
 
 
+def _printable(text: str, limit: int) -> str:
+    """``text`` as one line of an error: cut at ``limit``, quoted and escaped unless printable."""
+    text = text[:limit]
+    return text if text.isprintable() else repr(text)
+
+
 def _kind(obj: dict[str, Any]) -> str:
     kind = obj.get("kind")
     if not kind:
         return "(no kind)"
     if not isinstance(kind, str):
         return f"(a {type(kind).__name__} as kind)"
-    return kind[:40]
+    return _printable(kind, 40)
 
 
 def _name(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata")
-    return str(meta.get("name") or "")[:80] if isinstance(meta, dict) else ""
+    return _printable(str(meta.get("name") or ""), 80) if isinstance(meta, dict) else ""
 
 
 def _as_json(obj: dict[str, Any], what: str) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from extender.cli import main
 from extender.cluster.state import KINDS
+from extender.service.runtime import ServeConfig, build_embedded
+from extender.statefile import StateFileError
 
 #: Words that reach deep into the parsers when they appear as keys.
 KEYS = [
@@ -46,11 +48,20 @@ scalars = st.one_of(
     st.text(max_size=20),
     st.sampled_from(["1Gi", "100m", "-1", "1e400", "node-1", 'device.driver == "x"', "ExactCount", "All"]),
 )
+#: What YAML holds and JSON does not (or not as such): bytes (!!binary), sets, timestamps.
+yaml_only = st.one_of(
+    st.binary(max_size=6),
+    st.sets(st.integers(0, 9), max_size=3),
+    st.datetimes(),
+    st.dates(),
+)
 values = st.recursive(
-    scalars,
+    st.one_of(scalars, scalars, scalars, yaml_only),
     lambda inner: st.one_of(
         st.lists(inner, max_size=4),
-        st.dictionaries(st.one_of(st.sampled_from(KEYS), st.text(max_size=8)), inner, max_size=5),
+        st.dictionaries(
+            st.one_of(st.sampled_from(KEYS), st.text(max_size=8), st.integers(0, 3)), inner, max_size=5
+        ),
     ),
     max_leaves=12,
 )
@@ -79,7 +90,7 @@ def run_simulate(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def fuzz(examples: int) -> settings:
-    """2,000 examples in all: most of them bytes (cheap), the rest objects that reach the parsers."""
+    """2,100 examples in all: most of them bytes (cheap), the rest objects that reach the parsers."""
     return settings(
         max_examples=examples,
         deadline=None,
@@ -100,10 +111,29 @@ def test_random_bytes(data: bytes, suffix: str, capsys: pytest.CaptureFixture[st
         run_simulate(path, capsys)
 
 
+documents = st.lists(st.one_of(objects(), objects(), objects(), values), max_size=5)
+
+
 @fuzz(200)
-@given(docs=st.lists(st.one_of(objects(), objects(), objects(), values), max_size=5))
+@given(docs=documents)
 def test_random_objects(docs: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "state.yaml"
         path.write_text(yaml.safe_dump_all(docs))
         run_simulate(path, capsys)
+
+
+@fuzz(100)
+@given(docs=documents)
+def test_random_objects_served_embedded(docs: list[Any]) -> None:
+    """``serve --state`` reads the same files into its in-memory API server (which copies every
+    object as JSON): a file is served or refused with a StateFileError, nothing else."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "state.yaml"
+        path.write_text(yaml.safe_dump_all(docs))
+        try:
+            service, _store = build_embedded([str(path)], ServeConfig())
+        except StateFileError as exc:
+            assert "\n" not in str(exc) and str(path) in str(exc)
+            return
+        service.worker.stop()
