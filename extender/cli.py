@@ -62,7 +62,7 @@ VERSION_HELP = (
 )
 
 
-_PATH_CHARACTERS = re.compile(r"(?:[A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*")
+_PATH_CHARACTERS = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@/-]*")
 
 
 def url_prefix(text: str) -> str:
@@ -71,7 +71,7 @@ def url_prefix(text: str) -> str:
     path cannot hold unescaped are refused (kube-scheduler's urlPrefix could not reach them)."""
     if not _PATH_CHARACTERS.fullmatch(text):
         raise argparse.ArgumentTypeError(
-            f"not a URL path: {text!r} (letters, digits, -._~!$&'()*+,;=:@/ and %XX escapes only)"
+            f"not a URL path: {text!r} (letters, digits and -._~!$&'()*+,;=:@/ only)"
         )
     if "//" in text.strip("/"):
         raise argparse.ArgumentTypeError(f"not a URL path: {text!r} (an empty segment)")

@@ -137,7 +137,10 @@ def _kind(obj: dict[str, Any]) -> str:
 
 def _name(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata")
-    return _printable(str(meta.get("name") or ""), 80) if isinstance(meta, dict) else ""
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if name is None or name == "":
+        return ""
+    return _printable(name, 80) if isinstance(name, str) else f"(a {type(name).__name__} as name)"
 
 
 def _as_json(obj: dict[str, Any], what: str) -> dict[str, Any]:
@@ -164,7 +167,8 @@ def _flatten(doc: Any, where: str, problems: list[str]) -> Iterator[dict[str, An
     if not isinstance(doc, dict):
         problems.append(f"{where}: expected an object, got {type(doc).__name__}")
         return
-    if str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
         for i, item in enumerate(doc["items"]):
             yield from _flatten(item, f"{where} items[{i}]", problems)
         return
@@ -203,9 +207,12 @@ def load_objects(
     problems: list[str] = []
     files = expand(paths)
     for path in files:
-        for n, doc in enumerate(_documents(path, max_bytes)):
-            for obj in _flatten(doc, f"{path} document {n + 1}", problems):
-                objects.append(_as_json(obj, f"{path}: {_kind(obj)} {_name(obj)} (document {n + 1})"))
+        try:
+            for n, doc in enumerate(_documents(path, max_bytes)):
+                for obj in _flatten(doc, f"{path} document {n + 1}", problems):
+                    objects.append(_as_json(obj, f"{path}: {_kind(obj)} {_name(obj)} (document {n + 1})"))
+        except RecursionError:  # block nesting: what reads the values (str, repr, ==) recurses
+            raise StateFileError(f"{path}: nested too deeply to be a Kubernetes object") from None
     if kinds and not any(str(o.get("kind", "")) in kinds for o in objects):
         named = ", ".join(str(f) for f in files[:3]) + (
             f" and {len(files) - 3} more" if len(files) > 3 else ""

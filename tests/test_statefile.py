@@ -133,6 +133,21 @@ MORE_BAD = [
         "ResourceClaim c (document 1) is nested deeper than 254 levels",
     ),
     (
+        "a name nested deeper than Python's repr recurses (block style), as a label",
+        "deep-name.yaml",
+        b"kind: Node\nmetadata:\n name:\n"
+        + b"".join(b" " * (i + 2) + b"a:\n" for i in range(1200))
+        + b" " * 1202
+        + b"x\n",
+        "Node (a dict as name) (document 1) is nested deeper than 254 levels",
+    ),
+    (
+        "a name that is not a string",
+        "dict-name.yaml",
+        b"kind: ResourceClaim\nmetadata: {name: {a: 1}}\nstatus: {x: !!binary aGVsbG8=}\n",
+        "ResourceClaim (a dict as name) (document 1) is not representable as JSON",
+    ),
+    (
         "bytes (!!binary), which JSON cannot hold",
         "bin.yaml",
         b"kind: ResourceClaim\nmetadata: {name: c}\nstatus: {x: !!binary aGVsbG8=}\n",

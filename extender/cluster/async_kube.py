@@ -25,7 +25,7 @@ import orjson
 from kubernetes import client as k8s
 from requests.utils import should_bypass_proxies
 
-from extender.cluster.api import ClusterAPIError, NotLeading, api_error
+from extender.cluster.api import ClusterAPIError, NotLeading, NotSent, api_error
 from extender.cluster.api_calls import NO_ANSWER, RequestObserver, describe
 from extender.model import nesting
 
@@ -83,10 +83,14 @@ class AsyncKube:
         connections: int = 32,
         fence: Callable[[], str | None] | None = None,
         observe: RequestObserver | None = None,
+        unknown: Callable[[str], None] | None = None,
     ) -> None:
         self.configuration = configuration
         #: Told of every request that was sent (metrics), once it is answered or given up.
         self.observe = observe
+        #: Told of every write that was sent and may or may not have been applied (no answer, or
+        #: a server error), with its resource (metrics).
+        self.unknown = unknown
         self.timeout = timeout
         #: Why this replica may not write now (None: it may). Checked before every attempt of
         #: every request but GET, right before it is handed to the connection pool.
@@ -145,7 +149,10 @@ class AsyncKube:
         An answer that did not arrive (timeout, connection lost after sending) raises with
         ``code`` 0: the caller cannot know whether the server applied the request.
         """
-        data = None if body is None else orjson.dumps(body)
+        try:
+            data = None if body is None else orjson.dumps(body)
+        except TypeError as exc:  # nested too deeply, say: nothing leaves
+            raise NotSent(f"{method} {path}: not sent: the body cannot be encoded: {exc}") from None
         extra: dict[str, Any] = {}
         if self._proxy:
             extra["proxy"] = self._proxy
@@ -163,10 +170,14 @@ class AsyncKube:
             raw, status, reason = await self._send(method, path, query, data, content_type, limit, extra)
         except NotLeading:
             raise  # never sent: nothing to count
-        except ClusterAPIError:
+        except ClusterAPIError as exc:
             self._observed(method, path, query, NO_ANSWER, started)
+            if writing and not isinstance(exc, NotSent):
+                self._unknown(method, path, query)
             raise
         self._observed(method, path, query, str(status), started)
+        if writing and status >= 500:
+            self._unknown(method, path, query)
         if not 200 <= status <= 299:
             raise api_error(status, reason, raw)
         try:
@@ -179,6 +190,10 @@ class AsyncKube:
     ) -> None:
         if self.observe is not None:
             self.observe(*describe(method, path, query), code, time.perf_counter() - started)
+
+    def _unknown(self, method: str, path: str, query: dict[str, Any] | None) -> None:
+        if self.unknown is not None:
+            self.unknown(describe(method, path, query)[1])
 
     async def _send(
         self,
@@ -217,7 +232,8 @@ class AsyncKube:
                 if attempt + 1 < CONNECT_ATTEMPTS:
                     await asyncio.sleep(0.05 * (attempt + 1))
                     continue
-                raise ClusterAPIError(f"{method} {path}: {exc}") from None
+                # No connection was made: nothing was sent, so nothing can have been applied.
+                raise NotSent(f"{method} {path}: not sent: {exc}") from None
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 raise ClusterAPIError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
             return raw, status, reason

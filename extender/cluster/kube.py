@@ -140,6 +140,10 @@ class RawKube:
                 _preload_content=False,
                 _request_timeout=timeout if timeout is not None else self.timeout,
             )
+            if stream:  # a watch: counted once its answer's headers arrived
+                code = str(response.status)
+                return response
+            data = response.data  # read here, so that latency covers the whole answer
             code = str(response.status)
         except ApiException as exc:
             code = str(exc.status) if exc.status else NO_ANSWER
@@ -149,12 +153,8 @@ class RawKube:
         finally:
             if self.observe is not None:
                 self.observe(*describe(method, path, query), code, time.perf_counter() - started)
-        if stream:
-            return response
         try:
-            return nesting.loads(response.data or b"null")
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ClusterAPIError(f"{method} {path}: reading the answer: {exc}") from None
+            return nesting.loads(data or b"null")
         except orjson.JSONDecodeError as exc:
             raise ClusterAPIError(f"{method} {path}: malformed answer from the API server: {exc}") from None
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender.model import nesting
 from extender.model.core import Node, Pod, parse_node, parse_pod
 from extender.model.dra import (
     DeviceClass,
@@ -21,7 +22,7 @@ from extender.model.dra import (
     parse_resource_claim_template,
     parse_resource_slice,
 )
-from extender.model.errors import ObjectError
+from extender.model.errors import ObjectError, TooDeep
 from extender.model.policy import PodDisruptionBudget, parse_pod_disruption_budget
 from extender.model.scheduling import SCHEDULING_GROUP, PodGroup, parse_pod_group
 from extender.model.taint_rules import DeviceTaintRule, parse_device_taint_rule
@@ -158,6 +159,8 @@ class ClusterState:
                 record = parser(obj)
         except ObjectError as exc:
             self.problems.append(f"{label}: cannot be read: {exc}")
+            if kind == "ResourceClaim" and isinstance(exc, TooDeep) and self._keep_holding(obj, str(exc)):
+                return
             if kind == "ResourceClaim":
                 self.claims.pop((namespace, name), None)
                 self.broken_claims[(namespace, name)] = str(exc)
@@ -273,6 +276,20 @@ class ClusterState:
         table[key] = record
         if kind == "ResourceClaim":
             self.broken_claims.pop((namespace, name), None)
+
+    def _keep_holding(self, obj: dict[str, Any], why: str) -> bool:
+        """A claim too deep to read still holds its devices (the in-tree plugin, written in Go,
+        may have allocated it; a driver may have written deep status data after allocation):
+        kept as read without its free-form parts, for accounting, and broken for its pods."""
+        try:
+            record = parse_resource_claim(nesting.without_free_form(obj))
+        except ObjectError:
+            return False
+        namespace, name = record.namespace, record.name
+        self._store("ResourceClaim", namespace, name, record)
+        self.broken_claims[(namespace, name)] = why
+        self.observed("ResourceClaim", str((obj.get("metadata") or {}).get("resourceVersion") or ""))
+        return True
 
     def lowest_bound_priority(self) -> int | None:
         """The lowest priority of a bound, running pod (None: there is none)."""

@@ -16,7 +16,7 @@ import orjson
 
 from extender.cel import CelDevice
 from extender.model import nesting
-from extender.model.errors import ObjectError
+from extender.model.errors import ObjectError, TooDeep
 from extender.model.node_allocatable import ResourceMapping, parse_mappings, parse_resources
 from extender.model.nodeselector import NodeSelector, parse_node_selector
 from extender.model.reader import Reader
@@ -380,7 +380,7 @@ def _carried(obj: dict[str, Any]) -> None:
     """Refuse an object nested too deeply to carry (free-form opaque parameters can be)."""
     why = nesting.unreadable(obj) if isinstance(obj, dict) else None
     if why is not None:
-        raise ObjectError(why)
+        raise TooDeep(why)
 
 
 def parse_device_class(obj: dict[str, Any]) -> DeviceClass:

@@ -19,11 +19,16 @@ import orjson
 
 #: Deepest nesting an object may have: what orjson encodes (a 255th level raises).
 MAX_DEPTH = 254
+#: Deepest nesting an object read may have: what it carries is copied up to two levels deeper
+#: when allocated (a class's config into the claim's allocation), and must still encode.
+READABLE_DEPTH = MAX_DEPTH - 2
 #: Key set on an object that :func:`loads` cut short; its value says why.
 UNREADABLE = "\x00unreadable"
 #: What a cut subtree becomes.
 CUT = "\x00nested too deeply"
-REASON = f"nested deeper than {MAX_DEPTH} levels (its opaque parameters, say): the extender cannot carry it"
+REASON = (
+    f"nested deeper than {READABLE_DEPTH} levels (its opaque parameters, say): the extender cannot carry it"
+)
 _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
@@ -45,7 +50,7 @@ def unreadable(obj: dict[str, Any]) -> str | None:
     if UNREADABLE in obj:
         return str(obj[UNREADABLE])
     try:
-        orjson.dumps(obj)
+        orjson.dumps([[obj]])  # two levels deeper: READABLE_DEPTH
     except TypeError as exc:
         return REASON if "Recursion" in str(exc) else f"not representable as JSON: {exc}"
     return None
@@ -114,3 +119,28 @@ def _mark(doc: Any) -> None:
     for obj in objects:
         if isinstance(obj, dict) and _holds_cut(obj):
             obj[UNREADABLE] = REASON
+
+
+def without_free_form(claim: dict[str, Any]) -> dict[str, Any]:
+    """A ResourceClaim without the parts that may nest without bound (opaque parameters in its
+    spec and allocation, drivers' device status data, managedFields) and without the
+    :data:`UNREADABLE` mark: what still says which devices the claim holds, and for whom."""
+    out = {k: v for k, v in claim.items() if k != UNREADABLE}
+    if isinstance(out.get("metadata"), dict):
+        out["metadata"] = {k: v for k, v in out["metadata"].items() if k != "managedFields"}
+    spec = out.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("devices"), dict):
+        out["spec"] = {**spec, "devices": {**spec["devices"], "config": []}}
+    status = out.get("status")
+    if isinstance(status, dict):
+        status = dict(status)
+        allocation = status.get("allocation")
+        if isinstance(allocation, dict) and isinstance(allocation.get("devices"), dict):
+            status["allocation"] = {**allocation, "devices": {**allocation["devices"], "config": []}}
+        if isinstance(status.get("devices"), list):
+            status["devices"] = [
+                {k: v for k, v in d.items() if k != "data"} if isinstance(d, dict) else d
+                for d in status["devices"]
+            ]
+        out["status"] = status
+    return out

@@ -24,7 +24,8 @@ def held_claims(
     now: float,
     first_seen: MutableMapping[Key, float],
 ) -> HeldClaims:
-    """Claims allocated and reserved for an existing, unbound pod of one of ``scheduler_names``.
+    """Claims allocated and reserved for an existing, unbound pod of one of ``scheduler_names``,
+    and for no pod that is bound (a shared claim a running pod uses is in use, not held).
 
     A claim's age runs from its ``allocationTimestamp`` when it has one, else from when it was
     first found held (``first_seen``, wall-clock seconds kept by the caller between calls: claims
@@ -35,16 +36,21 @@ def held_claims(
         allocation = claim.allocation
         if allocation is None or not claim.reserved_for:
             continue
+        waiting = False
         for entry in claim.reserved_for:
             if entry.get("resource") != "pods":
-                continue
-            pod = state.pods.get((key[0], str(entry.get("name") or "")))
-            if pod is None or pod.uid != entry.get("uid") or pod.node_name:
-                continue
-            if pod.scheduler_name in scheduler_names:
-                since = allocation.allocation_timestamp or first_seen.get(key, now)
-                held[key] = min(since, now)
+                waiting = False  # a PodGroup's claim: its pods come and go
                 break
+            pod = state.pods.get((key[0], str(entry.get("name") or "")))
+            if pod is None or pod.uid != entry.get("uid"):
+                continue
+            if pod.node_name:
+                waiting = False  # a consumer runs: the devices are in use
+                break
+            waiting = waiting or pod.scheduler_name in scheduler_names
+        if waiting:
+            since = allocation.allocation_timestamp or first_seen.get(key, now)
+            held[key] = min(since, now)
     for key in [k for k in first_seen if k not in held]:
         del first_seen[key]
     for key, since in held.items():

@@ -34,11 +34,14 @@ from extender.scheduling.held_claims import HeldClaims
 
 #: Up to the longest a bind can take: several API calls of up to --api-timeout (30 s) each.
 LATENCY_BUCKETS = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 7.5, 10.0,
+    30.0, 60.0, 120.0,
 )  # fmt: skip
 VERBS = ("filter", "prioritize", "bind", "preempt")
 FILTER_CUTS = ("budget", "node_timeout", "not_ready")
 PREEMPT_OUTCOMES = ("kept", "none", "not_ready")
+#: What the bind path writes (the write-outcome counter exists at 0 for each from the start).
+WRITTEN_RESOURCES = ("resourceclaims", "resourceclaims/status", "pods/binding", "pods/status")
 CACHED_KINDS = ("Node", "Pod", "ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
 
 
@@ -102,6 +105,9 @@ class LoopFeed(Generic[T]):
             with self._lock:
                 self.latest, self.computed_at = done.value, time.time()
             return
+        except Exception:
+            self._running = None  # the next scrape starts afresh instead of never again
+            raise
         self._schedule(self._step)
 
 
@@ -152,8 +158,9 @@ class CapacityCollector(Collector):
 
 
 class CelCollector(Collector):
-    def __init__(self, counts: Callable[[], CelCounts]) -> None:
+    def __init__(self, counts: Callable[[], CelCounts], failing_classes: LoopFeed[list[str]] | None) -> None:
         self._counts = counts
+        self._failing_classes = failing_classes
 
     def describe(self) -> list[Metric]:
         return []
@@ -175,6 +182,14 @@ class CelCollector(Collector):
         evaluations.add_metric(["error"], counts.evaluation_errors - counts.cost_limit_hits)
         evaluations.add_metric(["cost_limit"], counts.cost_limit_hits)
         yield evaluations
+        if self._failing_classes is not None:
+            failing = self._failing_classes.ask() or []
+            yield GaugeMetricFamily(
+                "dra_extender_device_classes_not_compiling",
+                "DeviceClasses with a selector that does not compile now (recomputed at most every "
+                "15 s when scraped): pods asking for them fail to schedule.",
+                value=len(failing),
+            )
 
 
 class HeldClaimsCollector(Collector):
@@ -278,6 +293,7 @@ class Metrics:
         capacity: LoopFeed[Capacity] | None = None,
         held: LoopFeed[HeldClaims] | None = None,
         cel_counts: Callable[[], CelCounts] | None = None,
+        failing_classes: LoopFeed[list[str]] | None = None,
     ) -> None:
         # *_created series double every counter for a timestamp nobody reads (process-wide switch).
         prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -290,7 +306,7 @@ class Metrics:
         if held is not None:
             self.registry.register(HeldClaimsCollector(held))
         if cel_counts is not None:
-            self.registry.register(CelCollector(cel_counts))
+            self.registry.register(CelCollector(cel_counts, failing_classes))
         build = Gauge(
             "dra_extender_build_info",
             "1, labelled with the running version.",
@@ -372,6 +388,13 @@ class Metrics:
             ["verb", "resource", "code"],
             registry=self.registry,
         )
+        self.writes_unknown = Counter(
+            "dra_extender_write_outcome_unknown",
+            "Writes of the bind path sent with no answer or a server error: the API server may or "
+            "may not have applied them (the extender reads back before going on), by resource.",
+            ["resource"],
+            registry=self.registry,
+        )
         self.api_latency = Histogram(
             "dra_extender_api_request_duration_seconds",
             "Time to an API server's answer (a watch: to its headers), by verb and resource.",
@@ -409,6 +432,8 @@ class Metrics:
             self.filter_cut.labels(cause)
         for outcome in PREEMPT_OUTCOMES:
             self.preempts.labels(outcome)
+        for resource in WRITTEN_RESOURCES:
+            self.writes_unknown.labels(resource)
 
     # Observer
     def filtered(self, passed: int, failed: int, error: bool) -> None:
@@ -424,6 +449,9 @@ class Metrics:
         """One API request (:data:`~extender.cluster.api_calls.RequestObserver`)."""
         self.api_requests.labels(verb, resource, code).inc()
         self.api_latency.labels(verb, resource).observe(seconds)
+
+    def write_outcome_unknown(self, resource: str) -> None:
+        self.writes_unknown.labels(resource).inc()
 
     def bound(self, outcome: str, reason: str = "") -> None:
         self.binds.labels(outcome).inc()

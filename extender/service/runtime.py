@@ -38,6 +38,7 @@ from extender.cluster.reflector import Reflector
 from extender.cluster.state import KINDS, ClusterState, Key
 from extender.defaults import DEFAULT_MAX_STATE_BYTES
 from extender.scheduling.capacity import capacity_steps
+from extender.scheduling.class_health import classes_not_compiling
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
 from extender.scheduling.held_claims import HeldClaims, held_claims
@@ -127,8 +128,18 @@ def observed(engine: Engine, worker: EngineWorker) -> Metrics:
         return held_claims(engine.state, engine.config.scheduler_names, time.time(), first_seen)
 
     held = LoopFeed(held_steps, worker.call_soon, min_interval=5.0)
+
+    def class_steps() -> Generator[None, None, list[str]]:
+        yield  # one step, on the engine's loop
+        return classes_not_compiling(engine.state, engine.cel)
+
     metrics = Metrics(
-        engine.state.counts, lambda: len(engine.assumed), capacity, held, lambda: engine.cel.counts
+        engine.state.counts,
+        lambda: len(engine.assumed),
+        capacity,
+        held,
+        lambda: engine.cel.counts,
+        LoopFeed(class_steps, worker.call_soon),
     )
     engine.observer = metrics
     engine.log_sink = decision_log()
@@ -282,6 +293,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     worker = EngineWorker()
     metrics = observed(engine, worker)
     raw.observe = http.observe = metrics.api_request
+    http.unknown = metrics.write_outcome_unknown
     stop = threading.Event()
     health = ClusterHealth(config.cache_stale_after)
     engine.cache_stale = health.stale

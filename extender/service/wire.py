@@ -95,6 +95,8 @@ def _decode(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
         return decoder.decode(body)
     except msgspec.DecodeError as exc:
         raise WireError(f"malformed request: {exc}") from None
+    except RecursionError:
+        raise WireError("malformed request: nested too deeply") from None
 
 
 class DecodedArgs:

@@ -206,13 +206,60 @@ def test_a_slow_answer_fails_after_the_timeout_with_no_answer_code() -> None:
     assert isinstance(result, ClusterAPIError) and result.code == 0
 
 
-def test_a_refused_connection_is_tried_again_then_fails_with_no_answer_code() -> None:
+def test_a_refused_connection_is_tried_again_then_fails_as_not_sent() -> None:
+    """No connection was made: nothing was sent, so the writer knows nothing was applied."""
+    from extender.cluster.api import NotSent
+    from extender.scheduling.claim_writes import outcome_unknown
+
     seen = Seen()
     with server(seen) as url:
         pass  # closed: nothing listens on its port now
-    (result,) = call(AsyncKube(configuration(url)), put)
-    assert isinstance(result, ClusterAPIError) and result.code == 0
-    assert "PUT /apis/x/c" in str(result) and CONNECT_ATTEMPTS > 1
+    unknown: list[str] = []
+    (result,) = call(AsyncKube(configuration(url), unknown=unknown.append), put)
+    assert isinstance(result, NotSent) and result.code == 0 and not outcome_unknown(result)
+    assert "PUT /apis/x/c: not sent" in str(result) and CONNECT_ATTEMPTS > 1
+    assert unknown == []
+
+
+def test_writes_that_may_have_been_applied_are_told_by_resource() -> None:
+    """No answer, or a server error, to a write: its outcome is unknown (metrics); a read's, a
+    refusal's (409) or an answered write's is not."""
+    unknown: list[str] = []
+    status = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c/status"
+    seen = Seen()
+    with server(seen) as url:
+        kube = AsyncKube(configuration(url), timeout=0.3, unknown=unknown.append)
+
+        async def run() -> None:
+            for answer, delay, method, path in [
+                ((200, {}), 0.0, "PUT", status),
+                ((409, {"reason": "Conflict"}), 0.0, "PUT", status),
+                ((500, {}), 0.0, "POST", "/api/v1/namespaces/ns/pods/p/binding"),
+                ((200, {}), 1.0, "PUT", status),  # no answer in time
+                ((200, {}), 1.0, "GET", status),
+            ]:
+                seen.answer, seen.delay = answer, delay
+                with contextlib.suppress(ClusterAPIError):
+                    await kube.request(method, path, body={} if method != "GET" else None)
+            await kube.close()
+
+        asyncio.run(run())
+    assert unknown == ["pods/binding", "resourceclaims/status"]
+
+
+def test_a_body_that_cannot_be_encoded_is_not_sent() -> None:
+    from extender.cluster.api import NotSent
+
+    deep: dict[str, Any] = {}
+    for _ in range(300):
+        deep = {"a": deep}
+    seen = Seen()
+    with server(seen) as url:
+        (result,) = call(
+            AsyncKube(configuration(url)), lambda kube: kube.request("PUT", "/apis/x/c", body=deep)
+        )
+    assert isinstance(result, NotSent) and "the body cannot be encoded" in str(result)
+    assert seen.requests == []
 
 
 @pytest.fixture(scope="module")

@@ -96,7 +96,7 @@ def test_a_watch_event_marks_its_object() -> None:
 )
 def test_the_parsers_refuse_objects_too_deep_and_read_the_rest(parse: Any) -> None:
     parse(deep(50))
-    with pytest.raises(ObjectError, match=f"nested deeper than {nesting.MAX_DEPTH} levels"):
+    with pytest.raises(ObjectError, match=f"nested deeper than {nesting.READABLE_DEPTH} levels"):
         parse(deep(300))  # orjson decodes this, but could not send it back
 
 
@@ -107,5 +107,8 @@ def test_a_claim_too_deep_is_a_broken_claim_in_the_cache() -> None:
         + "}"
     )
     state = ClusterState.from_objects([cut["object"], claim("plain")])
-    assert ("default", "c") not in state.claims and ("default", "plain") in state.claims
+    # Kept (without its parameters) for what it holds, and broken for the pods that use it.
+    assert ("default", "c") in state.claims and ("default", "plain") in state.claims
     assert "nested deeper than" in state.broken_claims[("default", "c")]
+    assert nesting.UNREADABLE not in state.claims[("default", "c")].raw
+    assert ("default", "plain") not in state.broken_claims

@@ -30,6 +30,14 @@ def stamped(obj: dict[str, Any], when: str) -> dict[str, Any]:
     return obj
 
 
+def for_group(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["status"]["reservedFor"] = [
+        {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "g", "uid": "uid-g"},
+        {"resource": "pods", "name": "b", "uid": "uid-b"},
+    ]
+    return obj
+
+
 CASES: dict[str, tuple[list[dict[str, Any]], int]] = {
     "reserved for an unbound pod": ([reserve(claim("c", allocation=allocation()), "p"), pod("p")], 1),
     "the pod is bound": ([reserve(claim("c", allocation=allocation()), "p"), pod("p", node_name="n")], 0),
@@ -44,9 +52,17 @@ CASES: dict[str, tuple[list[dict[str, Any]], int]] = {
         [reserve(claim("c", allocation=allocation()), "p"), pod("p", scheduler="x")],
         0,
     ),
-    "shared, one user unbound": (
+    "shared, one user running: in use": (
         [reserve(claim("c", allocation=allocation()), "a", "b"), pod("a", node_name="n"), pod("b")],
+        0,
+    ),
+    "shared, no user bound yet": (
+        [reserve(claim("c", allocation=allocation()), "a", "b"), pod("a"), pod("b")],
         1,
+    ),
+    "a PodGroup's claim: its pods come and go": (
+        [for_group(claim("c", allocation=allocation())), pod("b")],
+        0,
     ),
 }
 

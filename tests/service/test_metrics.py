@@ -37,6 +37,8 @@ FAMILIES = {
     "dra_extender_claims_held_for_unbound_pods_oldest_seconds": "gauge",
     "dra_extender_cel_compile_errors": "counter",
     "dra_extender_cel_evaluation_errors": "counter",
+    "dra_extender_write_outcome_unknown": "counter",
+    "dra_extender_device_classes_not_compiling": "gauge",
     "dra_extender_ready": "gauge",
     "dra_extender_leader": "gauge",
     "process_cpu_seconds": "counter",
@@ -204,4 +206,5 @@ def test_claims_held_for_unbound_pods_and_cel_failures(tmp_path: Path) -> None:
     assert value(text, "dra_extender_claims_held_for_unbound_pods") == 1
     assert value(text, "dra_extender_claims_held_for_unbound_pods_oldest_seconds") >= 0
     assert value(text, "dra_extender_cel_compile_errors_total") == 1
+    assert value(text, "dra_extender_device_classes_not_compiling") == 1  # while it lasts
     assert value(text, "dra_extender_cel_evaluation_errors_total", kind="cost_limit") == 0

@@ -52,6 +52,11 @@ BAD = [
     ("names-wrong-type", b'{"Pod":{"metadata":{"name":"p"}},"NodeNames":"a"}', "NodeNames"),
     ("pod-without-name", b'{"Pod":{"metadata":{}},"NodeNames":[]}', "Pod.metadata.name is required"),
     ("node-item-not-object", b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[5]}}', "Nodes.items[0]"),
+    (
+        "nested deeper than the decoder recurses",
+        b'{"Pod":{"metadata":{"name":"p"},"x":' + b"[" * 5000 + b"]" * 5000 + b"}}",
+        "malformed request: nested too deeply",
+    ),
 ]
 
 
