@@ -51,7 +51,8 @@ def scheduler_config(
 
 
 class Scheduler:
-    """A kube-scheduler process; its /metrics and /readyz are reachable without credentials."""
+    """A kube-scheduler process; its /metrics and /readyz are reachable without credentials
+    (``open_metrics`` False: /metrics wants a token allowed to GET it, as in a pod)."""
 
     def __init__(
         self,
@@ -59,6 +60,7 @@ class Scheduler:
         config: dict[str, Any],
         name: str = "kube-scheduler",
         feature_gates: str = "",
+        open_metrics: bool = True,
     ):
         self.plane = plane
         self.port = free_port()
@@ -75,7 +77,8 @@ class Scheduler:
                 f"--secure-port={self.port}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez"
+                + (",/metrics" if open_metrics else ""),
                 "--v=2",
                 *([f"--feature-gates={feature_gates}"] if feature_gates else []),
             ],
@@ -90,8 +93,12 @@ class Scheduler:
     def stop(self) -> None:
         self.process.stop()
 
-    def metrics(self) -> str:
-        return httpx.get(f"https://127.0.0.1:{self.port}/metrics", verify=False, timeout=10).text
+    def metrics(self, token: str | None = None) -> str:
+        return self.get_metrics(token).text
+
+    def get_metrics(self, token: str | None = None) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.get(f"https://127.0.0.1:{self.port}/metrics", verify=False, timeout=10, headers=headers)
 
     def log(self) -> str:
         return self.process.log.read_text(errors="replace")
@@ -99,9 +106,14 @@ class Scheduler:
 
 @contextlib.contextmanager
 def scheduler(
-    plane: ControlPlane, config: dict[str, Any], name: str = "kube-scheduler", feature_gates: str = ""
+    plane: ControlPlane,
+    config: dict[str, Any],
+    name: str = "kube-scheduler",
+    feature_gates: str = "",
+    *,
+    open_metrics: bool = True,
 ) -> Iterator[Scheduler]:
-    s = Scheduler(plane, config, name, feature_gates)
+    s = Scheduler(plane, config, name, feature_gates, open_metrics)
     try:
         yield s.start()
     finally:

@@ -58,3 +58,50 @@ def test_the_rules_and_dashboard_read_metrics_the_real_components_expose(cluster
     assert list(ready.values()) == [1.0]
     synced = samples(extender_text, "dra_extender_informer_synced")
     assert synced and set(synced.values()) == {1.0}
+
+
+def test_kube_scheduler_metrics_need_a_token_allowed_to_get_them(cluster: ControlPlane) -> None:
+    """What the kube-scheduler ServiceMonitor relies on: on its secure port /metrics answers a
+    bearer token whose ServiceAccount may GET the /metrics non-resource URL (checked by
+    kube-scheduler's delegated authentication and authorization through the API server), and
+    refuses anonymous callers and tokens without that permission."""
+    api = cluster.api
+    for account in ("prometheus", "nobody"):
+        api.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": account, "namespace": "default"},
+            }
+        )
+    api.create(
+        {
+            "kind": "ClusterRole",
+            "metadata": {"name": "test-metrics-reader"},
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+        }
+    )
+    api.create(
+        {
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "test-metrics-reader"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "test-metrics-reader",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "default"}],
+        }
+    )
+    config = scheduler_config(cluster.extender_kubeconfig(), extender_url=None)
+    try:
+        with scheduler(cluster, config, open_metrics=False) as sched:
+            assert sched.get_metrics().status_code in (401, 403)
+            assert sched.get_metrics(cluster.token("default", "nobody")).status_code == 403
+            allowed = sched.get_metrics(cluster.token("default", "prometheus"))
+            assert allowed.status_code == 200 and "leader_election_master_status" in allowed.text
+    finally:
+        api.delete("ClusterRoleBinding", "test-metrics-reader")
+        api.delete("ClusterRole", "test-metrics-reader")
+        for account in ("prometheus", "nobody"):
+            api.delete("ServiceAccount", account, "default")
