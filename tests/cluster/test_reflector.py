@@ -55,10 +55,13 @@ class RecordedWaits(threading.Event):
         return self.is_set()
 
 
-def run_reflector(failures: int) -> tuple[Reflector, RecordedWaits]:
+def run_reflector(
+    failures: int, raw: Callable[[int, threading.Event], Raw] = Raw
+) -> tuple[Reflector, RecordedWaits]:
+    """A PodDisruptionBudget informer over ``raw(failures, stop)``, run until the stand-in stops it."""
     stop = RecordedWaits()
     reflector = Reflector(
-        Raw(failures, stop),  # type: ignore[arg-type]
+        raw(failures, stop),  # type: ignore[arg-type]
         "/apis/policy/v1/poddisruptionbudgets",
         "PodDisruptionBudget",
         lambda *a: None,
@@ -120,23 +123,12 @@ class FlappingWatch(Raw):
 def test_a_watch_that_opens_and_fails_at_once_is_one_outage(caplog: pytest.LogCaptureFixture) -> None:
     """Opening is not working: the outage ends with the first event, so a flapping watch gives
     one warning and one line when it works again, not two lines per retry."""
-    stop = RecordedWaits()
-    raw = FlappingWatch(6, stop)
-    reflector = Reflector(
-        raw,  # type: ignore[arg-type]
-        "/api/v1/nodes",
-        "Node",
-        lambda *a: None,
-        stop,
-        api_version="v1",
-        rng=random.Random(1),
-    )
     with caplog.at_level(logging.INFO, logger="dra_extender"):
-        reflector.run()
-    assert raw.watches == 7 and reflector.errors == 6
+        reflector, _stop = run_reflector(6, FlappingWatch)
+    assert reflector.raw.watches == 7 and reflector.errors == 6  # type: ignore[attr-defined]
     messages = [(r.levelno, r.getMessage()) for r in caplog.records]
     assert [m for level, m in messages if level == logging.WARNING] == [
-        "watch Node failed (retrying with back-off up to 30s; logged again when it works): "
+        "watch PodDisruptionBudget failed (retrying with back-off up to 30s; logged again when it works): "
         "connection reset by peer"
     ]
-    assert [m for level, m in messages if "working again" in m] == ["watch Node working again"]
+    assert [m for level, m in messages if "working again" in m] == ["watch PodDisruptionBudget working again"]
