@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from extender.cli import main
@@ -125,6 +125,8 @@ def test_random_objects(docs: list[Any], capsys: pytest.CaptureFixture[str]) -> 
 
 @fuzz(100)
 @given(docs=documents)
+@example(docs=[{}, {"metadata": None}])  # found by this fuzz: the in-memory API server's seeding
+@example(docs=[{"kind": "Pod", "metadata": [1]}])
 def test_random_objects_served_embedded(docs: list[Any]) -> None:
     """``serve --state`` reads the same files into its in-memory API server (which copies every
     object as JSON): a file is served or refused with a StateFileError, nothing else."""

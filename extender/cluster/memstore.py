@@ -113,7 +113,9 @@ class MemoryStore:
         """Seed or replace objects as they are (an initial state); missing UIDs are filled in."""
         for obj in objects:
             stored = clone(obj)
-            meta = stored.setdefault("metadata", {})
+            if not isinstance(stored.get("metadata"), dict):  # null, a list: the cache reports it
+                stored["metadata"] = {}
+            meta = stored["metadata"]
             meta.setdefault("uid", self._new_uid())
             if stored.get("kind") in NAMESPACED:
                 meta.setdefault("namespace", "default")
