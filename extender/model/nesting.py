@@ -32,18 +32,6 @@ REASON = (
 _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
-def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """Whether ``value`` nests containers more than ``limit`` deep (the value itself: level 1)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
-
-
 def unreadable(obj: dict[str, Any]) -> str | None:
     """Why ``obj`` cannot be carried (None: it can): cut by :func:`loads`, or too deep to encode
     (checked by encoding it: a few microseconds, where walking it in Python costs ten)."""
@@ -51,8 +39,8 @@ def unreadable(obj: dict[str, Any]) -> str | None:
         return str(obj[UNREADABLE])
     try:
         orjson.dumps([[obj]])  # two levels deeper: READABLE_DEPTH
-    except TypeError as exc:
-        return REASON if "Recursion" in str(exc) else f"not representable as JSON: {exc}"
+    except TypeError:  # decoded JSON holds nothing else orjson refuses
+        return REASON
     return None
 
 
