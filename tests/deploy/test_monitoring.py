@@ -208,9 +208,9 @@ def test_the_monitoring_objects_select_services_and_ports_that_exist() -> None:
         assert selected, monitor["metadata"]["name"]
         ports = {p["port"] for p in monitor["spec"]["endpoints"]}
         for service in selected:
-            assert (
-                ports <= {p["name"] for p in service["spec"]["ports"]}
-                or service["metadata"]["name"] == "dra-extender"
+            assert ports <= {p["name"] for p in service["spec"]["ports"]}, (
+                monitor["metadata"]["name"],
+                service,
             )
     # The sidecar pods let both metrics ports in, and kube-scheduler's port is named.
     policy = one("NetworkPolicy")
