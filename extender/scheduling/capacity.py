@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from extender.cel import CelCompileError
 from extender.model.dra import ResourceClaim, parse_resource_claim
 from extender.scheduling.decision import Snapshot, node_info
+from extender.scheduling.stepwise import to_the_end
 
 #: Device attributes read as the product name, first found.
 PRODUCT_ATTRIBUTES = ("productName", "model", "type")
@@ -87,13 +88,7 @@ def one_device_of(device_class: str) -> ResourceClaim:
 
 def capacity(snapshot: Snapshot) -> Capacity:
     """The whole computation at once (the debug view)."""
-    steps = capacity_steps(snapshot)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            result: Capacity = done.value
-            return result
+    return to_the_end(capacity_steps(snapshot))
 
 
 def capacity_steps(snapshot: Snapshot) -> Generator[None, None, Capacity]:

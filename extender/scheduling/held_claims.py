@@ -5,10 +5,11 @@ conditions, up to the binding timeout); a claim that stays in it holds devices n
 
 from __future__ import annotations
 
-from collections.abc import Collection, MutableMapping
+from collections.abc import Collection, Generator, MutableMapping
 from dataclasses import dataclass
 
 from extender.cluster.state import ClusterState, Key
+from extender.model.dra import ResourceClaim
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,42 +19,49 @@ class HeldClaims:
     oldest_seconds: float = 0.0
 
 
-def held_claims(
+#: Claims looked at per step on the engine's loop (about a millisecond: the verbs run in between).
+STEP = 1000
+
+
+def held_claim_steps(
     state: ClusterState,
     scheduler_names: Collection[str],
     now: float,
     first_seen: MutableMapping[Key, float],
-) -> HeldClaims:
+) -> Generator[None, None, HeldClaims]:
     """Claims allocated and reserved for an existing, unbound pod of one of ``scheduler_names``,
-    and for no pod that is bound (a shared claim a running pod uses is in use, not held).
+    and for no pod that is bound (a shared claim a running pod uses is in use, not held);
+    yields every :data:`STEP` claims (run on the engine's loop in slices, as the capacity is).
 
     A claim's age runs from its ``allocationTimestamp`` when it has one, else from when it was
     first found held (``first_seen``, wall-clock seconds kept by the caller between calls: claims
     no longer held are dropped from it). ``now`` is wall-clock seconds.
     """
     held: dict[Key, float] = {}
-    for key, claim in state.claims.items():
+    for n, (key, claim) in enumerate(list(state.claims.items()), 1):
         allocation = claim.allocation
-        if allocation is None or not claim.reserved_for:
-            continue
-        waiting = False
-        for entry in claim.reserved_for:
-            if entry.get("resource") != "pods":
-                waiting = False  # a PodGroup's claim: its pods come and go
-                break
-            pod = state.pods.get((key[0], str(entry.get("name") or "")))
-            if pod is None or pod.uid != entry.get("uid"):
-                continue
-            if pod.node_name:
-                waiting = False  # a consumer runs: the devices are in use
-                break
-            waiting = waiting or pod.scheduler_name in scheduler_names
-        if waiting:
-            since = allocation.allocation_timestamp or first_seen.get(key, now)
-            held[key] = min(since, now)
+        if allocation is not None and _waits_for_unbound_pod(state, key[0], claim, scheduler_names):
+            held[key] = min(allocation.allocation_timestamp or first_seen.get(key, now), now)
+        if n % STEP == 0:
+            yield
     for key in [k for k in first_seen if k not in held]:
         del first_seen[key]
     for key, since in held.items():
         first_seen.setdefault(key, since)
-    oldest = min(held.values(), default=now)
-    return HeldClaims(len(held), now - oldest)
+    return HeldClaims(len(held), now - min(held.values(), default=now))
+
+
+def _waits_for_unbound_pod(
+    state: ClusterState, namespace: str, claim: ResourceClaim, scheduler_names: Collection[str]
+) -> bool:
+    if any(entry.get("resource") != "pods" for entry in claim.reserved_for):
+        return False  # a PodGroup's claim: its pods come and go
+    users = [
+        pod
+        for entry in claim.reserved_for
+        if (pod := state.pods.get((namespace, str(entry.get("name") or "")))) is not None
+        and pod.uid == entry.get("uid")
+    ]
+    return not any(pod.node_name for pod in users) and any(
+        pod.scheduler_name in scheduler_names for pod in users
+    )

@@ -41,7 +41,7 @@ from extender.scheduling.capacity import capacity_steps
 from extender.scheduling.class_health import classes_not_compiling
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
-from extender.scheduling.held_claims import HeldClaims, held_claims
+from extender.scheduling.held_claims import held_claim_steps
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.logs import decision_log
 from extender.service.metrics import InformerState, LoopFeed, Metrics
@@ -123,11 +123,11 @@ def observed(engine: Engine, worker: EngineWorker) -> Metrics:
     capacity = LoopFeed(lambda: capacity_steps(engine.snapshot()), worker.call_soon)
     first_seen: dict[Key, float] = {}
 
-    def held_steps() -> Generator[None, None, HeldClaims]:
-        yield  # one step, on the engine's loop
-        return held_claims(engine.state, engine.config.scheduler_names, time.time(), first_seen)
-
-    held = LoopFeed(held_steps, worker.call_soon, min_interval=5.0)
+    held = LoopFeed(
+        lambda: held_claim_steps(engine.state, engine.config.scheduler_names, time.time(), first_seen),
+        worker.call_soon,
+        min_interval=5.0,
+    )
 
     def class_steps() -> Generator[None, None, list[str]]:
         yield  # one step, on the engine's loop

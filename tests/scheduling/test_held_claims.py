@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from extender.cluster.state import ClusterState, Key
-from extender.scheduling.held_claims import HeldClaims, held_claims
+from extender.scheduling import held_claims as module
+from extender.scheduling.held_claims import HeldClaims, held_claim_steps
+from extender.scheduling.stepwise import to_the_end
 from tests.builders import allocated, claim, pod, reserve
 
 SCHEDULERS = frozenset({"dra-extender-scheduler"})
@@ -20,9 +22,8 @@ def allocation() -> dict[str, Any]:
 def held(
     *objects: dict[str, Any], now: float = 1000.0, first_seen: dict[Key, float] | None = None
 ) -> HeldClaims:
-    return held_claims(
-        ClusterState.from_objects(objects), SCHEDULERS, now, {} if first_seen is None else first_seen
-    )
+    state = ClusterState.from_objects(objects)
+    return to_the_end(held_claim_steps(state, SCHEDULERS, now, {} if first_seen is None else first_seen))
 
 
 def stamped(obj: dict[str, Any], when: str) -> dict[str, Any]:
@@ -96,3 +97,13 @@ def test_a_claim_no_longer_held_is_forgotten() -> None:
     assert first_seen == {}
     # Held again later: its age starts over.
     assert held(*unbound, now=2000.0, first_seen=first_seen) == HeldClaims(1, 0.0)
+
+
+def test_the_computation_yields_between_steps_and_counts_every_claim() -> None:
+    """On the engine's loop it runs in slices of STEP claims (the verbs run in between)."""
+
+    objects = []
+    for i in range(module.STEP * 2 + 1):
+        objects += [reserve(claim(f"c{i}", allocation=allocation()), f"p{i}"), pod(f"p{i}")]
+    steps = held_claim_steps(ClusterState.from_objects(objects), SCHEDULERS, 1000.0, {})
+    assert sum(1 for _ in steps) == 2
