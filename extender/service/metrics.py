@@ -111,12 +111,17 @@ class LoopFeed(Generic[T]):
         self._schedule(self._step)
 
 
-class CapacityCollector(Collector):
-    def __init__(self, feed: LoopFeed[Capacity]) -> None:
-        self.feed = feed
+class ScrapeTimeCollector(Collector):
+    """Families read when scraped; none is described at registration (what they hold depends on
+    the cluster, and describing would run a collection)."""
 
     def describe(self) -> list[Metric]:
-        return []  # families depend on the cluster; nothing to check at registration
+        return []
+
+
+class CapacityCollector(ScrapeTimeCollector):
+    def __init__(self, feed: LoopFeed[Capacity]) -> None:
+        self.feed = feed
 
     def collect(self) -> Iterator[Metric]:
         capacity = self.feed.ask()
@@ -157,13 +162,10 @@ class CapacityCollector(Collector):
         yield from (nodes, classes, fits, age)
 
 
-class CelCollector(Collector):
+class CelCollector(ScrapeTimeCollector):
     def __init__(self, counts: Callable[[], CelCounts], failing_classes: LoopFeed[list[str]] | None) -> None:
         self._counts = counts
         self._failing_classes = failing_classes
-
-    def describe(self) -> list[Metric]:
-        return []
 
     def collect(self) -> Iterator[Metric]:
         counts = self._counts()
@@ -192,12 +194,9 @@ class CelCollector(Collector):
             )
 
 
-class HeldClaimsCollector(Collector):
+class HeldClaimsCollector(ScrapeTimeCollector):
     def __init__(self, feed: LoopFeed[HeldClaims]) -> None:
         self.feed = feed
-
-    def describe(self) -> list[Metric]:
-        return []
 
     def collect(self) -> Iterator[Metric]:
         held = self.feed.ask() or HeldClaims()
@@ -227,7 +226,7 @@ class InformerState:
     errors: int
 
 
-class HealthCollector(Collector):
+class HealthCollector(ScrapeTimeCollector):
     """Readiness, leadership and each informer's state, read when scraped (nothing on a hot path)."""
 
     def __init__(
@@ -237,9 +236,6 @@ class HealthCollector(Collector):
         informers: Callable[[], list[InformerState]],
     ) -> None:
         self._ready, self._leader, self._informers = ready, leader, informers
-
-    def describe(self) -> list[Metric]:
-        return []
 
     def collect(self) -> Iterator[Metric]:
         yield GaugeMetricFamily(
