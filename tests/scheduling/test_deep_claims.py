@@ -25,11 +25,12 @@ def parameters(depth: int) -> dict[str, Any]:
 
 
 def depth_of(value: Any) -> int:
-    return (
-        max((1 + depth_of(v) for v in value.values()), default=1)
-        if isinstance(value, dict)
-        else (max((1 + depth_of(v) for v in value), default=1) if isinstance(value, list) else 0)
-    )
+    """Levels of containers (a scalar: 0, an empty object: 1)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if not isinstance(value, list):
+        return 0
+    return 1 + max(map(depth_of, value), default=0)
 
 
 def with_config(obj: dict[str, Any], depth: int) -> dict[str, Any]:
