@@ -7,6 +7,7 @@ naming the file and what is wrong (the commands exit 2 with that one line).
 
 from __future__ import annotations
 
+import datetime
 import re
 import stat
 from collections.abc import Collection, Iterable, Iterator
@@ -69,9 +70,22 @@ def _flow_depth_exceeds(text: str, limit: int) -> bool:
     return False
 
 
+def _too_deep(path: Path) -> StateFileError:
+    return StateFileError(f"{path}: nested deeper than {MAX_FLOW_DEPTH} levels: not a Kubernetes object")
+
+
+def _json_document(path: Path, text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        if _flow_depth_exceeds(text, MAX_FLOW_DEPTH):  # orjson stops at its own depth
+            raise _too_deep(path) from None
+        raise
+
+
 def _yaml_documents(path: Path, text: str) -> Iterator[Any]:
     if _flow_depth_exceeds(text, MAX_FLOW_DEPTH):
-        raise StateFileError(f"{path}: nested deeper than {MAX_FLOW_DEPTH} levels: not a Kubernetes object")
+        raise _too_deep(path)
     if _ANCHOR.search(text) and _expanded_nodes(text) > MAX_EXPANDED_NODES:
         raise StateFileError(
             f"{path}: YAML aliases (*name) expand to more than {MAX_EXPANDED_NODES} nodes: "
@@ -108,7 +122,7 @@ def _documents(path: Path, max_bytes: int) -> Iterator[Any]:
     text = _text(path, max_bytes)
     try:
         if path.suffix == ".json":
-            yield orjson.loads(text)
+            yield _json_document(path, text)
         else:
             yield from _yaml_documents(path, text)
     except StateFileError:
@@ -146,15 +160,46 @@ def _name(obj: dict[str, Any]) -> str:
 def _as_json(obj: dict[str, Any], what: str) -> dict[str, Any]:
     """``obj`` as JSON carries it, as an API server would have it (YAML timestamps become
     strings); StateFileError for what JSON cannot hold (``!!binary``, ``!!set``, keys that are
-    not strings) or the extender cannot carry (nesting deeper than orjson encodes)."""
+    not strings) or the extender cannot carry (nesting deeper than orjson encodes). The reason
+    is found by looking at the object, never read from the encoder's wording."""
     try:
         return cast(dict[str, Any], orjson.loads(orjson.dumps(obj)))
-    except TypeError as exc:
-        if "Recursion" in str(exc):
-            raise StateFileError(
-                f"{what} is nested deeper than {nesting.MAX_DEPTH} levels: the extender cannot carry it"
-            ) from None
-        raise StateFileError(f"{what} is not representable as JSON: {exc}") from None
+    except orjson.JSONEncodeError:
+        pass
+    problem = _not_json(obj)
+    if problem is not None:
+        raise StateFileError(f"{what} is not representable as JSON: {problem}")
+    raise StateFileError(
+        f"{what} is nested deeper than {nesting.MAX_DEPTH} levels: the extender cannot carry it"
+    )
+
+
+#: What YAML's safe loader builds that JSON holds as it is (timestamps become strings).
+_JSON_SCALARS = (str, bool, float, type(None), datetime.date)
+#: What each value JSON cannot hold is called in an error, with the YAML tag that makes it.
+_NOT_JSON: dict[type, str] = {bytes: "binary data (!!binary)", set: "a set (!!set)"}
+
+
+def _not_json(value: Any) -> str | None:
+    """Where ``value`` holds something JSON cannot, and what (None: nothing); iterative, so
+    that any depth is walked."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, node = stack.pop()
+        at = where or "the object"
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if not isinstance(key, str):
+                    return f"{at} has a key that is not a string ({_printable(repr(key), 40)})"
+                stack.append((f"{where}.{key}" if where else key, item))
+        elif isinstance(node, list | tuple):
+            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(node))
+        elif isinstance(node, int) and not isinstance(node, bool):
+            if not -(2**63) <= node < 2**64:
+                return f"{at} is an integer beyond 64 bits"
+        elif not isinstance(node, _JSON_SCALARS):
+            return f"{at} is {_NOT_JSON.get(type(node), f'a {type(node).__name__}')}"
+    return None
 
 
 def _one_line(exc: Exception) -> str:

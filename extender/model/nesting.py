@@ -47,13 +47,16 @@ def unreadable(obj: dict[str, Any]) -> str | None:
 def loads(data: bytes | str) -> Any:
     """``orjson.loads``; a document nested too deeply for it is decoded with the subtrees below
     :data:`MAX_DEPTH` replaced by :data:`CUT`, and every object that held one (the items of a
-    list, the object of a watch event, or the document) marked :data:`UNREADABLE`."""
+    list, the object of a watch event, or the document) marked :data:`UNREADABLE`. Whether the
+    depth was the problem is decided by cutting, never by orjson's wording of its error."""
+    raw = data.encode() if isinstance(data, str) else data
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        if "depth limit" not in str(exc):
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        cut = _cut(raw)
+        if cut == raw:  # nothing nested too deeply: the document is malformed
             raise
-    doc = orjson.loads(_cut(data.encode() if isinstance(data, str) else data))
+    doc = orjson.loads(cut)
     _mark(doc)
     return doc
 

@@ -36,6 +36,21 @@ def test_a_document_orjson_decodes_comes_back_as_it_is() -> None:
     assert nesting.loads(text) == orjson.loads(text)
 
 
+MALFORMED = {
+    "cut short": '{"items": [{"a": 1}',
+    "a stray bracket": '{"a": 1]}',
+    "deep, and malformed below the cut": '{"spec": ' + '{"a":' * 1500 + '"x"' + "}" * 1499,
+    "deep, and malformed above the cut": '{"spec": ' + deep_json(1500) + ",}",
+}
+
+
+@pytest.mark.parametrize("text", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_document_is_a_decode_error_at_any_depth(text: str) -> None:
+    # Whether depth was the trouble is found by cutting, not by reading orjson's message.
+    with pytest.raises(orjson.JSONDecodeError):
+        nesting.loads(text)
+
+
 def test_a_list_with_one_object_too_deep_keeps_the_others_and_marks_that_one() -> None:
     # Brackets inside strings (with escaped quotes) are not nesting.
     tricky = '"a string with [ { and \\" quotes }"'
