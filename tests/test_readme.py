@@ -28,7 +28,9 @@ def setup_commands() -> list[str]:
 def test_exactly_two_set_up_commands_and_ci_runs_the_second() -> None:
     commands = setup_commands()
     assert len(commands) == 2
-    assert commands[0].startswith("python3 -m pip install -e . && dra-extender serve ")
+    # Both install from the locks (issue 38): the service the runtime part, the suite all of it.
+    assert commands[0].startswith("python3 -m pip install -c constraints.txt -e . && dra-extender serve ")
+    assert commands[1].startswith('python3 -m pip install -c constraints-test.txt -e ".[test]" && ')
     ci = (REPO / ".ci" / "run").read_text()
     assert commands[1] in ci
 

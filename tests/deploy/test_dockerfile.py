@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.deploy.locks import RUNTIME_LOCK, pins
 from tests.shared import REPO
 from tests.test_readme import setup_commands
 
@@ -56,13 +57,7 @@ def test_base_image_and_dependencies_are_pinned() -> None:
     assert re.fullmatch(r"python:3\.11-slim@sha256:[0-9a-f]{64}", default)
     assert re.findall(r"^FROM (\S+)", DOCKERFILE, re.M) == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]
     assert "-c constraints.txt" in DOCKERFILE
-    pins = [
-        line
-        for line in (REPO / "constraints.txt").read_text().splitlines()
-        if line and not line.startswith("#")
-    ]
-    assert pins and all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[\w.+\-]+", line) for line in pins)
-    pinned = {line.split("==")[0].lower().replace("_", "-") for line in pins}
+    pinned = pins(RUNTIME_LOCK)  # every line a pin or a comment
     for requirement in ("fastapi", "uvicorn", "kubernetes", "cel-python", "aiohttp", "orjson", "msgspec"):
         assert requirement in pinned, requirement
 
