@@ -16,7 +16,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
-from extender.scheduling.capacity import capacity
+from extender.scheduling.decide.capacity import capacity
 from extender.scheduling.engine import Engine
 
 

@@ -34,10 +34,10 @@ from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.model.core import Node, Pod
 from extender.scheduling.config import EngineConfig
-from extender.scheduling.decision import Snapshot
+from extender.scheduling.decide.decision import Snapshot
 from extender.scheduling.engine import Engine
-from extender.scheduling.nominated import importance
-from extender.scheduling.preemption import Candidate, potential_victims, preempt
+from extender.scheduling.preempt.nominated import importance
+from extender.scheduling.preempt.victims import Candidate, potential_victims, preempt
 
 PODS_PER_NODE = 4
 

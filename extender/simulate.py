@@ -11,9 +11,9 @@ from extender.allocator.releases import DEFAULT_MINOR, Release, release_of
 from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.state import ClusterState
 from extender.model.core import Pod
-from extender.scheduling import nominated, preemption
-from extender.scheduling.decision import NodeDecision, Snapshot, fit_summary
-from extender.scheduling.preemption import Candidate, preempt
+from extender.scheduling.decide.decision import NodeDecision, Snapshot, fit_summary
+from extender.scheduling.preempt import nominated, victims
+from extender.scheduling.preempt.victims import Candidate, preempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,7 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
         if request.preempt:
             failing = [n for n in nodes if not decisions[n.name].fits and decisions[n.name].error is None]
             rejected = {n.name: n for n in failing}
-            helped = preemption.where_it_may_help(
+            helped = victims.where_it_may_help(
                 snapshot, pod, claims, rejected, nominations=nominations, timeout=timeout
             )
             for name, addition in helped.items():

@@ -27,7 +27,7 @@ from tests.builders import (
     resource_slice,
     with_allocatable,
 )
-from tests.scheduling.test_node_allocatable_137 import NUMA0, NUMA0_STATUS, worker_slice
+from tests.scheduling.decide.test_node_allocatable_137 import NUMA0, NUMA0_STATUS, worker_slice
 from tests.shared import REPO
 
 EXAMPLES = REPO / "examples"

@@ -90,7 +90,7 @@ class EngineConfig:
     #: How often a waiting bind looks at the cache again (seconds).
     binding_poll: float = 0.05
     #: How long a verb waits for the cache to show what kube-scheduler's request shows (claims
-    #: the pod's status names), seconds (:mod:`extender.scheduling.catch_up`).
+    #: the pod's status names), seconds (:mod:`extender.scheduling.inflight.catch_up`).
     catch_up_wait: float = DEFAULT_CATCH_UP_WAIT
     #: How long a preemptor's bind waits for its victims' claims to be released (seconds).
     release_wait: float = DEFAULT_RELEASE_WAIT

@@ -1,8 +1,8 @@
 """The extender's decisions: filter, prioritize, preempt and explain over the cached cluster state.
 
 No HTTP here: the service layer decodes requests and encodes answers. No writes either: bind
-hands over to the write path (:mod:`extender.scheduling.binder`), whose claim writes are
-assumed (:mod:`extender.scheduling.assumed`): decisions count their devices as taken until the
+hands over to the write path (:mod:`extender.scheduling.write.binder`), whose claim writes are
+assumed (:mod:`extender.scheduling.inflight.assumed`): decisions count their devices as taken until the
 cache shows what became of them, however long that takes, so two pods never get one device.
 """
 
@@ -25,21 +25,21 @@ from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, DeviceID, ResourceClaim
 from extender.model.labels import Labels
-from extender.scheduling import catch_up, holds, nominated, nominated_answers, preemption
-from extender.scheduling import extended as er
-from extender.scheduling import node_allocatable as na
-from extender.scheduling.assumed import AssumedClaims
-from extender.scheduling.binder import Binder, InFlight
 from extender.scheduling.config import (
     EngineConfig,
     Observer,
 )
-from extender.scheduling.decision import Assessment, NodeDecision, Snapshot
-from extender.scheduling.expected_binds import ExpectedBinds
-from extender.scheduling.nominated_answers import NOT_EVALUATED
-from extender.scheduling.preemption import Candidate
-from extender.scheduling.prefilter import PodClaims
-from extender.scheduling.timeout_memo import TimeoutMemo
+from extender.scheduling.decide import extended as er
+from extender.scheduling.decide import node_allocatable as na
+from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment, NodeDecision, Snapshot
+from extender.scheduling.decide.prefilter import PodClaims
+from extender.scheduling.decide.timeout_memo import TimeoutMemo
+from extender.scheduling.inflight import catch_up, holds
+from extender.scheduling.inflight.assumed import AssumedClaims
+from extender.scheduling.inflight.expected_binds import ExpectedBinds
+from extender.scheduling.preempt import nominated, victims
+from extender.scheduling.preempt.victims import Candidate
+from extender.scheduling.write.binder import Binder, InFlight
 
 log = logging.getLogger("dra_extender.engine")
 
@@ -342,7 +342,7 @@ class Engine:
             self.config.device_preemption
             and result.unresolvable
             and not result.error
-            and preemption.may_preempt(self.state, pod, claims)
+            and victims.may_preempt(self.state, pod, claims)
         ):
             # A node whose allocation ran out of time is not tried again with fewer devices in
             # use: it would likely spend the budget the same way.
@@ -402,7 +402,7 @@ class Engine:
         in-tree plugin reports every rejection. ``group_of``: the rejected nodes to check, with
         their groups of look-alike nodes."""
         rejected = {name: lookup[name] for name in group_of if name in lookup}
-        found = preemption.where_it_may_help(
+        found = victims.where_it_may_help(
             snapshot,
             pod,
             claims,
@@ -472,9 +472,9 @@ class Engine:
         if not claims.allocates or any(a.error is not None for a in answers.values()):
             return groups, answers
         nominations = self.nominations()
-        judged = nominated_answers.Judged(names, groups, answers, lookup)
+        judged = nominated.Judged(names, groups, answers, lookup)
         if nominations is not None and self.state.nominated:
-            nominated_answers.kept_for_others(
+            nominated.kept_for_others(
                 snapshot,
                 pod,
                 claims,
@@ -487,7 +487,7 @@ class Engine:
         target = self.nominated_node(pod)
         if target:
             freeing = self.releasing(snapshot, pod, claims, target)
-            nominated_answers.preemptor(
+            nominated.preemptor(
                 snapshot, pod, claims, judged, target, freeing, nominations, self.config.allocation_timeout
             )
         return groups, answers
@@ -590,11 +590,11 @@ class Engine:
     # --- preemption ----------------------------------------------------------------------------------
 
     def preempt(self, pod: Pod, candidates: Mapping[str, Candidate]) -> dict[str, Candidate]:
-        """The preempt verb (:func:`extender.scheduling.preemption.preempt` on the current snapshot)."""
+        """The preempt verb (:func:`extender.scheduling.preempt.victims.preempt` on the current snapshot)."""
         started = self.clock()
         self.binder.seen.remember(pod)
         snapshot = self.snapshot()
-        answer = preemption.preempt(
+        answer = victims.preempt(
             snapshot,
             pod,
             candidates,
@@ -650,7 +650,7 @@ class Engine:
 
     def _assessor(self, snapshot: Snapshot, claims: PodClaims) -> Callable[[Node], Assessment]:
         """The snapshot's assessor, with nodes that just timed out for these claims remembered
-        (:mod:`extender.scheduling.timeout_memo`)."""
+        (:mod:`extender.scheduling.decide.timeout_memo`)."""
         assess = snapshot.assessor(claims, timeout=self.config.allocation_timeout)
         return self._timeouts.wrap(assess, claims.key())
 

@@ -23,8 +23,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from extender.defaults import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
 from extender.model.core import Node, Pod, parse_pod
 from extender.model.errors import ObjectError
+from extender.scheduling.decide.extended import may_request
 from extender.scheduling.engine import Engine
-from extender.scheduling.extended import may_request
 from extender.service import debug, wire
 from extender.service.metrics import Metrics
 from extender.service.worker import EngineWorker

@@ -13,8 +13,8 @@ import orjson
 
 from extender.model.core import Pod
 from extender.model.dra import DeviceID, ResourceClaim
-from extender.scheduling.capacity import SHAPE_COUNTS, capacity, product_of
-from extender.scheduling.decision import fit_summary, node_info
+from extender.scheduling.decide.capacity import SHAPE_COUNTS, capacity, product_of
+from extender.scheduling.decide.decision import fit_summary, node_info
 from extender.scheduling.engine import Engine
 
 

@@ -1,5 +1,5 @@
 """Prometheus metrics of one service instance (its own registry), and the device capacity
-gauges, read from the latest :class:`~extender.scheduling.capacity.Capacity` published by the
+gauges, read from the latest :class:`~extender.scheduling.decide.capacity.Capacity` published by the
 engine's loop (a scrape runs on the ops listener's thread and never reads the engine's state).
 """
 
@@ -28,9 +28,9 @@ from prometheus_client.registry import Collector
 
 from extender import __version__
 from extender.cel.environment import CelCounts
-from extender.scheduling import bind_failures
-from extender.scheduling.capacity import SHAPE_COUNTS, Capacity
-from extender.scheduling.held_claims import HeldClaims
+from extender.scheduling.decide.capacity import SHAPE_COUNTS, Capacity
+from extender.scheduling.decide.held_claims import HeldClaims
+from extender.scheduling.write import bind_failures
 
 #: Up to the longest a bind can take: several API calls of up to --api-timeout (30 s) each.
 LATENCY_BUCKETS = (
@@ -53,7 +53,7 @@ class LoopFeed(Generic[T]):
     every ``min_interval`` seconds, when a scrape asks (the scrape gets the one before: it never
     waits for the engine).
 
-    ``steps`` starts a computation (:func:`~extender.scheduling.capacity.capacity_steps` on a
+    ``steps`` starts a computation (:func:`~extender.scheduling.decide.capacity.capacity_steps` on a
     fresh snapshot); ``schedule`` runs a call on the engine's loop (``EngineWorker.call_soon``).
     The computation runs in slices of about ``slice_seconds``, each a call of its own, so the
     verbs run in between (``python -m bench.capacity_bench``: 25 ms in all at 500 nodes x 10
@@ -331,7 +331,7 @@ class Metrics:
         )
         self.bind_failures = Counter(
             "dra_extender_bind_failures_total",
-            "Failed binds, by reason (extender/scheduling/bind_failures.py).",
+            "Failed binds, by reason (extender/scheduling/write/bind_failures.py).",
             ["reason"],
             registry=self.registry,
         )

@@ -37,11 +37,11 @@ from extender.cluster.owner_gc import collect_owned_claims
 from extender.cluster.reflector import Reflector
 from extender.cluster.state import KINDS, ClusterState, Key
 from extender.defaults import DEFAULT_MAX_STATE_BYTES
-from extender.scheduling.capacity import capacity_steps
-from extender.scheduling.class_health import classes_not_compiling
 from extender.scheduling.config import EngineConfig
+from extender.scheduling.decide.capacity import capacity_steps
+from extender.scheduling.decide.class_health import classes_not_compiling
+from extender.scheduling.decide.held_claims import held_claim_steps
 from extender.scheduling.engine import Engine
-from extender.scheduling.held_claims import held_claim_steps
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.logs import decision_log
 from extender.service.metrics import InformerState, LoopFeed, Metrics

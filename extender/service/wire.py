@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from extender.scheduling.preemption import Candidate
+from extender.scheduling.preempt.victims import Candidate
 
 
 class WireError(ValueError):

@@ -209,7 +209,7 @@ def test_a_slow_answer_fails_after_the_timeout_with_no_answer_code() -> None:
 def test_a_refused_connection_is_tried_again_then_fails_as_not_sent() -> None:
     """No connection was made: nothing was sent, so the writer knows nothing was applied."""
     from extender.cluster.api import NotSent
-    from extender.scheduling.claim_writes import outcome_unknown
+    from extender.scheduling.write.claim_writes import outcome_unknown
 
     seen = Seen()
     with server(seen) as url:
@@ -336,7 +336,7 @@ def test_a_write_the_fence_refuses_is_not_sent_and_says_so() -> None:
     """The fence (leader election) is checked right before each write: a lapsed lease sends
     nothing, and the error says the outcome is known (not sent), unlike a lost answer."""
     from extender.cluster.api import NotLeading
-    from extender.scheduling.claim_writes import outcome_unknown
+    from extender.scheduling.write.claim_writes import outcome_unknown
 
     seen = Seen()
     why: list[str | None] = [None]

@@ -13,8 +13,8 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
-from extender.scheduling import decision
-from extender.scheduling.decision import Snapshot
+from extender.scheduling.decide import decision
+from extender.scheduling.decide.decision import Snapshot
 from extender.scheduling.engine import Engine
 from tests.builders import allocated, attrs, claim, device, device_class, exact, node, pod, resource_slice
 

@@ -22,8 +22,8 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.model.dra import rfc3339
-from extender.scheduling.binding import pod_binding_state
 from extender.scheduling.config import EngineConfig
+from extender.scheduling.decide.binding import pod_binding_state
 from extender.scheduling.engine import Engine
 from extender.service.runtime import follow
 from tests.builders import claim, device, device_class, device_status, node, pod, resource_slice

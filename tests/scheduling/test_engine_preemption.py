@@ -15,9 +15,9 @@ from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.model.core import parse_pod
 from extender.scheduling.config import EngineConfig
-from extender.scheduling.decision import Assessment
+from extender.scheduling.decide.decision import Assessment
 from extender.scheduling.engine import Engine
-from extender.scheduling.preemption import MAY_HELP, NOT_CHECKED, Candidate
+from extender.scheduling.preempt.victims import MAY_HELP, NOT_CHECKED, Candidate
 from tests.builders import allocated, claim, device, device_class, exact, node, pod, reserve, resource_slice
 
 NODES = ["node-1", "node-2"]

@@ -3,9 +3,9 @@
 Source: pkg/scheduler/framework/plugins/dynamicresources/extendeddynamicresources_test.go,
 v1.36.3, ``Test_createRequestsAndMappings_requests`` and ``Test_createRequestsAndMappings_mappings``
 (code under test: ``createRequestsAndMappings`` in extendeddynamicresources.go). The extender's
-counterpart is :func:`extender.scheduling.extended.synthesize`; its requests become the in-memory
+counterpart is :func:`extender.scheduling.decide.extended.synthesize`; its requests become the in-memory
 claim (:meth:`ExtendedResources.claim_for`) and its mappings are what
-:func:`extender.scheduling.extended_writes.record_mappings` writes to
+:func:`extender.scheduling.write.extended_writes.record_mappings` writes to
 ``pod.status.extendedResourceClaimStatus.requestMappings``. Everything runs in process.
 
 How upstream's fixtures are read here:
@@ -40,8 +40,8 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.model.core import Pod, parse_pod
 from extender.model.dra import parse_device_class
-from extender.scheduling import extended as er
-from extender.scheduling.extended_writes import record_mappings
+from extender.scheduling.decide import extended as er
+from extender.scheduling.write.extended_writes import record_mappings
 from tests.builders import container, device_class, pod
 
 ER = "example.com/gpu"  # upstream's extendedResourceName

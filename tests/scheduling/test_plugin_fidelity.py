@@ -824,7 +824,7 @@ def test_prioritize_mirrors_the_plugin_score_for_prioritized_lists() -> None:
 
 
 def test_score_nodes_falls_back_to_the_packing_policy_when_the_plugin_score_ties() -> None:
-    from extender.scheduling.decision import Assessment
+    from extender.scheduling.decide.decision import Assessment
 
     tie = {
         "n1": Assessment(True, free_after=0, dra_score=8),

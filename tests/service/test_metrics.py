@@ -11,7 +11,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from extender.scheduling.capacity import Capacity
+from extender.scheduling.decide.capacity import Capacity
 from extender.service.metrics import LoopFeed
 from tests.builders import allocated, claim, device, device_class, exact, node, pod, reserve, resource_slice
 from tests.service.fixtures import EXAMPLE_NODES, TRAINER, args_names, binding, scheduler_pod

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from extender.scheduling.preemption import Candidate
+from extender.scheduling.preempt.victims import Candidate
 from extender.service import wire
 from tests.service.fixtures import TRAINER, args_names, args_nodes, scheduler_node
 

@@ -1,0 +1,56 @@
+"""Devices kept after prioritize for the bind kube-scheduler has probably decided (issue 30 item 5).
+
+The extender protocol has no Reserve: kube-scheduler tells the extender the node it chose only
+when the bind arrives, and the next pod's filter may come first. The filter already waits
+(briefly) for binds kube-scheduler is expected to send (:mod:`expected_binds`). Beyond that,
+with ``--hold-after-prioritize``, prioritize keeps the devices the pod would get on its best
+node, when one node scores best alone, as a ``HELD`` record of the assume cache: no write, gone
+at the pod's bind (whatever node it names) or next filter, or after the hold's seconds. Off by
+default: kube-scheduler adds its own scores to ours, so the guess can be wrong, and a wrong
+guess keeps devices from other pods for that long (README, "Throughput").
+
+Pure: a snapshot in, records in the assume cache out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from extender.model.core import Node, Pod
+from extender.scheduling.decide.decision import Snapshot
+from extender.scheduling.decide.prefilter import PodClaims
+from extender.scheduling.inflight.assumed import AssumedClaims
+from extender.scheduling.preempt import nominated
+
+
+def best_alone(scores: Sequence[tuple[str, int]], nodes: Mapping[str, Node]) -> Node | None:
+    """The node that scores best alone, above the lowest score; None on a tie."""
+    if not scores:
+        return None
+    best = max(score for _name, score in scores)
+    top = [name for name, score in scores if score == best]
+    return nodes.get(top[0]) if len(top) == 1 and best > 0 else None
+
+
+def hold(
+    snapshot: Snapshot,
+    assumed: AssumedClaims,
+    pod: Pod,
+    claims: PodClaims,
+    node: Node,
+    nominations: nominated.Nominations | None,
+    now: float,
+    timeout: float | None = None,
+) -> bool:
+    """Hold the devices the pod's claims would get on ``node``; whether it did. Not for a pod
+    with extended resources (its claim does not exist before the bind)."""
+    if claims.extended is not None or not claims.to_allocate:
+        return False
+    decision = nominated.decide(snapshot, pod, claims, node, nominations=nominations, timeout=timeout)
+    if not decision.fits:
+        return False
+    for claim in claims.to_allocate:
+        allocation = decision.allocations.get(claim.name)
+        if allocation is not None:
+            assumed.hold(claim, pod.uid, pod.key, node.name, allocation, now)
+    return True

@@ -1,0 +1,700 @@
+"""The write path: what turns a bind decision into API writes, and what undoes them.
+
+A bind re-decides on the current snapshot (the decisions side, :class:`Decider`), assumes the
+devices before the first write (:mod:`extender.scheduling.inflight.assumed`), writes each claim under
+optimistic concurrency (:mod:`extender.scheduling.write.claim_writes`), creates the pod's
+extended-resource claim, waits for binding conditions (:mod:`extender.scheduling.decide.binding`), and
+sends the Binding; a failure releases what it wrote. The upstream PostFilter's deallocation of
+claims no node can use is here too: it is a write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from extender.cluster.api import ApiNotFound, ClusterAPI, ClusterAPIError
+from extender.cluster.state import ClusterState, Key
+from extender.model.core import Node, Pod, parse_pod
+from extender.model.dra import ResourceClaim, parse_resource_claim, rfc3339
+from extender.model.errors import ObjectError
+from extender.scheduling.config import EngineConfig, NoObserver, Observer
+from extender.scheduling.decide import extended as er
+from extender.scheduling.decide.binding import (
+    allocation_waits,
+    binding_problem,
+    claim_waits,
+    pod_binding_state,
+)
+from extender.scheduling.decide.decision import NodeDecision, Snapshot
+from extender.scheduling.decide.prefilter import PodClaims, reserved_for_pod
+from extender.scheduling.inflight import catch_up
+from extender.scheduling.inflight.assumed import AssumedClaims, AssumedWrite, WriteState
+from extender.scheduling.inflight.expected_binds import ExpectedBinds
+from extender.scheduling.inflight.placing import Placing
+from extender.scheduling.preempt import nominated
+from extender.scheduling.write import (
+    bind_failures,
+    extended_writes,
+    pod_status_writes,
+    post_filter,
+    stale_claims,
+)
+from extender.scheduling.write.claim_writes import (
+    ClaimWriteError,
+    WriteOutcomeUnknown,
+    group_reservation_holds,
+    outcome_unknown,
+    release_claim,
+    reserve_claim,
+)
+
+log = logging.getLogger("dra_extender.engine")
+
+#: How long after an unanswered Binding it may still land (kube-apiserver's request timeout is
+#: 60 s): until then a leftover claim of the pod is not deleted, lest the pod be bound without it.
+BINDING_MAY_LAND = 90.0
+#: Kubernetes' name rules for namespaces (RFC 1123 labels) and pods (RFC 1123 subdomains).
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+class Decider(Protocol):
+    """What a bind needs from the decisions side (the engine)."""
+
+    def snapshot(self) -> Snapshot: ...
+
+    def claims_of(self, snapshot: Snapshot, pod: Pod) -> PodClaims: ...
+
+    def nominations(self) -> nominated.Nominations | None: ...
+
+    def while_released(
+        self, snapshot: Snapshot, pod: Pod, claims: PodClaims, node: Node, decision: NodeDecision
+    ) -> tuple[NodeDecision, list[ResourceClaim]]: ...
+
+
+@dataclass(slots=True)
+class CreatedClaim:
+    """The extended-resource claim of one bind: its record, and the object once created or found."""
+
+    record: AssumedWrite | None = None
+    raw: dict[str, Any] | None = None
+    #: The pod's status was (maybe) patched to name the claim: a failed bind takes that back.
+    recorded: bool = False
+    #: The pod's ``nodeAllocatableResourceClaimStatuses`` were (maybe) recorded by this bind:
+    #: a failed bind clears them (upstream Unreserve).
+    node_allocatable: bool = False
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A bind being carried out (its concurrent duplicates wait for the same answer)."""
+
+    pod_uid: str
+    pod_key: Key
+    node: str
+    started: float
+    done: asyncio.Future[str]
+
+
+class Binder:
+    """Binds (and the PostFilter's deallocations) for one engine. Holds what the write path
+    remembers: binds in flight, claim writes the cache does not show yet (read by the
+    decisions side too), Bindings whose answer was lost."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        api: ClusterAPI,
+        config: EngineConfig,
+        decider: Decider,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        log: Callable[..., None] = lambda *a, **k: None,
+    ) -> None:
+        self.state = state
+        self.api = api
+        self.config = config
+        self.decider = decider
+        self.clock = clock
+        self.wall_clock = wall_clock
+        #: Records each bind's outcome in the decision log (the engine's).
+        self.log = log
+        self.observer: Observer = NoObserver()
+        #: Binds being carried out, by pod UID.
+        self.in_flight: dict[str, InFlight] = {}
+        #: DRANodeAllocatableResources: pods bound here that the cache does not show bound yet.
+        self.placing = Placing()
+        #: When a pod of each PodGroup last passed a filter (PostFilter leaves such groups alone).
+        self.group_activity = post_filter.GroupActivity()
+        #: Pods kube-scheduler may be binding already (its bind not here yet): filters wait.
+        self.expected = ExpectedBinds(clock)
+        #: The newest version of each pod a request carried: a bind names the pod only, and
+        #: decides on what kube-scheduler saw when the cache is behind it.
+        self.seen = catch_up.SeenPods()
+        #: Claim writes the cache does not show yet (their devices stay taken until it does).
+        self.assumed = AssumedClaims()
+        #: Background work started by decisions (deallocating stale claims).
+        self._tasks: set[asyncio.Task[None]] = set()
+        #: Pods whose Binding was sent with no answer, and when: such a Binding may still land.
+        self._binding_unknown: dict[str, float] = {}
+        #: Why this replica may not write now (leader election: not the leader, or taking
+        #: over), or None. The API client checks it before each write too.
+        self.fence: Callable[[], str | None] = lambda: None
+        #: Why the cache cannot be trusted for binding right now (a watch is down), or None.
+        self.cache_stale: Callable[[], str | None] = lambda: None
+
+    async def bind(self, namespace: str, name: str, uid: str, node_name: str) -> str:
+        """Allocate, write the claims, bind the pod. Returns '' or the error for kube-scheduler.
+
+        However it ends, filters no longer wait for this bind (see :mod:`expected_binds`).
+        """
+        try:
+            return await self._bind_pod(namespace, name, uid, node_name)
+        finally:
+            self.expected.arrived(uid)
+
+    async def _bind_pod(self, namespace: str, name: str, uid: str, node_name: str) -> str:
+        """:meth:`bind`.
+
+        Whatever happens (an API failure, an unexpected exception, cancellation at shutdown), the
+        bind's entry is removed and every concurrent duplicate gets the same answer; the claims
+        are either reserved for the pod or released again, or (when a write's outcome is
+        unknown) their devices stay taken until the cache shows the outcome.
+        """
+        started = self.clock()
+        self.assumed.release_holds(uid)  # kept for this very bind: its own decision must not see them
+        cached = self.state.pods.get((namespace, name))
+        pod = self.seen.newest(cached, uid) or cached
+        if uid and (pod is None or pod.uid != uid) and self.fence() is None and self.cache_stale() is None:
+            # kube-scheduler's pod watch ran ahead of ours: it can bind a pod within milliseconds
+            # of its creation (seen with a real kube-scheduler). The API server has it.
+            pod = await self._pod_from_api(namespace, name, uid) or pod
+        refused = self._refuse_bind(pod, uid, node_name)
+        if refused is not None:
+            return self._bind_done(pod, namespace, name, node_name, started, refused)
+        assert pod is not None
+        existing = self.in_flight.get(pod.uid)
+        if existing is not None:
+            if existing.node != node_name:
+                return self._bind_done(
+                    pod, namespace, name, node_name, started, f"pod is being bound to {existing.node}"
+                )
+            return await asyncio.shield(existing.done)  # the same bind is in progress: same answer
+        entry = InFlight(pod.uid, pod.key, node_name, started, asyncio.get_running_loop().create_future())
+        self.in_flight[pod.uid] = entry
+        error = "the bind was interrupted (the DRA extender is shutting down)"
+        note: str | None = None
+        decision: NodeDecision | None = None
+        try:
+            error, note, decision = await self._bind(pod, node_name)
+        except Exception as exc:  # never leave the entry or its waiters behind
+            log.exception("bind %s/%s to %s", namespace, name, node_name)
+            error = f"internal error while binding to {node_name}: {exc!r}"
+        finally:
+            del self.in_flight[pod.uid]
+            if error and pod.uid not in self._binding_unknown:
+                self.placing.discard(pod.uid)  # (a Binding whose outcome is unknown may still land)
+            self.assumed.interrupted(pod.uid)
+            if not entry.done.done():
+                entry.done.set_result(error)
+        return self._bind_done(pod, namespace, name, node_name, started, error, note=note, decision=decision)
+
+    async def _pod_from_api(self, namespace: str, name: str, uid: str) -> Pod | None:
+        """The pod as the API server has it, if it is the one with this UID (used for this bind
+        only: the cache keeps following its watch). Names that no pod can have are not sent:
+        they go into the request's path (``?watch=true``, ``../``)."""
+        if not (_DNS_LABEL.fullmatch(namespace) and _DNS_SUBDOMAIN.fullmatch(name) and len(name) <= 253):
+            return None
+        try:
+            found = parse_pod(await self.api.get_pod(namespace, name))
+        except (ClusterAPIError, ObjectError):
+            return None
+        return found if found.uid == uid else None
+
+    def _refuse_bind(self, pod: Pod | None, uid: str, node_name: str) -> str | None:
+        fenced = self.fence()
+        if fenced is not None:
+            return f"this dra-extender replica may not bind: {fenced}"
+        stale = self.cache_stale()
+        if stale is not None:
+            return f"the DRA extender's cache is stale ({stale}); not binding until it has caught up"
+        # kube-scheduler always sends the pod's UID and only binds its own pods: refuse the rest.
+        if not uid:
+            return "refused: the request names no PodUID (kube-scheduler always sends one)"
+        if pod is None:
+            return "pod not found (neither in the DRA extender's cache nor in the API server)"
+        if pod.uid != uid:
+            return f"pod UID mismatch: the cache has {pod.uid}, the request names {uid}"
+        if pod.scheduler_name not in self.config.scheduler_names:
+            return (
+                f"refused: the pod's schedulerName {pod.scheduler_name!r} is not one this extender "
+                f"serves ({', '.join(sorted(self.config.scheduler_names))}; see --scheduler-name)"
+            )
+        if pod.node_name and pod.node_name != node_name:
+            return f"pod is already bound to {pod.node_name}"
+        if pod.deleting and not pod.node_name:  # deleted after its filter: its Binding would fail
+            return "pod is being deleted"
+        return None
+
+    async def _bind(self, pod: Pod, node_name: str) -> tuple[str, str | None, NodeDecision | None]:
+        """(error, note, decision) of one bind."""
+        node = self.state.nodes.get(node_name)
+        if node is None and not pod.node_name:
+            return f"node {node_name} not found", None, None
+        await catch_up.claims_shown(
+            self.state, pod, spec_claims=True, seconds=self.config.catch_up_wait, clock=self.clock
+        )
+        unsettled = await self._settle_own_writes(pod)
+        if unsettled is not None:
+            return unsettled, None, None
+        snapshot = self.decider.snapshot()
+        claims = self.decider.claims_of(snapshot, pod)
+        if pod.node_name:
+            claims.extended = None  # bound already: its extended-resource claim is what it is
+        if node is not None:
+            decision = nominated.decide(
+                snapshot,
+                pod,
+                claims,
+                node,
+                nominations=self.decider.nominations(),
+                timeout=self.config.allocation_timeout,
+            )
+        else:  # a bound pod whose node is gone: only reservations of allocated claims can be repaired
+            fits = not (claims.reason or claims.error)
+            decision = NodeDecision(node_name, fits, claims.reason, claims.error)
+        releasing: Sequence[ResourceClaim] = ()
+        if not decision.fits and node is not None and not (claims.reason or claims.error):
+            # A preemptor on its nominated node: its victims' claims may not be released yet.
+            decision, releasing = self.decider.while_released(snapshot, pod, claims, node, decision)
+        if not decision.fits:
+            if self.config.features.device_binding:
+                # Failed or timed out since the filter: free it now, so that kube-scheduler's
+                # retry (a failed bind goes to back-off) allocates afresh at once.
+                now = self.wall_clock()
+                for claim in claims.allocated:
+                    if binding_problem(claim, now, self.config.binding_timeout) is not None:
+                        await stale_claims.deallocate_failed(self.api, pod, claim.key)
+            message = decision.error or decision.reason or "does not fit"
+            return f"cannot bind to {node_name}: {message}", None, None
+        written: list[tuple[ResourceClaim, AssumedWrite]] = []
+        created = CreatedClaim()
+        if self.config.features.node_allocatable_resources and not pod.node_name:
+            # As kube-scheduler's assumed pod: counted before the writes (waiting filters go on).
+            self.placing.add(pod, node_name, decision.node_allocatable, self.clock())
+        error = await self._write_claims(pod, node_name, claims, decision, written, created, releasing)
+        if error:
+            await self._release(pod, written, created)
+            return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
+        if pod.node_name == node_name:
+            # Bound already (a Binding whose answer was lost): the reservations are repaired.
+            return "", "already bound", decision
+        if error := await self._record_node_allocatable(pod, decision, created):
+            await self._release(pod, written, created)
+            return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
+        if claims.extended is not None and decision.extended is None:
+            error = await extended_writes.clear_stale_mapping(self.api, pod)
+            if error:
+                await self._release(pod, written, created)
+                return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
+        waits = self._awaits_binding_conditions(claims, decision)
+        if waits:
+            keys = [c.key for c in claims.ordered]
+            if created.record is not None:
+                keys.append(created.record.key)
+            error, failed = await self._await_binding_conditions(pod, node_name, keys)
+            if error:
+                if failed is not None:
+                    await self._release(pod, written, created)
+                    await stale_claims.deallocate_failed(self.api, pod, failed)
+                return await self._failed(pod, f"binding pod to {node_name}: {error}"), None, None
+        return (*await self._create_binding(pod, node_name, written, created), decision)
+
+    def _awaits_binding_conditions(self, claims: PodClaims, decision: NodeDecision) -> bool:
+        """Some claim of the pod is (or is now being) allocated to a device with binding conditions."""
+        if not self.config.features.device_binding:
+            return False
+        return any(claim_waits(c) for c in claims.allocated) or any(
+            allocation_waits(a) for a in decision.allocations.values()
+        )
+
+    async def _await_binding_conditions(self, pod: Pod, node: str, keys: list[Key]) -> tuple[str, Key | None]:
+        """Upstream PreBind's wait for binding conditions, within this bind's ``binding_wait``.
+
+        ('', None): every condition is True, bind. (error, key): a failure condition or the
+        binding timeout of that claim: give up. (error, None): not yet; the claims stay
+        allocated and reserved for the pod (the devices may be being attached to the node), so
+        kube-scheduler's retry comes back to this node and waits again, until the binding
+        timeout counted from the allocation.
+        """
+        with contextlib.suppress(ClusterAPIError):
+            await self.api.record_event(
+                pod.raw,
+                "BindingConditionsPending",
+                f"waiting for binding conditions for device on node {node}",
+                warning=False,
+            )
+        deadline = self.clock() + self.config.binding_wait
+        while True:
+            state = pod_binding_state(
+                [self.state.claims.get(k) for k in keys], self.wall_clock(), self.config.binding_timeout
+            )
+            if state.ready:
+                self.observer.binding_waited("success")
+                return "", None
+            if state.failed is not None:
+                self.observer.binding_waited("timeout" if state.timed_out else "failed")
+                return f"binding conditions failed: {state.failure}", state.failed.key
+            if self.clock() >= deadline:
+                self.observer.binding_waited("pending")
+                return (
+                    f"binding conditions not met after {self.config.binding_wait:g}s "
+                    f"({'; '.join(state.pending)}); the claims stay allocated and reserved for the "
+                    "pod and the next attempt waits again (up to the binding timeout of "
+                    f"{self.config.binding_timeout:g}s from the allocation)",
+                    None,
+                )
+            await asyncio.sleep(min(self.config.binding_poll, max(0.0, deadline - self.clock())))
+
+    async def _record_node_allocatable(self, pod: Pod, decision: NodeDecision, created: CreatedClaim) -> str:
+        """The node resources the pod's claims stand for go into its status before the Binding
+        (none: an earlier attempt's are cleared); '' or why not."""
+        if not decision.node_allocatable and not (
+            self.config.features.node_allocatable_resources and pod.node_allocatable
+        ):
+            return ""
+        created.node_allocatable = True
+        name = created.record.key[1] if created.record is not None else None  # the extended claim's
+        return await pod_status_writes.record_node_allocatable(self.api, pod, decision.node_allocatable, name)
+
+    def node_pods(self, node: str) -> list[Pod]:
+        """The pods on ``node`` as kube-scheduler counts them (see :mod:`placing`)."""
+        return self.placing.pods_on(node, self.state, self.in_flight, self.clock())
+
+    async def _settle_own_writes(self, pod: Pod) -> str | None:
+        """Send again the pod's earlier claim writes whose outcome is unknown (at most one lands)."""
+        self.assumed.settle(self.state.claims, self.state.claims_seen_rv, self.state.changed_claims)
+        for record in self.assumed:
+            if record.pod_uid != pod.uid or record.state is not WriteState.UNKNOWN:
+                continue
+            claim = self.state.claims.get(record.key)
+            if claim is None and record.creating:
+                claim, problem = await self._read_created(record)
+                if problem is not None:
+                    return problem
+            if claim is None:
+                continue  # gone: settled with the next snapshot
+            error = await self._write_claim(pod, claim, record.allocation, record, again=True)
+            if error:
+                return (
+                    f"an earlier write of resourceclaim {claim.namespace}/{claim.name} for this pod "
+                    f"is not settled: {error}"
+                )
+        return None
+
+    async def _read_created(self, record: AssumedWrite) -> tuple[ResourceClaim | None, str | None]:
+        """A claim this extender created that the cache does not show yet, read from the API server."""
+        namespace, name = record.key
+        try:
+            claim = parse_resource_claim(await self.api.get_claim(namespace, name))
+        except ApiNotFound:
+            self.assumed.forget(record)  # deleted since: its write cannot land any more
+            return None, None
+        except (ClusterAPIError, ObjectError) as exc:
+            return None, f"an earlier write of resourceclaim {namespace}/{name} is not settled: {exc}"
+        if claim.uid != record.claim_uid:
+            self.assumed.forget(record)
+            return None, None
+        return claim, None
+
+    async def _write_claims(
+        self,
+        pod: Pod,
+        node: str,
+        claims: PodClaims,
+        decision: NodeDecision,
+        written: list[tuple[ResourceClaim, AssumedWrite]],
+        created: CreatedClaim,
+        releasing: Sequence[ResourceClaim] = (),
+    ) -> str:
+        """Claims in the pod's order, then its extended-resource claim (as upstream's PreBind);
+        '' or why it stopped.
+
+        Every claim is assumed before the first write is sent: the decision's devices are taken
+        as one, so no other bind can get one of them while this one is writing the others.
+        ``releasing``: claims still holding some of those devices, being released (the pod's
+        preemption evicted their pods); nothing is written until the cache shows them released.
+        """
+        todo = []
+        seen: set[Key] = set()
+        for claim in claims.ordered:
+            if reserved_for_pod(claim, pod, self.config.features) or claim.key in seen:
+                if claim.key not in seen and not claim.reserved_for_uid(pod.uid) and pod.pod_group:
+                    seen.add(claim.key)  # reserved for its group: read fresh before relying on it
+                    if problem := await group_reservation_holds(self.api, claim, pod.pod_group):
+                        return problem
+                continue  # a claim the pod lists twice is written once, with its first allocation
+            seen.add(claim.key)
+            allocation = decision.allocations.get(claim.name) if claim.allocation is None else None
+            consumer = claims.consumers.get(claim.key)  # its PodGroup's (DRAWorkloadResourceClaims)
+            record = self.assumed.assume(claim, pod.uid, pod.key, node, allocation, self.clock(), consumer)
+            todo.append((claim, allocation, record))
+        extended = decision.extended
+        if extended is not None:
+            key = (pod.namespace, er.claim_name(pod))
+            allocation = decision.allocations[er.IN_MEMORY_NAME]
+            created.record = self.assumed.assume_creation(
+                key, pod.uid, pod.key, node, allocation, self.clock()
+            )
+        self.expected.arrived(pod.uid)  # its devices are taken: the next filter sees them
+        error = await catch_up.released(
+            self.state, releasing, seconds=self.config.release_wait, clock=self.clock
+        )
+        if error:
+            for _claim, _allocation, unsent in todo:
+                self.assumed.forget(unsent)
+            if created.record is not None:
+                self.assumed.forget(created.record)
+            return error
+        for i, (claim, allocation, record) in enumerate(todo):
+            error = await self._write_claim(pod, claim, allocation, record)
+            if error:
+                for _claim, _allocation, unsent in todo[i + 1 :]:
+                    self.assumed.forget(unsent)
+                if created.record is not None:
+                    self.assumed.forget(created.record)
+                return error
+            written.append((claim, record))
+        if extended is not None:
+            return await self._write_extended(pod, extended, decision, created)
+        return ""
+
+    async def _write_extended(
+        self, pod: Pod, extended: er.NodeExtendedClaim, decision: NodeDecision, created: CreatedClaim
+    ) -> str:
+        """Create (or find) the pod's extended-resource claim, allocate and reserve it, then record
+        the container mappings in the pod's status (upstream bindClaim for the special claim)."""
+        record = created.record
+        assert record is not None
+        allocation = decision.allocations[er.IN_MEMORY_NAME]
+        body = er.claim_object(pod, extended.requests, name=record.key[1])
+        try:
+            claim, reused = await extended_writes.create_claim(self.api, body, pod)
+        except ClaimWriteError as exc:
+            self.observer.claim_created("failure")
+            self.assumed.forget(record)  # a create takes no device
+            return str(exc)
+        self.observer.claim_created("reused" if reused else "success")
+        self.assumed.created(record, claim)
+        created.raw = claim.raw
+        problem = extended_writes.reuse_problem(claim, extended.claim, allocation, pod)
+        if problem is not None:
+            self.assumed.forget(record)
+            return problem
+        if claim.allocation is not None:
+            # Allocated already, to exactly these devices (reuse_problem): only reserve it. The
+            # record keeps holding the devices until the cache shows the claim.
+            record.allocation = None
+        error = await self._write_claim(pod, claim, record.allocation, record)
+        if error:
+            return error
+        if record.written is not None:
+            created.raw = record.written.raw
+        created.recorded = True
+        try:
+            await extended_writes.record_mappings(self.api, pod, claim.name, extended.mappings)
+        except ClusterAPIError as exc:
+            return f"recording the extended-resource claim in pod {pod.namespace}/{pod.name}'s status: {exc}"
+        return ""
+
+    async def _write_claim(
+        self,
+        pod: Pod,
+        claim: ResourceClaim,
+        allocation: dict[str, Any] | None,
+        record: AssumedWrite,
+        *,
+        again: bool = False,
+    ) -> str:
+        """Write one claim; ``again``: the record's earlier write has an unknown outcome."""
+        try:
+            answer = await reserve_claim(
+                self.api,
+                claim,
+                allocation,
+                pod,
+                sending=lambda rv: self.assumed.sending(record, rv),
+                on_conflict=self.observer.conflict,
+                pending_since=record.sent_on if again else None,
+                allocated_at=rfc3339(self.wall_clock()) if self.config.features.device_binding else None,
+                consumer=record.consumer,
+            )
+        except WriteOutcomeUnknown as exc:
+            self.assumed.unknown(record)  # its devices stay taken until the cache shows the outcome
+            return str(exc)
+        except ClaimWriteError as exc:
+            self.assumed.forget(record)
+            return str(exc)
+        self.assumed.written(record, answer)
+        return ""
+
+    async def _release(
+        self, pod: Pod, written: list[tuple[ResourceClaim, AssumedWrite]], created: CreatedClaim
+    ) -> None:
+        """Undo this bind's claim writes, newest first; what cannot be undone is left as written.
+
+        The extended-resource claim is deleted (upstream Unreserve): deleting releases its
+        devices whether or not its status write landed.
+        """
+        if created.node_allocatable:
+            await pod_status_writes.clear_node_allocatable(self.api, pod)
+        if created.recorded:
+            try:
+                await extended_writes.record_mappings(self.api, pod, None)
+            except ClusterAPIError as exc:
+                # The next bind of the pod clears it (see extended_writes.clear_stale_mapping).
+                log.warning(
+                    "clearing pod %s/%s's extendedResourceClaimStatus failed: %s",
+                    pod.namespace,
+                    pod.name,
+                    exc,
+                )
+        if created.raw is not None:
+            meta = created.raw.get("metadata") or {}
+            try:
+                # Its record stays until the watch shows the deletion: another finalizer could
+                # keep the claim (and its allocation) around for a while.
+                await extended_writes.delete_claim(self.api, created.raw)
+            except ClusterAPIError as exc:
+                # Owned by the pod: the next attempt's PostFilter deletes it, or the garbage
+                # collector does when the pod goes away.
+                log.warning(
+                    "deleting resourceclaim %s/%s failed: %s", meta.get("namespace"), meta.get("name"), exc
+                )
+        for claim, record in reversed(written):
+            if record.written is None or record.consumer is not None:
+                continue  # upstream Unreserve never removes a PodGroup's reservation
+            try:
+                after = await release_claim(
+                    self.api, record.written.raw, pod, allocated_here=record.allocation is not None
+                )
+            except ClusterAPIError as exc:
+                # Still reserved for the (unbound) pod: a retry of the pod binds it, or the claim
+                # controller releases it when the pod goes away.
+                log.warning("releasing resourceclaim %s/%s failed: %s", claim.namespace, claim.name, exc)
+                continue
+            self.assumed.written(record, after)
+
+    async def _create_binding(
+        self, pod: Pod, node: str, written: list[tuple[ResourceClaim, AssumedWrite]], created: CreatedClaim
+    ) -> tuple[str, str | None]:
+        if pod.uid in self.state.deleted_pods:  # deleted while its claims were written
+            await self._release(pod, written, created)
+            return await self._failed(pod, "pod is being deleted"), None
+        try:
+            await self.api.bind_pod(pod.namespace, pod.name, pod.uid, node)
+            return "", None
+        except ClusterAPIError as exc:
+            bound = await self._bound_to(pod, node)
+            if bound:
+                return "", "the Binding's answer was lost; the pod is bound"
+            if outcome_unknown(exc) or bound is None:
+                # The pod may be bound (now or when the Binding lands): never release its claims.
+                self._binding_unknown[pod.uid] = self.clock()
+                message = (
+                    f"binding pod to {node}: outcome unknown ({exc}); its claims stay reserved "
+                    "for it, a retry completes the bind"
+                )
+                return await self._failed(pod, message), None
+            await self._release(pod, written, created)
+            return await self._failed(pod, f"binding pod to {node} failed: {exc}"), None
+
+    async def _bound_to(self, pod: Pod, node: str) -> bool | None:
+        """Is the pod bound to ``node`` now, according to the API server (None: cannot tell)?"""
+        try:
+            current = await self.api.get_pod(pod.namespace, pod.name)
+        except ApiNotFound:
+            return False  # deleted: no Binding of it can land (a pod is never re-created by UID)
+        except ClusterAPIError:
+            return None
+        meta, spec = current.get("metadata") or {}, current.get("spec") or {}
+        return meta.get("uid") == pod.uid and spec.get("nodeName") == node
+
+    async def _failed(self, pod: Pod, message: str) -> str:
+        with contextlib.suppress(ClusterAPIError):
+            await self.api.record_event(pod.raw, "FailedBinding", message)
+        return message
+
+    # --- stale allocations (upstream PostFilter) ---------------------------------------------------
+
+    def deallocate_unavailable(
+        self, snapshot: Snapshot, pod: Pod, claims: PodClaims, nodes: Sequence[Node]
+    ) -> None:
+        """No node fits: make upstream PostFilter's write, if any (:mod:`post_filter`)."""
+        work = post_filter.post_filter(self, snapshot, pod, claims, nodes)
+        if work is not None:
+            self._spawn(work)
+
+    async def background_done(self) -> None:
+        """Wait for the background writes started so far (PostFilter's; tests and shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _spawn(self, work: Any) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(work)
+        except RuntimeError:  # no event loop (a direct, synchronous call): nothing to do
+            work.close()
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def binding_may_land(self, pod: Pod) -> bool:
+        """A Binding of the pod went unanswered recently: it could still land (so its claims stay)."""
+        now = self.clock()
+        for uid, sent in list(self._binding_unknown.items()):
+            if now - sent > BINDING_MAY_LAND:
+                del self._binding_unknown[uid]
+        return pod.uid in self._binding_unknown
+
+    def _bind_done(
+        self,
+        pod: Pod | None,
+        namespace: str,
+        name: str,
+        node: str,
+        started: float,
+        error: str,
+        *,
+        note: str | None = None,
+        decision: NodeDecision | None = None,
+    ) -> str:
+        if error:
+            self.observer.bound("failure", bind_failures.reason(error))
+        else:
+            self.observer.bound("success")
+        devices = None
+        if decision is not None and not error:
+            devices = {
+                claim: [f"{r['driver']}/{r['pool']}/{r['device']}" for r in a["devices"]["results"]]
+                for claim, a in decision.allocations.items()
+            }
+        self.log(
+            "bind",
+            pod,
+            started,
+            pod_key=f"{namespace}/{name}",
+            node=node,
+            error=error or None,
+            note=note,
+            devices=devices,
+        )
+        return error

@@ -1,0 +1,81 @@
+"""extender/scheduling/decide/capacity.py: free devices per node, class and product, and pods that fit
+(hand-counted on a small cluster)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from extender.allocator import Features
+from extender.cel import CelEnvironment
+from extender.cluster.state import ClusterState
+from extender.scheduling.decide.capacity import Capacity, ClassProduct, NodeDrivers, capacity
+from extender.scheduling.decide.decision import Snapshot
+from tests.builders import allocated, attrs, claim, device, device_class, node, resource_slice
+
+
+def gpus(prefix: str, count: int, product: str) -> list[dict[str, Any]]:
+    return [device(f"{prefix}{i}", attributes=attrs(productName=product)) for i in range(count)]
+
+
+def cluster(*extra: dict[str, Any]) -> Capacity:
+    objects = [
+        device_class("gpu", 'device.driver == "driver-a"'),
+        device_class(
+            "big-gpu", 'device.driver == "driver-a" && device.attributes["driver-a"].productName == "H100"'
+        ),
+        node("node-a"),
+        node("node-b"),
+        resource_slice("a", gpus("g", 4, "A100"), pool="node-a", node="node-a"),
+        resource_slice("b", gpus("h", 2, "H100"), pool="node-b", node="node-b"),
+        # Reached by both nodes: one device, counted once per class, on each node's line.
+        resource_slice("net", gpus("n", 1, "A100"), pool="net", allNodes=True),
+        claim("held", allocation=allocated(("driver-a", "node-a", "g0"), ("driver-a", "node-b", "h1"))),
+        *extra,
+    ]
+    state = ClusterState.from_objects(objects)
+    return capacity(Snapshot(state, Features(), CelEnvironment()))
+
+
+def test_per_node_and_driver_totals_and_held_devices() -> None:
+    assert cluster().nodes == (
+        NodeDrivers("node-a", "driver-a", total=5, allocated=1),
+        NodeDrivers("node-b", "driver-a", total=3, allocated=1),
+    )
+
+
+def test_per_class_and_product_distinct_devices_and_free_ones() -> None:
+    assert cluster().classes == (
+        ClassProduct("big-gpu", "H100", total=2, free=1),
+        ClassProduct("gpu", "A100", total=5, free=4),
+        ClassProduct("gpu", "H100", total=2, free=1),
+    )
+
+
+FITS = {
+    "one device": ("gpu", 1, 4 + 2),  # node-a: g1-g3 + net; node-b: h0 + net
+    "two devices": ("gpu", 2, 2 + 1),
+    "four devices": ("gpu", 4, 1),
+    "five devices": ("gpu", 5, 0),
+    "a narrower class": ("big-gpu", 1, 1),
+    "an unknown class": ("nope", 1, 0),
+}
+
+
+@pytest.mark.parametrize(("device_class", "count", "fit"), FITS.values(), ids=FITS.keys())
+def test_pods_that_fit_sum_free_devices_per_node_by_the_request_size(
+    device_class: str, count: int, fit: int
+) -> None:
+    assert cluster().pods_that_fit(device_class, count) == fit
+
+
+def test_a_class_whose_selector_does_not_compile_is_reported_not_counted() -> None:
+    found = cluster(device_class("broken", "device.driver =="))
+    assert "CEL compile error" in found.class_errors["broken"]
+    assert "broken" not in found.free_by_class and found.pods_that_fit("broken", 1) == 0
+
+
+def test_a_request_size_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        cluster().pods_that_fit("gpu", 0)
