@@ -16,8 +16,8 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
+from extender.scheduling.assembly import assemble
 from extender.scheduling.decide.capacity import capacity
-from extender.scheduling.engine import Engine
 
 
 def main() -> None:
@@ -27,7 +27,7 @@ def main() -> None:
     args = parser.parse_args()
     for nodes in args.nodes:
         state = ClusterState.from_objects(cluster(nodes, 8, 0.5))
-        snapshot = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment()).snapshot()
+        snapshot = assemble(state, MemoryAPI(MemoryStore()), CelEnvironment()).snapshot()
         times = []
         for _ in range(args.repeat + 1):
             start = time.perf_counter()

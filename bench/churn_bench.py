@@ -97,7 +97,7 @@ async def run(nodes: int, cycles: int, warmup: int) -> dict[str, Any]:
         "errors": len(errors),
         "first_errors": errors[:3],
         "claims_left": len(engine.state.claims),
-        "assumed_left": len(engine.assumed),
+        "assumed_left": len(engine.tracker.assumed),
     }
     print(json.dumps(result, indent=2))
     return result

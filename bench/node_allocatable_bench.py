@@ -25,8 +25,8 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.model.core import parse_pod
+from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
-from extender.scheduling.engine import Engine
 from tests.builders import (
     claim,
     container,
@@ -76,7 +76,7 @@ def objects(nodes: int, pods_per_node: int, minor: int = 36) -> list[dict[str, A
 def filters(state: ClusterState, gate: bool, repeat: int, minor: int = 36) -> tuple[float, float]:
     release = release_of(minor)
     features = Features.from_gates({"DRANodeAllocatableResources": gate}, release)
-    engine = Engine(
+    engine = assemble(
         state, MemoryAPI(MemoryStore()), CelEnvironment(), EngineConfig(features=features, release=release)
     )
     me = parse_pod(state.pods[("default", "me")].raw)

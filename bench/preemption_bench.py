@@ -33,9 +33,9 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.model.core import Node, Pod
+from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.decide.decision import Snapshot
-from extender.scheduling.engine import Engine
 from extender.scheduling.preempt.nominated import importance
 from extender.scheduling.preempt.victims import Candidate, potential_victims, preempt
 
@@ -132,9 +132,9 @@ def run(nodes: int, repeat: int, candidates: int) -> None:
     names = sorted(state.nodes)
     vip, peer = state.pods[("default", "vip")], state.pods[("default", "peer")]
     # One state per engine: an engine drains the state's record of changed claims.
-    off = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment(), EngineConfig(filter_budget=60.0))
+    off = assemble(state, MemoryAPI(MemoryStore()), CelEnvironment(), EngineConfig(filter_budget=60.0))
     preempting = EngineConfig(filter_budget=60.0, device_preemption=True)
-    on = Engine(ClusterState.from_objects(objects), MemoryAPI(MemoryStore()), CelEnvironment(), preempting)
+    on = assemble(ClusterState.from_objects(objects), MemoryAPI(MemoryStore()), CelEnvironment(), preempting)
     floor, result = median_ms(lambda: off.filter(vip, names), repeat)
     assert len(result.unresolvable) == nodes
     with_check, result = median_ms(lambda: on.filter(vip, names), repeat)

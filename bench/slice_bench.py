@@ -39,8 +39,8 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
+from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
-from extender.scheduling.engine import Engine
 from tests.builders import pod
 
 BIG_DRIVER = "vf.example.com"
@@ -111,7 +111,7 @@ def run(nodes: int, gpus: int, big: int, repeat: int) -> dict[str, Any]:
     state = ClusterState.from_objects(objects)
     # Budgets out of the way: every node is judged for real, none answered "timed out".
     config = EngineConfig(node_timeout=600.0, filter_budget=600.0)
-    engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment(), config)
+    engine = assemble(state, MemoryAPI(MemoryStore()), CelEnvironment(), config)
     the_pod = state.pods[("default", "bench")]
     names = sorted(state.nodes)
 

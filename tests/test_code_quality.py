@@ -89,3 +89,47 @@ def test_no_module_is_too_long_to_read() -> None:
         for p in (REPO / "extender").rglob("*.py")
     }
     assert {path: n for path, n in lengths.items() if n > 700} == {}
+
+
+#: The scheduling core's rooms and what each may never reach, directly or through the package's
+#: other modules (extender/scheduling/__init__.py and each room's docstring say why).
+S = "extender.scheduling"
+NEVER_REACHES = {
+    # Deciding is pure: a snapshot in, answers out.
+    f"{S}.decide": ("extender.cluster.api", f"{S}.preempt", f"{S}.inflight", f"{S}.write", f"{S}.engine"),
+    # Preempting is pure too, and decides only through the decide room.
+    f"{S}.preempt": ("extender.cluster.api", f"{S}.inflight", f"{S}.write", f"{S}.engine"),
+    # The tracker and the snapshots over it hold in-flight state; they write nothing.
+    f"{S}.inflight": ("extender.cluster.api", f"{S}.write", f"{S}.engine"),
+    # The write room is called by the verbs, never the other way round.
+    f"{S}.write": (f"{S}.engine", f"{S}.assembly"),
+}
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for nxt in graph.get(stack.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+def _in(module: str, room: str) -> bool:
+    return module == room or module.startswith(room + ".")
+
+
+def test_each_scheduling_room_reaches_only_what_it_may() -> None:
+    graph = _imports_of_package(REPO / "extender")
+    broken = []
+    for room, never in NEVER_REACHES.items():
+        members = [m for m in graph if _in(m, room)]
+        assert members, f"no modules in {room}"
+        for module in members:
+            for reached in _reach(graph, module):
+                bad = next((n for n in never if _in(reached, n)), None)
+                if bad is not None:
+                    broken.append(f"{module} reaches {reached}")
+    assert broken == []

@@ -1,53 +1,43 @@
-"""The extender's decisions: filter, prioritize, preempt and explain over the cached cluster state.
+"""The extender's verbs, read like the in-tree DynamicResources plugin's hooks: filter
+(PreFilter, Filter, and PostFilter's write), prioritize (Score), preempt, bind (PreBind:
+:mod:`extender.scheduling.write`), explain.
 
-No HTTP here: the service layer decodes requests and encodes answers. No writes either: bind
-hands over to the write path (:mod:`extender.scheduling.write.binder`), whose claim writes are
-assumed (:mod:`extender.scheduling.inflight.assumed`): decisions count their devices as taken until the
-cache shows what became of them, however long that takes, so two pods never get one device.
+Each verb takes a snapshot from :class:`~extender.scheduling.inflight.snapshots.Snapshots`,
+decides with the pure rooms (:mod:`~extender.scheduling.decide`,
+:mod:`~extender.scheduling.preempt`) and changes in-flight state only through the
+:class:`~extender.scheduling.inflight.tracker.Tracker`. No HTTP here, and no writes but the
+binder's. :mod:`extender.scheduling.assembly` builds an engine with its parts.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, islice
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from cachetools import TTLCache
-
-from extender.allocator import AllocatedState
 from extender.cel import CelEnvironment
-from extender.cluster.api import ClusterAPI
-from extender.cluster.state import ClusterState, Key
+from extender.cluster.state import ClusterState
 from extender.model.core import Node, Pod
-from extender.model.dra import Allocation, DeviceID, ResourceClaim
 from extender.model.labels import Labels
-from extender.scheduling.config import (
-    EngineConfig,
-    Observer,
-)
-from extender.scheduling.decide import extended as er
-from extender.scheduling.decide import node_allocatable as na
+from extender.scheduling.config import EngineConfig, NoObserver, Observer
 from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment, NodeDecision, Snapshot
 from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decide.timeout_memo import TimeoutMemo
+from extender.scheduling.decision_log import DecisionLog
 from extender.scheduling.inflight import catch_up, holds
-from extender.scheduling.inflight.assumed import AssumedClaims
-from extender.scheduling.inflight.expected_binds import ExpectedBinds
+from extender.scheduling.inflight.snapshots import Snapshots
+from extender.scheduling.inflight.tracker import Tracker
 from extender.scheduling.preempt import nominated, victims
 from extender.scheduling.preempt.victims import Candidate
-from extender.scheduling.write.binder import Binder, InFlight
+from extender.scheduling.write.binder import Binder
 
 log = logging.getLogger("dra_extender.engine")
 
 MIN_SCORE, MAX_SCORE = 0, 10
 #: Per-node reasons a filter's decision entry keeps (log line, /debug/decisions); the rest counted.
 LOGGED_REASONS = 20
-#: How many preemptions' victims are remembered (what pods nominated by them keep; see nominated.py).
-MAX_REMEMBERED_PREEMPTIONS = 4096
 K = TypeVar("K", bound=Hashable)
 
 
@@ -76,197 +66,43 @@ class Engine:
     def __init__(
         self,
         state: ClusterState,
-        api: ClusterAPI,
         cel: CelEnvironment,
-        config: EngineConfig | None = None,
+        config: EngineConfig,
+        tracker: Tracker,
+        snapshots: Snapshots,
+        binder: Binder,
+        log: DecisionLog,
         *,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
+        clock: Callable[[], float],
         observer: Observer | None = None,
     ) -> None:
         self.state = state
         self.cel = cel
-        self.config = config or EngineConfig()
-        #: Monotonic seconds and seconds since the epoch (injected; the write path reads these).
+        self.config = config
+        #: In-flight state (what is being bound, assumed writes, expected binds, nominations).
+        self.tracker = tracker
+        #: The view every decision is made on: the cache with the tracker's writes over it.
+        self.snapshots = snapshots
+        #: The write room: binds and PostFilter's writes.
+        self.binder = binder
+        #: One entry per verb answered (``/debug/decisions``, the decision log lines).
+        self.log = log
         self.clock = clock
-        self.wall_clock = wall_clock
-        self.decisions: deque[dict[str, Any]] = deque(maxlen=self.config.decision_log_size)
-        #: Where every decision is also reported (one structured log line each).
-        self.log_sink: Callable[[dict[str, Any]], None] | None = None
-        #: The write path: binds and the PostFilter's deallocations.
-        self.binder = Binder(
-            state,
-            api,
-            self.config,
-            self,
-            clock=lambda: self.clock(),
-            wall_clock=lambda: self.wall_clock(),
-            log=self._log,
-        )
-        if observer is not None:
-            self.observer = observer
+        self.observer: Observer = observer or NoObserver()
         #: (claims, node) -> an assessment that ran out of time, remembered for a short while.
-        self._timeouts = TimeoutMemo(lambda: self.clock(), lambda: self.config.timeout_memo_seconds)
-        self._snapshot: Snapshot | None = None
-        #: Devices in use, kept up to date by delta (see _count_in_use), and what it counts.
-        self._allocated = AllocatedState(self.config.features)
-        #: DRANodeAllocatableResources: each pod's share of its node's requests, kept across snapshots.
-        self._node_requests = na.NodeRequests()
-        self._counted: dict[Key, tuple[Allocation, ...]] = {}
-        self._snapshot_key: tuple[int, int, int] | None = None
+        self._timeouts = TimeoutMemo(clock, lambda: self.config.timeout_memo_seconds)
         #: Pods whose claims a filter waited for in vain (not waited for again for a while).
-        self._stuck = catch_up.Stuck(lambda: self.clock())
-        #: Preemptor UID -> node -> the victims the preempt verb named there.
-        self._preempted: TTLCache[str, dict[str, frozenset[str]]] = TTLCache(
-            MAX_REMEMBERED_PREEMPTIONS, self.config.preemption_memory_seconds, timer=clock
-        )
+        self._stuck = catch_up.Stuck(clock)
 
     def reconfigure(self, config: EngineConfig) -> None:
-        """Replace the configuration (on the engine's loop), for decisions and writes alike.
-
-        New features (another Kubernetes release, read from the API server at start) change
-        how allocations count: the devices in use are recounted and no snapshot is kept."""
-        if config.features != self.config.features or config.release != self.config.release:
-            self._allocated = AllocatedState(config.features)
-            self._counted = {}
-            self.state.changed_claims |= set(self.state.claims)
-            self._snapshot = None
-            self._snapshot_key = None
-        self.config = config
+        """Replace the configuration (on the engine's loop), for decisions and writes alike."""
+        self.snapshots.reconfigure(config)
         self.binder.config = config
-
-    # --- what the write path shares ---------------------------------------------------------------
-
-    @property
-    def api(self) -> ClusterAPI:
-        return self.binder.api
-
-    @api.setter
-    def api(self, api: ClusterAPI) -> None:
-        self.binder.api = api
-
-    @property
-    def observer(self) -> Observer:
-        return self.binder.observer
-
-    @observer.setter
-    def observer(self, observer: Observer) -> None:
-        self.binder.observer = observer
-
-    @property
-    def fence(self) -> Callable[[], str | None]:
-        """Why this replica may not bind now (leader election), or None."""
-        return self.binder.fence
-
-    @fence.setter
-    def fence(self, check: Callable[[], str | None]) -> None:
-        self.binder.fence = check
-
-    @property
-    def cache_stale(self) -> Callable[[], str | None]:
-        """Why the cache cannot be trusted for binding right now (a watch is down), or None."""
-        return self.binder.cache_stale
-
-    @cache_stale.setter
-    def cache_stale(self, check: Callable[[], str | None]) -> None:
-        self.binder.cache_stale = check
-
-    @property
-    def in_flight(self) -> dict[str, InFlight]:
-        return self.binder.in_flight
-
-    @property
-    def assumed(self) -> AssumedClaims:
-        return self.binder.assumed
-
-    @property
-    def expected(self) -> ExpectedBinds:
-        return self.binder.expected
-
-    # --- snapshot ------------------------------------------------------------------------------
+        self.config = config
 
     def snapshot(self) -> Snapshot:
-        if self.assumed.holding:
-            self.assumed.expire_holds(self.clock() - self.config.hold_seconds)
-        self.assumed.settle(self.state.claims, self.state.claims_seen_rv, self.state.changed_claims)
-        # Pods and Nodes are read live; only claims, the inventory and our writes feed a snapshot.
-        key = (self.state.inventory_version, self.state.claims_version, self.assumed.version)
-        if self._snapshot is None or self._snapshot_key != key:
-            previous = self._snapshot
-            inventory = None
-            if previous is not None and previous.inventory_version == self.state.inventory_version:
-                inventory = previous.inventory
-            elif previous is not None:
-                # Only slices changed (None: classes or taint rules too): re-index their pools.
-                names = self.state.slices_changed_since(previous.inventory_version)
-                if names is not None:
-                    inventory = previous.inventory.updated({n: self.state.slices.get(n) for n in names})
-            claims = self.assumed.overlay(self.state.claims)
-            changed, changed_claims = self._count_in_use(claims)
-            self._snapshot = Snapshot(
-                self.state,
-                self.config.features,
-                self.cel,
-                claims=claims,
-                allocated=self._allocated,
-                changed=changed,
-                changed_claims=changed_claims,
-                clock=self.clock,
-                wall_clock=self.wall_clock,
-                binding_timeout=self.config.binding_timeout,
-                timeout_is_error=self.config.release.filter_timeout_is_error,
-                inventory=inventory,
-                previous=previous if inventory is not None else None,
-            )
-            self._snapshot_key = key
-            if self.config.features.node_allocatable_resources:
-                self._snapshot.node_pods = self.binder.node_pods
-                self._snapshot.node_requests = self._node_requests
-        if self.state.changed_nodes:
-            # Node changes make no new snapshot: the current one forgets those nodes' entries.
-            changed_nodes, self.state.changed_nodes = self.state.changed_nodes, set()
-            self._snapshot.forget_nodes(changed_nodes)
-        return self._snapshot
-
-    def _count_in_use(self, claims: Mapping[Key, ResourceClaim]) -> tuple[set[DeviceID], set[Key]]:
-        """Bring the devices in use up to date with the claims that changed since the last
-        snapshot (in the cache, or in our writes not shown yet). Returns the devices whose use
-        may have changed, and those claims. Unchanged allocations are the same objects: identity
-        finds changes."""
-        keys = self.state.changed_claims | self.assumed.touched
-        self.state.changed_claims = set()
-        self.assumed.touched = set()
-        allocated, counted = self._allocated, self._counted
-        changed: set[DeviceID] = set()
-        for key in keys:
-            shown = claims.get(key)
-            now = [shown.allocation] if shown is not None and shown.allocation is not None else []
-            now += [devices for _pod, devices in self.assumed.held_for(key, shown)]
-            before = counted.get(key, ())
-            if len(before) == len(now) and all(a is b for a, b in zip(before, now, strict=True)):
-                continue
-            for allocation in before:
-                changed |= allocated.remove(allocation)
-            for allocation in now:
-                changed |= allocated.add(allocation)
-            if now:
-                counted[key] = tuple(now)
-            else:
-                counted.pop(key, None)
-        return changed, keys
-
-    def claims_of(self, snapshot: Snapshot, pod: Pod) -> PodClaims:
-        """PreFilter: the pod's claims, with another pod's bind still allocating one a reason to wait."""
-        features = self.config.features
-        grouped = features.workload_resource_claims and pod.pod_group  # a missing group still fails
-        if not pod.claims and not (features.extended_resource and er.may_request(pod)) and not grouped:
-            return PodClaims()
-
-        def pending(claim: ResourceClaim) -> bool:
-            record = self.assumed.allocating(claim.key)
-            return record is not None and record.pod_uid != pod.uid
-
-        return snapshot.claims_of(pod, pending)
+        """The snapshot a decision would be made on now (views and benchmarks read it)."""
+        return self.snapshots.current()
 
     def nodes_as_sent(self, labels_by_name: Mapping[str, Mapping[str, str]]) -> dict[str, Node] | None:
         """Nodes as a full NodeList from kube-scheduler shows them (name and labels); None when
@@ -296,14 +132,14 @@ class Engine:
     ) -> FilterResult:
         """``nodes``: the Node records as the request sent them; None means the cached ones."""
         started = self.clock()
-        self.binder.seen.remember(pod)
-        self.assumed.release_holds(pod.uid)  # tried again: kube-scheduler did not bind it
+        self.tracker.seen.remember(pod)
+        self.tracker.assumed.release_holds(pod.uid)  # tried again: kube-scheduler did not bind it
         result = FilterResult()
-        snapshot = self.snapshot()
-        claims = self.claims_of(snapshot, pod)
+        snapshot = self.snapshots.current()
+        claims = self.snapshots.claims_of(snapshot, pod)
         if claims.empty:
             result.passed = list(node_names)
-            self._log("filter", pod, started, passed=len(result.passed), note="no resource claims")
+            self.log("filter", pod, started, passed=len(result.passed), note="no resource claims")
             self.observer.filtered(len(result.passed), 0, False)
             return result
         groups, answers = self._answers(snapshot, pod, claims, node_names, nodes, started)
@@ -317,9 +153,9 @@ class Engine:
             mask = list(map(fits.__getitem__, groups))
             result.passed = list(compress(node_names, mask))
             if result.passed and claims.allocates:
-                self.expected.expect(pod.uid)
+                self.tracker.expected.expect(pod.uid)
             if result.passed and pod.pod_group and self.config.features.workload_resource_claims:
-                self.binder.group_activity.passed(pod.namespace, pod.pod_group, self.clock())
+                self.tracker.groups.passed(pod.namespace, pod.pod_group, self.clock())
             if len(result.passed) < len(node_names):
                 why = {g: a.reason or "does not fit" for g, a in answers.items() if not a.fits}
                 failing = [not fit for fit in mask]
@@ -362,14 +198,14 @@ class Engine:
             )
         ):
             candidates = [lookup[n] for n in node_names if n in lookup]
-            self.binder.deallocate_unavailable(snapshot, pod, claims, candidates)
+            self.binder.post_filter(snapshot, pod, claims, candidates)  # PostFilter's write, if any
         # Names the cache does not know are not counted: a caller cannot inflate the counter.
         unknown = sum(1 for name in result.unresolvable if name not in lookup)
         self.observer.filtered(
             len(result.passed), len(result.failed) + len(result.unresolvable) - unknown, bool(result.error)
         )
         rejected = len(result.unresolvable) + len(result.failed)
-        self._log(
+        self.log(
             "filter",
             pod,
             started,
@@ -407,7 +243,7 @@ class Engine:
             pod,
             claims,
             rejected,
-            nominations=self.nominations(),
+            nominations=self.tracker.nominations(self.config),
             timeout=self.config.allocation_timeout,
             deadline=started + self.config.filter_budget,
             clock=self.clock,
@@ -415,17 +251,6 @@ class Engine:
         )
         for name, addition in found.items():
             result.failed[name] = result.unresolvable.pop(name) + addition
-
-    def _victims_of(self, uid: str, node: str) -> frozenset[str]:
-        """The victims the preempt verb named on ``node`` for the pod with this UID (if remembered)."""
-        return self._preempted.get(uid, {}).get(node, frozenset())
-
-    def nominations(self) -> nominated.Nominations | None:
-        """Whose nominations keep devices (with device preemption only): pods of the schedulers
-        this extender serves, except those being bound (their writes hold their devices)."""
-        if not self.config.device_preemption:
-            return None
-        return nominated.Nominations(self.config.scheduler_names, self._victims_of, frozenset(self.in_flight))
 
     def _answers(
         self,
@@ -471,7 +296,7 @@ class Engine:
                 answers[group] = NOT_EVALUATED
         if not claims.allocates or any(a.error is not None for a in answers.values()):
             return groups, answers
-        nominations = self.nominations()
+        nominations = self.tracker.nominations(self.config)
         judged = nominated.Judged(names, groups, answers, lookup)
         if nominations is not None and self.state.nominated:
             nominated.kept_for_others(
@@ -484,51 +309,15 @@ class Engine:
                 self.clock,
                 self.config.allocation_timeout,
             )
-        target = self.nominated_node(pod)
+        target = nominated.nominated_node(self.state, pod)
         if target:
-            freeing = self.releasing(snapshot, pod, claims, target)
+            freeing = nominated.releasing_for(
+                snapshot, pod, claims, target, self.tracker.preempted.victims_of
+            )
             nominated.preemptor(
                 snapshot, pod, claims, judged, target, freeing, nominations, self.config.allocation_timeout
             )
         return groups, answers
-
-    def releasing(
-        self, snapshot: Snapshot, pod: Pod, claims: PodClaims, node_name: str
-    ) -> list[ResourceClaim]:
-        """Claims the preemption that nominated the pod to ``node_name`` is releasing there
-        (:func:`nominated.releasing`); none when the pod is not nominated to that node."""
-        if self.nominated_node(pod) != node_name:
-            return []
-        return nominated.releasing(snapshot, pod, node_name, self._victims_of, nominated.own_claims(claims))
-
-    def while_released(
-        self, snapshot: Snapshot, pod: Pod, claims: PodClaims, node: Node, decision: NodeDecision
-    ) -> tuple[NodeDecision, list[ResourceClaim]]:
-        """A bind's decision for a preemptor on its nominated node with the devices of its
-        victims' claims free, and those claims (the bind writes once they are released); or
-        ``decision`` unchanged, and none."""
-        freeing = self.releasing(snapshot, pod, claims, node.name)
-        if not freeing:
-            return decision, []
-        freed = nominated.decide(
-            snapshot,
-            pod,
-            claims,
-            node,
-            nominations=self.nominations(),
-            freed=[c.allocation for c in freeing if c.allocation is not None],
-            timeout=self.config.allocation_timeout,
-        )
-        return (freed, freeing) if freed.fits else (decision, [])
-
-    def nominated_node(self, pod: Pod) -> str:
-        """The node a preemption nominated the pod to, as the request or the cache shows it."""
-        if pod.nominated_node_name:
-            return pod.nominated_node_name
-        cached = self.state.pods.get(pod.key)
-        if cached is None or cached.uid != pod.uid or cached.node_name:
-            return ""
-        return cached.nominated_node_name
 
     # --- prioritize ----------------------------------------------------------------------------
 
@@ -537,12 +326,12 @@ class Engine:
     ) -> list[tuple[str, int]]:
         started = self.clock()
         pod = catch_up.with_statuses(pod, self.state.pods.get(pod.key))  # as filter judged it
-        self.assumed.release_holds(pod.uid)
-        snapshot = self.snapshot()
-        claims = self.claims_of(snapshot, pod)
+        self.tracker.assumed.release_holds(pod.uid)
+        snapshot = self.snapshots.current()
+        claims = self.snapshots.claims_of(snapshot, pod)
         if claims.empty or not claims.allocates or claims.reason or claims.error:
             return [(n, MIN_SCORE) for n in node_names]
-        self.expected.expect(pod.uid)  # the bind follows the scores
+        self.tracker.expected.expect(pod.uid)  # the bind follows the scores
         groups, answers = self._answers(
             snapshot, pod, claims, node_names, nodes, started, stop_at_error=False
         )
@@ -555,15 +344,15 @@ class Engine:
             if node is not None:
                 holds.hold(
                     snapshot,
-                    self.assumed,
+                    self.tracker.assumed,
                     pod,
                     claims,
                     node,
-                    self.nominations(),
+                    self.tracker.nominations(self.config),
                     self.clock(),
                     self.config.allocation_timeout,
                 )
-        self._log("prioritize", pod, started, nodes=len(node_names), best=max(scores.values(), default=0))
+        self.log("prioritize", pod, started, nodes=len(node_names), best=max(scores.values(), default=0))
         return answer
 
     # --- bind (the write path: binder.py) -------------------------------------------------------
@@ -572,7 +361,24 @@ class Engine:
         """Allocate, write the claims, bind the pod. Returns '' or the error for kube-scheduler."""
         return await self.binder.bind(namespace, name, uid, node_name)
 
-    # --- catching up with kube-scheduler's view ------------------------------------------------
+    # --- the verbs as kube-scheduler's requests reach them -------------------------------------------
+
+    async def filter_request(
+        self, pod: Pod, node_names: Sequence[str], labels_by_name: Mapping[str, Mapping[str, str]] | None
+    ) -> FilterResult:
+        """The filter verb in its order: wait (briefly) for the pod's claims to reach the cache
+        and for the binds kube-scheduler has already decided (their devices are taken), then
+        :meth:`filter`. ``labels_by_name``: the nodes as a full NodeList sent them, if it did."""
+        if pod.claims:  # claims not created yet, or that the cache does not show yet
+            pod = await self.caught_up(pod)
+        await self.tracker.expected.settle(pod.uid)
+        nodes = self.nodes_as_sent(labels_by_name) if labels_by_name is not None else None
+        return self.filter(pod, node_names, nodes)
+
+    async def preempt_request(self, pod: Pod, candidates: Mapping[str, Candidate]) -> dict[str, Candidate]:
+        """The preempt verb in its order: the pod once its claims are in the cache, then
+        :meth:`preempt`."""
+        return self.preempt(await self.preemptor(pod), candidates)
 
     async def caught_up(self, pod: Pod) -> Pod:
         """Before a filter: the pod to filter, once its claims are in the cache
@@ -584,7 +390,7 @@ class Engine:
     async def preemptor(self, pod: Pod) -> Pod:
         """Before a preemption: the pod once its claims are in the cache (:func:`catch_up.created`)."""
         return await catch_up.created(
-            self.state, self.binder.seen, pod, seconds=self.config.catch_up_wait, clock=self.clock
+            self.state, self.tracker.seen, pod, seconds=self.config.catch_up_wait, clock=self.clock
         )
 
     # --- preemption ----------------------------------------------------------------------------------
@@ -592,14 +398,14 @@ class Engine:
     def preempt(self, pod: Pod, candidates: Mapping[str, Candidate]) -> dict[str, Candidate]:
         """The preempt verb (:func:`extender.scheduling.preempt.victims.preempt` on the current snapshot)."""
         started = self.clock()
-        self.binder.seen.remember(pod)
-        snapshot = self.snapshot()
+        self.tracker.seen.remember(pod)
+        snapshot = self.snapshots.current()
         answer = victims.preempt(
             snapshot,
             pod,
             candidates,
-            claims=self.claims_of(snapshot, pod),
-            nominations=self.nominations(),
+            claims=self.snapshots.claims_of(snapshot, pod),
+            nominations=self.tracker.nominations(self.config),
             timeout=self.config.allocation_timeout,
             budget=self.config.filter_budget,
             clock=self.clock,
@@ -609,8 +415,8 @@ class Engine:
         if answer and cached is not None and cached.uid == pod.uid and cached.priority == pod.priority:
             # kube-scheduler nominates one of these nodes: what the pod keeps there (nominated.py).
             # Only for the pod the cache knows: a made-up request cannot make devices be kept.
-            self._preempted[pod.uid] = {node: frozenset(c.uids) for node, c in answer.items()}
-        self._log(
+            self.tracker.preempted.remember(pod.uid, {node: c.uids for node, c in answer.items()})
+        self.log(
             "preempt",
             pod,
             started,
@@ -624,11 +430,11 @@ class Engine:
 
     def explain(self, pod: Pod, node_names: Iterable[str] | None = None) -> dict[str, NodeDecision]:
         """Full decisions (with devices) per node: the debug endpoint's answer."""
-        snapshot = self.snapshot()
-        claims = self.claims_of(snapshot, pod)
+        snapshot = self.snapshots.current()
+        claims = self.snapshots.claims_of(snapshot, pod)
         names = sorted(node_names) if node_names is not None else sorted(self.state.nodes)
         deadline = self.clock() + self.config.filter_budget
-        nominations = self.nominations()
+        nominations = self.tracker.nominations(self.config)
         out = {}
         for name in names:
             node = self.state.nodes.get(name)
@@ -653,18 +459,6 @@ class Engine:
         (:mod:`extender.scheduling.decide.timeout_memo`)."""
         assess = snapshot.assessor(claims, timeout=self.config.allocation_timeout)
         return self._timeouts.wrap(assess, claims.key())
-
-    def _log(self, verb: str, pod: Pod | None, started: float, **details: Any) -> None:
-        entry: dict[str, Any] = {
-            "time": self.wall_clock(),
-            "verb": verb,
-            "pod": details.pop("pod_key", None) or (f"{pod.namespace}/{pod.name}" if pod else None),
-            "durationMs": round((self.clock() - started) * 1e3, 3),
-        }
-        entry.update({k: v for k, v in details.items() if v is not None})
-        self.decisions.append(entry)
-        if self.log_sink is not None:
-            self.log_sink(entry)
 
 
 def score_nodes(assessed: Mapping[K, Assessment], policy: str) -> dict[K, int]:

@@ -174,13 +174,7 @@ class Verbs:
             reason = f"the DRA extender is not ready: {why}"
             self.metrics.filter_cut_short("not_ready")
             return 200, wire.encode_filter_result(args, [], {}, dict.fromkeys(args.node_names, reason), "")
-        if pod.claims:  # claims not created yet, or that the cache does not show yet
-            pod = await self.worker.run(engine.caught_up(pod))
-        # Binds kube-scheduler has already decided come first (their devices are taken).
-        await engine.expected.settle(pod.uid)
-        result = await self.worker.call(
-            lambda: engine.filter(pod, args.node_names, self._request_nodes(args))
-        )
+        result = await self.worker.run(engine.filter_request(pod, args.node_names, args.raw_node_labels))
         return 200, wire.encode_filter_result(
             args, result.passed, result.failed, result.unresolvable, result.error
         )
@@ -219,8 +213,7 @@ class Verbs:
         if self.not_ready(pod) is not None:
             self.metrics.preempts.labels("not_ready").inc()
             return 200, wire.encode_preemption_result({})  # no eviction chosen from an unready cache
-        pod = await self.worker.run(self.engine.preemptor(pod))
-        answer = await self.worker.call(self.engine.preempt, pod, args.candidates)
+        answer = await self.worker.run(self.engine.preempt_request(pod, args.candidates))
         self.metrics.preempts.labels("kept" if answer else "none").inc()
         return 200, wire.encode_preemption_result(answer)
 

@@ -26,7 +26,7 @@ def _holders(engine: Engine) -> dict[DeviceID, list[str]]:
         for r in claim.allocation.devices:
             label = f"{claim.namespace}/{claim.name}" + (" (admin)" if r.admin_access else "")
             holders.setdefault(r.id, []).append(label)
-    for record in engine.assumed:
+    for record in engine.tracker.assumed:
         if record.devices is None:
             continue
         ns, name = record.key
@@ -83,7 +83,7 @@ def claims(engine: Engine) -> dict[str, Any]:
 
 def in_flight(engine: Engine) -> dict[str, Any]:
     """Binds being carried out, and claim writes the cache does not show yet."""
-    engine.assumed.settle(engine.state.claims, engine.state.claims_seen_rv)
+    writes = engine.tracker.assumed.unsettled(engine.state.claims, engine.state.claims_seen_rv)
     now = engine.clock()
     return {
         "inFlight": [
@@ -93,7 +93,7 @@ def in_flight(engine: Engine) -> dict[str, Any]:
                 "node": e.node,
                 "ageSeconds": round(now - e.started, 3),
             }
-            for e in engine.in_flight.values()
+            for e in engine.tracker.binds.values()
         ],
         "claimWrites": [
             {
@@ -105,7 +105,7 @@ def in_flight(engine: Engine) -> dict[str, Any]:
                 "state": r.state.value,
                 "ageSeconds": round(now - r.started, 3),
             }
-            for r in engine.assumed
+            for r in writes
         ],
     }
 
@@ -161,7 +161,7 @@ def _reserved_for(claims: Mapping[tuple[str, str], ResourceClaim], owner: str) -
 
 
 def decisions(engine: Engine, limit: int) -> dict[str, Any]:
-    recent = list(engine.decisions)[-limit:] if limit > 0 else []
+    recent = list(engine.log.entries)[-limit:] if limit > 0 else []
     return {"decisions": recent}
 
 

@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,11 +37,13 @@ from extender.cluster.owner_gc import collect_owned_claims
 from extender.cluster.reflector import Reflector
 from extender.cluster.state import KINDS, ClusterState, Key
 from extender.defaults import DEFAULT_MAX_STATE_BYTES
+from extender.scheduling.assembly import assemble, in_flight_view
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.decide.capacity import capacity_steps
 from extender.scheduling.decide.class_health import classes_not_compiling
 from extender.scheduling.decide.held_claims import held_claim_steps
-from extender.scheduling.engine import Engine
+from extender.scheduling.inflight.snapshots import Snapshots
+from extender.scheduling.inflight.tracker import Tracker
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.logs import decision_log
 from extender.service.metrics import InformerState, LoopFeed, Metrics
@@ -95,7 +97,9 @@ def follow(store: MemoryStore, state: ClusterState) -> None:
     store.subscribe(on_event)
 
 
-def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, MemoryStore]:
+def build_embedded(
+    paths: Sequence[str], config: ServeConfig, *, clock: Callable[[], float] = time.monotonic
+) -> tuple[Service, MemoryStore]:
     """The embedded default: state files in an in-memory store that plays the API server."""
     objects, problems = load_objects(paths, max_bytes=config.max_state_bytes, kinds=KINDS)
     store = MemoryStore()
@@ -107,10 +111,19 @@ def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, 
         log.warning("state: %s", problem)
     features = config.engine.features
     cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
-    api = MemoryAPI(store)
-    engine = Engine(state, api, cel, config.engine)
     worker = EngineWorker()
-    metrics = observed(engine, worker)
+    view = in_flight_view(state, cel, config.engine, clock=clock)
+    metrics = observed(state, cel, config.engine, view, worker)
+    engine = assemble(
+        state,
+        MemoryAPI(store),
+        cel,
+        config.engine,
+        clock=clock,
+        observer=metrics,
+        log_sink=decision_log(),
+        view=view,
+    )
     engine.snapshot()  # index the inventory now, not on the first request
     log.info("deciding as Kubernetes %s", config.engine.release.name)
     service = Service(engine=engine, metrics=metrics, ready=lambda: True, mode="embedded", worker=worker)
@@ -118,32 +131,38 @@ def build_embedded(paths: Sequence[str], config: ServeConfig) -> tuple[Service, 
     return service, store
 
 
-def observed(engine: Engine, worker: EngineWorker) -> Metrics:
-    """The engine's metrics (with the device capacity gauges, computed on its loop) and log."""
-    capacity = LoopFeed(lambda: capacity_steps(engine.snapshot()), worker.call_soon)
+def observed(
+    state: ClusterState,
+    cel: CelEnvironment,
+    config: EngineConfig,
+    view: tuple[Tracker, Snapshots],
+    worker: EngineWorker,
+) -> Metrics:
+    """The engine's metrics: with the device capacity and held-claims gauges, computed on its
+    loop from the snapshots and the cache (``config``: the scheduler names, which no
+    reconfiguration changes)."""
+    tracker, snapshots = view
+    capacity = LoopFeed(lambda: capacity_steps(snapshots.current()), worker.call_soon)
     first_seen: dict[Key, float] = {}
 
     held = LoopFeed(
-        lambda: held_claim_steps(engine.state, engine.config.scheduler_names, time.time(), first_seen),
+        lambda: held_claim_steps(state, config.scheduler_names, time.time(), first_seen),
         worker.call_soon,
         min_interval=5.0,
     )
 
     def class_steps() -> Generator[None, None, list[str]]:
         yield  # one step, on the engine's loop
-        return classes_not_compiling(engine.state, engine.cel)
+        return classes_not_compiling(state, cel)
 
-    metrics = Metrics(
-        engine.state.counts,
-        lambda: len(engine.assumed),
+    return Metrics(
+        state.counts,
+        lambda: len(tracker.assumed),
         capacity,
         held,
-        lambda: engine.cel.counts,
+        lambda: cel.counts,
         LoopFeed(class_steps, worker.call_soon),
     )
-    engine.observer = metrics
-    engine.log_sink = decision_log()
-    return metrics
 
 
 #: kind -> collection resource; DeviceTaintRules only when the gate is on and the server serves them,
@@ -289,14 +308,13 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
     http = AsyncKube(configuration, timeout=config.api_timeout)
     kube_api = KubeAPI(http, None)
-    engine = Engine(state, kube_api, cel, config.engine)
     worker = EngineWorker()
-    metrics = observed(engine, worker)
+    view = in_flight_view(state, cel, config.engine)
+    metrics = observed(state, cel, config.engine, view, worker)
     raw.observe = http.observe = metrics.api_request
     http.unknown = metrics.write_outcome_unknown
     stop = threading.Event()
     health = ClusterHealth(config.cache_stale_after)
-    engine.cache_stale = health.stale
     elector: LeaseElector | None = None
     if config.leader_election is not None:
         le = config.leader_election
@@ -313,7 +331,18 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         )
         # The fence: every write checks it right before it is sent, and the verbs refuse (and
         # close the connection, so kube-scheduler reconnects through the Service) at once.
-        engine.fence = http.fence = elector.may_write
+        http.fence = elector.may_write
+    engine = assemble(
+        state,
+        kube_api,
+        cel,
+        config.engine,
+        observer=metrics,
+        log_sink=decision_log(),
+        fence=elector.may_write if elector is not None else lambda: None,
+        cache_stale=health.stale,
+        view=view,
+    )
 
     election_thread: list[threading.Thread] = []
     election_stop = threading.Event()  # set after the writes have drained (see shutdown)

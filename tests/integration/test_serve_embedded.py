@@ -97,7 +97,7 @@ def test_concurrent_binds_over_http_never_share_a_device(tmp_path: Any) -> None:
         bound = store.get("Pod", "default", f"p{i}")["spec"].get("nodeName") == "node-1"
         assert bound == bool(results_i) == bool(status.get("reservedFor")), (i, status)
     assert sorted(taken) == sorted(f"d{i}" for i in range(n_devices))
-    assert json.loads(json.dumps(service.engine.in_flight == {}))
+    assert json.loads(json.dumps(service.engine.tracker.binds == {}))
 
 
 def test_health_answers_while_an_expensive_filter_runs(tmp_path: Any) -> None:

@@ -78,7 +78,9 @@ MID_SCHEDULING_DELETE_AFTER = 0.3
 #: How a failed bind's text is classified (first match wins); anything else is "other". A pod
 #: deleted while it was being bound comes first: its ``pods "name" not found`` is not a claim's.
 BIND_FAILURE_REASONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("pod-deleted", ("is being deleted", 'pods "')),
+    ("pod-deleted", ("is being deleted", 'pods "', "pod not found")),
+    # A claim the garbage collector removed while the bind wrote it (its pod was deleted).
+    ("claim-deleted", ("got deleted in the meantime",)),
     ("claim-not-created", ("not created yet", "not found")),
     ("devices-in-use", ("in use", "does not fit", "cannot bind", "already allocated")),
 )

@@ -12,6 +12,8 @@ tolerated).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.realcluster.components import deciding
@@ -29,6 +31,12 @@ from tests.realcluster.workload import (
 )
 
 GATE = "DRADeviceTaintRules=true"
+#: kube-scheduler v1.36.0 to v1.36.2 reads DeviceTaintRules at v1beta2 but its handlers expect
+#: v1alpha3: it panics as soon as a rule exists ("interface conversion: interface {} is
+#: *v1beta2.DeviceTaintRule, not *v1alpha3.DeviceTaintRule"), in either mode, since its
+#: ResourceSlice tracker runs whether or not its DRA plugin is on (kubernetes#139651, fixed in
+#: v1.36.3 by the cherry pick kubernetes#139681). Nothing can be judged against such a scheduler.
+PANICS_ON_TAINT_RULES = re.compile(r"v1\.36\.[0-2]([^0-9]|$)")
 TOLERATE = [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}]
 
 
@@ -47,6 +55,11 @@ def taint_rule(device: str) -> dict[str, object]:
 @pytest.mark.parametrize("mode", ["in-tree", "extender"])
 def test_a_device_taint_rule_keeps_pods_off_the_device(cluster: ControlPlane, mode: str) -> None:
     api = cluster.api
+    version = str(api.request("GET", "/version")["gitVersion"])
+    if PANICS_ON_TAINT_RULES.match(version):
+        pytest.skip(
+            f"kube-scheduler {version} panics on DeviceTaintRules (kubernetes#139651; v1.36.3 fixed it)"
+        )
     audit_from = len(cluster.audit_events())
     cluster.add_node("node-a")
     api.create(gpu_class())

@@ -12,6 +12,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
+from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
 from extender.service.runtime import follow
@@ -36,4 +37,4 @@ def engine_on_store(
         follow(store, state)
     features = Features.parse(gates, allow_locked=True, release=release)
     config = EngineConfig(features=features, release=release)
-    return Engine(state, api(store), CelEnvironment(), config), store
+    return assemble(state, api(store), CelEnvironment(), config), store

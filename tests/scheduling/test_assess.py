@@ -13,9 +13,9 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
+from extender.scheduling.assembly import assemble
 from extender.scheduling.decide import decision
 from extender.scheduling.decide.decision import Snapshot
-from extender.scheduling.engine import Engine
 from tests.builders import allocated, attrs, claim, device, device_class, exact, node, pod, resource_slice
 
 CEL = CelEnvironment()
@@ -109,7 +109,7 @@ def check_filter_and_prioritize_by_node_groups(
     shared = [device("z0", attributes=attrs(model="big", numa=0, serial="z"))]
     objects = [*objects, resource_slice("zone-a", shared, pool="zone-a", nodeSelector=zone_a)]
     state = ClusterState.from_objects(objects)
-    engine = Engine(state, MemoryAPI(MemoryStore()), CEL)
+    engine = assemble(state, MemoryAPI(MemoryStore()), CEL)
     pods = [p for p in state.pods.values() if not p.node_name]
     names = [*sorted(state.nodes), "node-missing"]
     for step in range(len(relabels) + 1):

@@ -12,6 +12,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
+from extender.scheduling.assembly import assemble
 from extender.scheduling.engine import Engine
 from tests.builders import claim, device, device_class, node, pod, resource_slice
 
@@ -22,7 +23,7 @@ def engine_without_the_pod() -> tuple[Engine, MemoryStore]:
     store = MemoryStore()
     store.load([*CLUSTER, pod("p", ["c"])])
     state = ClusterState.from_objects(CLUSTER)  # the cache has not seen the pod
-    return Engine(state, MemoryAPI(store), CelEnvironment()), store
+    return assemble(state, MemoryAPI(store), CelEnvironment()), store
 
 
 def test_a_pod_missing_from_the_cache_is_read_from_the_api_server_and_bound() -> None:
@@ -48,13 +49,13 @@ def test_another_pod_of_that_name_is_not_bound() -> None:
 def test_names_no_pod_can_have_are_not_sent_to_the_api_server() -> None:
     engine, _store = engine_without_the_pod()
     asked: list[tuple[str, str]] = []
-    original = engine.api.get_pod
+    original = engine.binder.api.get_pod
 
     async def recording(namespace: str, name: str) -> dict[str, object]:
         asked.append((namespace, name))
         return await original(namespace, name)
 
-    engine.api.get_pod = recording  # type: ignore[method-assign]
+    engine.binder.api.get_pod = recording  # type: ignore[method-assign]
     for namespace, name in [("default", "?watch=true"), ("../..", "p"), ("default", "a/b"), ("Default", "p")]:
         error = asyncio.run(engine.bind(namespace, name, "uid-p", "node-1"))
         assert error.startswith("pod not found"), error

@@ -11,6 +11,8 @@ A "driver" task writes the device's conditions into the claim's status while the
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,6 +24,7 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.model.dra import rfc3339
+from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.decide.binding import pod_binding_state
 from extender.scheduling.engine import Engine
@@ -32,12 +35,13 @@ WAITING_DEVICE = device("d0", bindingConditions=["Attached"], bindingFailureCond
 CLUSTER = [device_class(), claim("c"), node("node-1"), resource_slice("s", [WAITING_DEVICE]), pod("p", ["c"])]
 
 
-def engine_on(store: MemoryStore, **config: Any) -> Engine:
+def engine_on(store: MemoryStore, wall_clock: Callable[[], float] = time.time, **config: Any) -> Engine:
     state = ClusterState()
     follow(store, state)
     store.load(CLUSTER)
     defaults: dict[str, Any] = {"binding_wait": 0.5, "binding_poll": 0.01}
-    return Engine(state, MemoryAPI(store), CelEnvironment(), EngineConfig(**{**defaults, **config}))
+    configured = EngineConfig(**{**defaults, **config})
+    return assemble(state, MemoryAPI(store), CelEnvironment(), configured, wall_clock=wall_clock)
 
 
 def set_conditions(store: MemoryStore, **conditions: str) -> None:
@@ -88,8 +92,8 @@ def test_the_bind_waits_until_the_device_is_attached_then_binds() -> None:
     assert result["bindingConditions"] == ["Attached"]
     assert status["allocation"]["allocationTimestamp"]  # upstream sets it with binding conditions
     assert [e["uid"] for e in status["reservedFor"]] == ["uid-p"]
-    assert isinstance(engine.api, MemoryAPI)
-    (event,) = [e for e in engine.api.events if e["reason"] == "BindingConditionsPending"]
+    assert isinstance(engine.binder.api, MemoryAPI)
+    (event,) = [e for e in engine.binder.api.events if e["reason"] == "BindingConditionsPending"]
     assert event["type"] == "Normal"
     assert event["message"] == "waiting for binding conditions for device on node node-1"
 
@@ -152,9 +156,8 @@ def test_a_failure_after_an_earlier_attempt_is_deallocated_by_the_next_bind() ->
 
 def test_past_the_binding_timeout_the_bind_gives_up() -> None:
     store = MemoryStore()
-    engine = engine_on(store, binding_timeout=60.0)
     now = [1e9]
-    engine.wall_clock = lambda: now[0]
+    engine = engine_on(store, wall_clock=lambda: now[0], binding_timeout=60.0)
 
     async def time_passes() -> None:
         now[0] += 61.0  # past allocationTimestamp + bindingTimeout, conditions still not True

@@ -8,7 +8,8 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
-from extender.scheduling.config import EngineConfig, NoObserver
+from extender.scheduling.assembly import assemble
+from extender.scheduling.config import EngineConfig, NoObserver, Observer
 from extender.scheduling.engine import Engine
 from tests.builders import claim, device, device_class, exact, node, pod, resource_slice
 
@@ -37,7 +38,13 @@ class Cuts(NoObserver):
         self.causes.append(cause)
 
 
-def engine_with(clock: SteppingClock, nodes: int, config: EngineConfig, alike: bool = True) -> Engine:
+def engine_with(
+    clock: SteppingClock,
+    nodes: int,
+    config: EngineConfig,
+    alike: bool = True,
+    observer: Observer | None = None,
+) -> Engine:
     """Nodes with 16 devices each (``alike``), or node-i with 16 + i (no two look alike)."""
     many = claim("many", requests=[exact(f"r{i}") for i in range(16)])  # >= 16 search steps
     objects = [device_class(), many, pod("p", ["many"])]
@@ -45,7 +52,7 @@ def engine_with(clock: SteppingClock, nodes: int, config: EngineConfig, alike: b
         devices = [device(f"d{j}") for j in range(16 if alike else 16 + i)]
         objects += [node(f"node-{i}"), resource_slice(f"s{i}", devices, node=f"node-{i}", pool=f"p{i}")]
     state = ClusterState.from_objects(objects)
-    return Engine(state, MemoryAPI(MemoryStore()), CelEnvironment(), config, clock=clock)
+    return assemble(state, MemoryAPI(MemoryStore()), CelEnvironment(), config, clock=clock, observer=observer)
 
 
 def test_a_node_that_timed_out_keeps_that_answer_for_a_while() -> None:
@@ -106,9 +113,11 @@ def test_a_timeout_fails_the_filter_from_1_36_and_the_retry_allocates_again() ->
     """v1.36.3 Filter (kubernetes#137607): a timeout is an error, so kube-scheduler backs the
     pod off and tries again; the retry allocates afresh (nothing remembered)."""
     clock = SteppingClock(2.0)
-    engine = engine_with(clock, 2, EngineConfig(node_timeout=1.0, filter_budget=1e9), alike=False)
+    cuts = Cuts()
+    engine = engine_with(
+        clock, 2, EngineConfig(node_timeout=1.0, filter_budget=1e9), alike=False, observer=cuts
+    )
     p = engine.state.pods[("default", "p")]
-    engine.observer = cuts = Cuts()
     clock.running = True
     first = engine.filter(p, ["node-0", "node-1"])
     assert first.error == "node node-0: timed out trying to allocate devices"
@@ -141,10 +150,12 @@ def slowed(engine: Engine, clock: SteppingClock, seconds: float) -> list[str]:
 
 def test_the_filter_budget_is_checked_before_every_allocation() -> None:
     clock = SteppingClock(0.0)
-    engine = engine_with(clock, 5, EngineConfig(node_timeout=1e9, filter_budget=10.0), alike=False)
+    cuts = Cuts()
+    engine = engine_with(
+        clock, 5, EngineConfig(node_timeout=1e9, filter_budget=10.0), alike=False, observer=cuts
+    )
     p = engine.state.pods[("default", "p")]
     slowed(engine, clock, 6.0)  # every node takes 6 s: the budget (10 s) allows two
-    engine.observer = cuts = Cuts()
     result = engine.filter(p, [f"node-{i}" for i in range(5)])
     assert result.passed == ["node-0", "node-1"]
     assert cuts.causes == ["budget"]
@@ -197,7 +208,7 @@ def test_a_node_whose_labels_change_is_judged_again_without_a_claim_change() -> 
         pod("p2", ["c2"]),
     ]
     state = ClusterState.from_objects(objects)
-    engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment())
+    engine = assemble(state, MemoryAPI(MemoryStore()), CelEnvironment())
     assert engine.filter(state.pods[("default", "p")], ["node-1"]).passed == []
     state.apply(node("node-1", rack="r1"))
     assert engine.filter(state.pods[("default", "p")], ["node-1"]).passed == ["node-1"]
@@ -219,7 +230,7 @@ def test_a_relabelled_node_leaves_its_group_of_look_alike_nodes() -> None:
     ]
     objects += [node(f"node-{i}", rack="r1") for i in range(3)]
     state = ClusterState.from_objects(objects)
-    engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment())
+    engine = assemble(state, MemoryAPI(MemoryStore()), CelEnvironment())
     names = ["node-0", "node-1", "node-2"]
     assert engine.filter(state.pods[("default", "p")], names).passed == names
     state.apply(node("node-1", rack="r2"))

@@ -5,6 +5,8 @@ preempt verb's answers remembered for the pod kube-scheduler then nominates."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.model.core import parse_pod
+from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.decide.decision import Assessment
 from extender.scheduling.engine import Engine
@@ -38,7 +41,12 @@ def pending(name: str, priority: int, wanted: int, **status: str) -> list[dict[s
     return [claim(f"{name}-claim", requests=[exact(count=wanted)]), p]
 
 
-def engine(*objects: dict[str, Any], preemption: bool = True, **config: Any) -> Engine:
+def engine(
+    *objects: dict[str, Any],
+    preemption: bool = True,
+    clock: Callable[[], float] = time.monotonic,
+    **config: Any,
+) -> Engine:
     base: list[dict[str, Any]] = [device_class()]
     for n in NODES:
         base += [node(n), resource_slice(f"{n}-gpus", [device(f"gpu-{i}") for i in range(4)], pool=n, node=n)]
@@ -46,9 +54,8 @@ def engine(*objects: dict[str, Any], preemption: bool = True, **config: Any) -> 
     store.load([*base, *objects])
     state = ClusterState.from_objects([*base, *objects])
     assert not state.problems, state.problems
-    return Engine(
-        state, MemoryAPI(store), CelEnvironment(), EngineConfig(device_preemption=preemption, **config)
-    )
+    configured = EngineConfig(device_preemption=preemption, **config)
+    return assemble(state, MemoryAPI(store), CelEnvironment(), configured, clock=clock)
 
 
 def terminating(e: Engine, name: str) -> None:
@@ -100,9 +107,7 @@ def test_nodes_not_checked_in_time_are_left_to_the_preempt_verb() -> None:
         now[0] += 1.0  # every reading a second later: the budget is spent at once
         return now[0]
 
-    e = engine(*FULL_OF_LOW, *pending("vip", 100, 2), filter_budget=1e9)
-    e.config = EngineConfig(device_preemption=True, filter_budget=2.5)
-    e.clock = clock
+    e = engine(*FULL_OF_LOW, *pending("vip", 100, 2), clock=clock, filter_budget=2.5)
     result = filtered(e, "vip")
     assert any(reason.endswith(NOT_CHECKED) for reason in result.failed.values()), result
 
@@ -217,9 +222,8 @@ def test_a_node_whose_allocation_timed_out_is_not_checked_again() -> None:
 
 def test_nodes_judged_for_nominations_count_against_the_filter_budget() -> None:
     now = [0.0]
-    e = engine(*NOMINATED, filter_budget=5.0)
+    e = engine(*NOMINATED, clock=lambda: now[0], filter_budget=5.0)
     terminating(e, "victim")
-    e.clock = lambda: now[0]
     original = e._assessor
 
     def slow(snapshot: Any, claims: Any) -> Any:

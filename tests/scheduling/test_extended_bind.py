@@ -103,7 +103,7 @@ def test_a_refused_create_leaves_nothing(tmp_path: Any) -> None:
     api.fail["create_claim"] = [api_error(403)]
     assert "403" in bind(engine, "p", "node-1")
     assert claims(store) == []
-    assert len(engine.assumed) == 0  # nothing held: a refused create took no device
+    assert len(engine.tracker.assumed) == 0  # nothing held: a refused create took no device
 
 
 def test_a_claim_kept_after_an_unanswered_binding_is_not_deleted_by_postfilter(tmp_path: Any) -> None:

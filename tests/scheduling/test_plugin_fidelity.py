@@ -25,8 +25,9 @@ from extender.cli import main
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
+from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
-from extender.scheduling.engine import Engine, score_nodes
+from extender.scheduling.engine import score_nodes
 from tests.builders import (
     allocated,
     attrs,
@@ -733,7 +734,7 @@ def via_filter(case: Case) -> dict[str, Any]:
     state = ClusterState.from_objects(objects_of(case))
     assert not state.problems, state.problems
     features = Features.parse(case.gates, allow_locked=True)
-    engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment(), EngineConfig(features=features))
+    engine = assemble(state, MemoryAPI(MemoryStore()), CelEnvironment(), EngineConfig(features=features))
     p = state.pods[("default", "pod")]
     result = engine.filter(p, ["node-1"])
     decision = engine.explain(p, ["node-1"])["node-1"]
@@ -809,11 +810,11 @@ def test_prioritize_mirrors_the_plugin_score_for_prioritized_lists() -> None:
         pod("pod", ["claim-0"]),
     ]
     state = ClusterState.from_objects(objects)
-    engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment())
+    engine = assemble(state, MemoryAPI(MemoryStore()), CelEnvironment())
     scores = dict(engine.prioritize(state.pods[("default", "pod")], ["node-1", "node-2"]))
     # node-2 gets the first choice (8 points), node-1 the second (7): 10 * 7 // 8 = 8.
     assert scores == {"node-2": 10, "node-1": 8}
-    off = Engine(
+    off = assemble(
         state,
         MemoryAPI(MemoryStore()),
         CelEnvironment(),
@@ -859,7 +860,7 @@ def test_declared_features_split_look_alike_nodes() -> None:
     state = ClusterState.from_objects(objects)
     features = Features.parse("DRAOptionalNodeOperations=true")
     for order in (["node-1", "node-2"], ["node-2", "node-1"]):
-        engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment(), EngineConfig(features=features))
+        engine = assemble(state, MemoryAPI(MemoryStore()), CelEnvironment(), EngineConfig(features=features))
         result = engine.filter(state.pods[("default", "pod")], order)
         assert result.passed == ["node-1"], result
         assert "node-2" in {**result.failed, **result.unresolvable}, result
@@ -881,5 +882,5 @@ def test_a_slice_that_skips_node_operations_splits_look_alike_nodes() -> None:
     for gates in ("", "DRAOptionalNodeOperations=true"):
         for order in (["node-1", "node-2"], ["node-2", "node-1"]):
             config = EngineConfig(features=Features.parse(gates))
-            engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment(), config)
+            engine = assemble(state, MemoryAPI(MemoryStore()), CelEnvironment(), config)
             assert engine.filter(state.pods[("default", "pod")], order).passed == ["node-2"], (gates, order)

@@ -46,6 +46,7 @@ from extender.cli import main
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
+from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
 from tests.builders import (
@@ -1299,7 +1300,7 @@ def engine_of(case: Case) -> tuple[Engine, ClusterState]:
     config = EngineConfig(features=features, release=RELEASE)
     if case.timeout is not None:
         config = EngineConfig(features=features, release=RELEASE, node_timeout=case.timeout)
-    return Engine(state, MemoryAPI(MemoryStore()), CelEnvironment(), config), state
+    return assemble(state, MemoryAPI(MemoryStore()), CelEnvironment(), config), state
 
 
 def via_filter(case: Case) -> tuple[list[str], dict[str, dict[str, Any]]]:

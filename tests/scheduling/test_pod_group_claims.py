@@ -18,6 +18,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
+from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
 from tests.builders import allocated, claim, device, device_class, node, pod, resource_slice
@@ -199,7 +200,7 @@ CASES = [
 def engine_for(case: Case) -> tuple[Engine, ClusterState]:
     state = ClusterState.from_objects(case.objects)
     assert not state.problems, state.problems
-    return Engine(
+    return assemble(
         state, MemoryAPI(MemoryStore()), CelEnvironment(), EngineConfig(features=case.features)
     ), state
 

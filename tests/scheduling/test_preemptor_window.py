@@ -20,8 +20,8 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import Event, MemoryStore
 from extender.cluster.state import ClusterState
+from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
-from extender.scheduling.engine import Engine
 from tests.builders import allocated, claim, device, device_class, exact, node, pod, reserve, resource_slice
 from tests.integration import invariants
 
@@ -56,7 +56,7 @@ class Cluster:
         self.store.load([*base, *objects])
         self.state = ClusterState.from_objects(self.store.all())
         self.store.subscribe(self._watch)
-        self.engine = Engine(
+        self.engine = assemble(
             self.state, MemoryAPI(self.store), CelEnvironment(), EngineConfig(release_wait=1.0, **config)
         )
 
@@ -212,7 +212,7 @@ def test_a_release_that_does_not_come_fails_the_bind_and_writes_nothing() -> Non
     assert not c.claim("vip-claim").get("status")
     assert "nodeName" not in c.store.get("Pod", "default", "vip")["spec"]
     # Nothing is held any more: the two free devices are anyone's again.
-    assert not list(c.engine.assumed)
+    assert not list(c.engine.tracker.assumed)
     assert c.violations() == []
 
 

@@ -16,6 +16,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
+from extender.scheduling.assembly import assemble
 from extender.scheduling.engine import Engine, FilterResult
 from tests.builders import allocated, attrs, claim, device, device_class, exact, node, pod, resource_slice
 
@@ -26,7 +27,7 @@ NODES = {"n1": "a", "n2": "b", "n3": "a"}
 
 
 def engine_for(objects: list[dict[str, Any]]) -> Engine:
-    return Engine(ClusterState.from_objects(objects), MemoryAPI(MemoryStore()), CEL)
+    return assemble(ClusterState.from_objects(objects), MemoryAPI(MemoryStore()), CEL)
 
 
 def gpus(name: str, *models: str, **spec: Any) -> dict[str, Any]:

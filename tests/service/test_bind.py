@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -68,14 +69,16 @@ class FaultyAPI(MemoryAPI):
         await super().bind_pod(namespace, name, uid, node)
 
 
-def engine_for(objects: list[dict[str, Any]], tmp_path: Any) -> tuple[Engine, MemoryStore, FaultyAPI]:
+def engine_for(
+    objects: list[dict[str, Any]], tmp_path: Any, clock: Callable[[], float] = time.monotonic
+) -> tuple[Engine, MemoryStore, FaultyAPI]:
     import yaml
 
     path = tmp_path / "state.yaml"
     path.write_text(yaml.safe_dump_all(objects))
-    service, store = build_embedded([str(path)], ServeConfig())
+    service, store = build_embedded([str(path)], ServeConfig(), clock=clock)
     api = FaultyAPI(store)
-    service.engine.api = api
+    service.engine.binder.api = api
     return service.engine, store, api
 
 
@@ -117,7 +120,7 @@ def test_a_refused_binding_releases_the_claims_it_allocated(tmp_path: Any) -> No
     assert "binding pod to node-1 failed" in error
     # Still exactly as we wrote it: allocation and reservation cleared in one write.
     assert status(store, "c") == {}
-    assert not engine.in_flight
+    assert not engine.tracker.binds
     assert api.events[-1]["reason"] == "FailedBinding"
     # A retry succeeds.
     assert asyncio.run(engine.bind("default", "p", "uid-p", "node-1")) == ""
@@ -192,7 +195,7 @@ def test_second_claim_failing_releases_the_first(tmp_path: Any) -> None:
     # First claim: finalizer update refused -> nothing written at all.
     assert "403" in asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
     assert status(store, "a") == {} and status(store, "b") == {}
-    assert len(engine.assumed) == 0
+    assert len(engine.tracker.assumed) == 0
 
     # Now let the first claim succeed and the second claim's status write be refused.
     async def second_refused(obj: dict[str, Any]) -> None:
@@ -223,7 +226,7 @@ def test_a_status_write_with_unknown_outcome_keeps_its_devices_taken(tmp_path: A
 
     api.get_claim = unreachable  # type: ignore[method-assign]
     assert "outcome" in asyncio.run(engine.bind("default", "p", "uid-p", "node-1"))
-    [record] = list(engine.assumed)
+    [record] = list(engine.tracker.assumed)
     assert record.state.value == "unknown" and record.key == ("default", "a")
     # The only device is held for p: q does not fit, in filter and in bind.
     q = engine.state.pods[("default", "q")]
@@ -236,7 +239,7 @@ def test_a_status_write_with_unknown_outcome_keeps_its_devices_taken(tmp_path: A
     assert status(store, "a")["reservedFor"][0]["uid"] == "uid-p"
     assert status(store, "b") == {}
     engine.snapshot()
-    assert len(engine.assumed) == 0  # the cache shows every write: nothing is assumed any more
+    assert len(engine.tracker.assumed) == 0  # the cache shows every write: nothing is assumed any more
 
 
 def test_shared_claim_gets_one_allocation_and_two_reservations(tmp_path: Any) -> None:
@@ -280,7 +283,7 @@ def test_concurrent_binds_never_give_a_device_twice(tmp_path: Any) -> None:
         s = status(store, f"c{i}")
         bound = store.get("Pod", "default", f"p{i}")["spec"].get("nodeName") == "node-1"
         assert bound == bool(s.get("allocation")) == bool(s.get("reservedFor"))
-    assert not engine.in_flight
+    assert not engine.tracker.binds
 
 
 def test_same_bind_twice_concurrently_gives_one_answer(tmp_path: Any) -> None:
@@ -316,7 +319,7 @@ def test_an_exception_in_the_writes_answers_every_waiter_and_leaves_nothing_behi
 
     first, second = asyncio.run(asyncio.wait_for(twice(), 5))
     assert "internal error" in first and first == second
-    assert not engine.in_flight
+    assert not engine.tracker.binds
     assert status(store, "c") == {}
     api.status_write_hook = None
     assert asyncio.run(engine.bind("default", "p", "uid-p", "node-1")) == ""
@@ -338,11 +341,10 @@ def test_null_status_answers_are_handled(tmp_path: Any) -> None:
 
 def test_claim_writes_are_not_expired_by_age_only_settled_by_the_cache(tmp_path: Any) -> None:
     # Issue 9, item 3: a write still queued keeps its devices, however old.
-    engine, store, api = engine_for(
-        [*base(1), claim("a"), claim("b"), pod("p", ["a"]), pod("q", ["b"])], tmp_path
-    )
     now = [0.0]
-    engine.clock = lambda: now[0]
+    engine, store, api = engine_for(
+        [*base(1), claim("a"), claim("b"), pod("p", ["a"]), pod("q", ["b"])], tmp_path, lambda: now[0]
+    )
     release = asyncio.Event()
 
     async def queued(obj: dict[str, Any]) -> None:

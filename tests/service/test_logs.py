@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from extender.scheduling.assembly import assemble
 from extender.scheduling.engine import LOGGED_REASONS
 from extender.service.logs import (
     JsonFormatter,
@@ -204,15 +205,14 @@ def test_a_filter_keeps_at_most_the_logged_reasons_and_counts_the_rest() -> None
     from extender.cluster.memory_api import MemoryAPI
     from extender.cluster.memstore import MemoryStore
     from extender.cluster.state import ClusterState
-    from extender.scheduling.engine import Engine
     from tests.builders import claim, device_class, node, pod
 
     names = [f"n-{i}" for i in range(LOGGED_REASONS + 5)]
     state = ClusterState.from_objects(
         [device_class(), claim("c"), pod("p", ["c"]), *(node(n) for n in names)]
     )
-    engine = Engine(state, MemoryAPI(MemoryStore()), CelEnvironment())
+    engine = assemble(state, MemoryAPI(MemoryStore()), CelEnvironment())
     engine.filter(state.pods[("default", "p")], names)
-    entry = engine.decisions[-1]
+    entry = engine.log.entries[-1]
     assert len(entry["reasons"]) == LOGGED_REASONS and entry["moreReasons"] == 5
     assert set(entry["reasons"]) <= set(names)

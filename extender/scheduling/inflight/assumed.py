@@ -269,6 +269,11 @@ class AssumedClaims:
                 self._changed(key)
         self._dirty.clear()  # looked at now, with what settling itself changed
 
+    def unsettled(self, claims: Mapping[Key, ResourceClaim], seen_rv: str = "") -> list[AssumedWrite]:
+        """The records the cache does not show the outcome of yet, read only (the views use it:
+        what :meth:`settle` would keep, without dropping anything)."""
+        return [r for r in self if not _settled(r, claims.get(r.key), seen_rv)]
+
     # --- what decisions see --------------------------------------------------------------------
 
     def overlay(self, claims: Mapping[Key, ResourceClaim]) -> Mapping[Key, ResourceClaim]:

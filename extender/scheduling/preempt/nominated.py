@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from cachetools import TTLCache
+
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, ResourceClaim, parse_allocation
@@ -288,6 +290,77 @@ def _fits_unheld(
 ) -> bool:
     with snapshot.what_if(freed=freed):
         return snapshot.decide(claims, node, timeout=timeout).fits
+
+
+# --- What the preempt verb named, and what a nominated preemptor may use ---------------------------
+
+#: How many preemptions' victims are remembered.
+MAX_REMEMBERED_PREEMPTIONS = 4096
+
+
+class Preempted:
+    """The victims the preempt verb named on each node, per preemptor UID, for ``seconds``: what
+    pods nominated by those preemptions keep (pure: the clock is injected)."""
+
+    def __init__(
+        self, seconds: float, clock: Callable[[], float], size: int = MAX_REMEMBERED_PREEMPTIONS
+    ) -> None:
+        self._by_pod: TTLCache[str, dict[str, frozenset[str]]] = TTLCache(size, seconds, timer=clock)
+
+    def remember(self, pod_uid: str, victims: Mapping[str, Iterable[str]]) -> None:
+        self._by_pod[pod_uid] = {node: frozenset(uids) for node, uids in victims.items()}
+
+    def victims_of(self, pod_uid: str, node: str) -> frozenset[str]:
+        return self._by_pod.get(pod_uid, {}).get(node, frozenset())
+
+
+def nominated_node(state: ClusterState, pod: Pod) -> str:
+    """The node a preemption nominated the pod to, as the request or the cache shows it."""
+    if pod.nominated_node_name:
+        return pod.nominated_node_name
+    cached = state.pods.get(pod.key)
+    if cached is None or cached.uid != pod.uid or cached.node_name:
+        return ""
+    return cached.nominated_node_name
+
+
+def releasing_for(
+    snapshot: Snapshot, pod: Pod, claims: PodClaims, node_name: str, victims_of: VictimsOf
+) -> list[ResourceClaim]:
+    """Claims the preemption that nominated the pod to ``node_name`` is releasing there
+    (:func:`releasing`); none when the pod is not nominated to that node."""
+    if nominated_node(snapshot.state, pod) != node_name:
+        return []
+    return releasing(snapshot, pod, node_name, victims_of, own_claims(claims))
+
+
+def while_released(
+    snapshot: Snapshot,
+    pod: Pod,
+    claims: PodClaims,
+    node: Node,
+    decision: NodeDecision,
+    *,
+    nominations: Nominations | None,
+    victims_of: VictimsOf,
+    timeout: float | None,
+) -> tuple[NodeDecision, list[ResourceClaim]]:
+    """A bind's decision for a preemptor on its nominated node with the devices of its victims'
+    claims free, and those claims (the bind writes once they are released); or ``decision``
+    unchanged, and none."""
+    freeing = releasing_for(snapshot, pod, claims, node.name, victims_of)
+    if not freeing:
+        return decision, []
+    freed = decide(
+        snapshot,
+        pod,
+        claims,
+        node,
+        nominations=nominations,
+        freed=[c.allocation for c in freeing if c.allocation is not None],
+        timeout=timeout,
+    )
+    return (freed, freeing) if freed.fits else (decision, [])
 
 
 # --- Filter's answers for nodes where a nomination changes what fits, each node judged on its own.

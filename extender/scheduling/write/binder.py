@@ -1,7 +1,8 @@
 """The write path: what turns a bind decision into API writes, and what undoes them.
 
-A bind re-decides on the current snapshot (the decisions side, :class:`Decider`), assumes the
-devices before the first write (:mod:`extender.scheduling.inflight.assumed`), writes each claim under
+A bind decides again on the current snapshot (the same :class:`Snapshots` and pure functions
+the filter uses: extenders have no CycleState between verbs), assumes the devices in the
+tracker before the first write (:mod:`extender.scheduling.inflight.assumed`), writes each claim under
 optimistic concurrency (:mod:`extender.scheduling.write.claim_writes`), creates the pod's
 extended-resource claim, waits for binding conditions (:mod:`extender.scheduling.decide.binding`), and
 sends the Binding; a failure releases what it wrote. The upstream PostFilter's deallocation of
@@ -14,10 +15,9 @@ import asyncio
 import contextlib
 import logging
 import re
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from extender.cluster.api import ApiNotFound, ClusterAPI, ClusterAPIError
 from extender.cluster.state import ClusterState, Key
@@ -34,10 +34,11 @@ from extender.scheduling.decide.binding import (
 )
 from extender.scheduling.decide.decision import NodeDecision, Snapshot
 from extender.scheduling.decide.prefilter import PodClaims, reserved_for_pod
+from extender.scheduling.decision_log import DecisionLog
 from extender.scheduling.inflight import catch_up
-from extender.scheduling.inflight.assumed import AssumedClaims, AssumedWrite, WriteState
-from extender.scheduling.inflight.expected_binds import ExpectedBinds
-from extender.scheduling.inflight.placing import Placing
+from extender.scheduling.inflight.assumed import AssumedWrite, WriteState
+from extender.scheduling.inflight.snapshots import Snapshots
+from extender.scheduling.inflight.tracker import BindInFlight, Tracker
 from extender.scheduling.preempt import nominated
 from extender.scheduling.write import (
     bind_failures,
@@ -57,26 +58,9 @@ from extender.scheduling.write.claim_writes import (
 
 log = logging.getLogger("dra_extender.engine")
 
-#: How long after an unanswered Binding it may still land (kube-apiserver's request timeout is
-#: 60 s): until then a leftover claim of the pod is not deleted, lest the pod be bound without it.
-BINDING_MAY_LAND = 90.0
 #: Kubernetes' name rules for namespaces (RFC 1123 labels) and pods (RFC 1123 subdomains).
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-class Decider(Protocol):
-    """What a bind needs from the decisions side (the engine)."""
-
-    def snapshot(self) -> Snapshot: ...
-
-    def claims_of(self, snapshot: Snapshot, pod: Pod) -> PodClaims: ...
-
-    def nominations(self) -> nominated.Nominations | None: ...
-
-    def while_released(
-        self, snapshot: Snapshot, pod: Pod, claims: PodClaims, node: Node, decision: NodeDecision
-    ) -> tuple[NodeDecision, list[ResourceClaim]]: ...
 
 
 @dataclass(slots=True)
@@ -92,64 +76,43 @@ class CreatedClaim:
     node_allocatable: bool = False
 
 
-@dataclass(slots=True)
-class InFlight:
-    """A bind being carried out (its concurrent duplicates wait for the same answer)."""
-
-    pod_uid: str
-    pod_key: Key
-    node: str
-    started: float
-    done: asyncio.Future[str]
-
-
 class Binder:
-    """Binds (and the PostFilter's deallocations) for one engine. Holds what the write path
-    remembers: binds in flight, claim writes the cache does not show yet (read by the
-    decisions side too), Bindings whose answer was lost."""
+    """Binds (upstream PreBind and Unreserve) and PostFilter's deallocations: the write room's
+    entry. Decides again through :class:`Snapshots` and the pure functions; every piece of
+    in-flight state it changes is the :class:`Tracker`'s."""
 
     def __init__(
         self,
         state: ClusterState,
         api: ClusterAPI,
         config: EngineConfig,
-        decider: Decider,
+        tracker: Tracker,
+        snapshots: Snapshots,
         *,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
-        log: Callable[..., None] = lambda *a, **k: None,
+        clock: Callable[[], float],
+        wall_clock: Callable[[], float],
+        log: DecisionLog,
+        observer: Observer | None = None,
+        fence: Callable[[], str | None] = lambda: None,
+        cache_stale: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.state = state
         self.api = api
         self.config = config
-        self.decider = decider
+        self.tracker = tracker
+        self.snapshots = snapshots
         self.clock = clock
         self.wall_clock = wall_clock
-        #: Records each bind's outcome in the decision log (the engine's).
+        #: Records each bind's outcome in the decision log.
         self.log = log
-        self.observer: Observer = NoObserver()
-        #: Binds being carried out, by pod UID.
-        self.in_flight: dict[str, InFlight] = {}
-        #: DRANodeAllocatableResources: pods bound here that the cache does not show bound yet.
-        self.placing = Placing()
-        #: When a pod of each PodGroup last passed a filter (PostFilter leaves such groups alone).
-        self.group_activity = post_filter.GroupActivity()
-        #: Pods kube-scheduler may be binding already (its bind not here yet): filters wait.
-        self.expected = ExpectedBinds(clock)
-        #: The newest version of each pod a request carried: a bind names the pod only, and
-        #: decides on what kube-scheduler saw when the cache is behind it.
-        self.seen = catch_up.SeenPods()
-        #: Claim writes the cache does not show yet (their devices stay taken until it does).
-        self.assumed = AssumedClaims()
-        #: Background work started by decisions (deallocating stale claims).
-        self._tasks: set[asyncio.Task[None]] = set()
-        #: Pods whose Binding was sent with no answer, and when: such a Binding may still land.
-        self._binding_unknown: dict[str, float] = {}
+        self.observer: Observer = observer or NoObserver()
         #: Why this replica may not write now (leader election: not the leader, or taking
         #: over), or None. The API client checks it before each write too.
-        self.fence: Callable[[], str | None] = lambda: None
+        self.fence = fence
         #: Why the cache cannot be trusted for binding right now (a watch is down), or None.
-        self.cache_stale: Callable[[], str | None] = lambda: None
+        self.cache_stale = cache_stale
+        #: Background work started by decisions (deallocating stale claims).
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def bind(self, namespace: str, name: str, uid: str, node_name: str) -> str:
         """Allocate, write the claims, bind the pod. Returns '' or the error for kube-scheduler.
@@ -159,7 +122,7 @@ class Binder:
         try:
             return await self._bind_pod(namespace, name, uid, node_name)
         finally:
-            self.expected.arrived(uid)
+            self.tracker.expected.arrived(uid)
 
     async def _bind_pod(self, namespace: str, name: str, uid: str, node_name: str) -> str:
         """:meth:`bind`.
@@ -170,9 +133,9 @@ class Binder:
         unknown) their devices stay taken until the cache shows the outcome.
         """
         started = self.clock()
-        self.assumed.release_holds(uid)  # kept for this very bind: its own decision must not see them
+        self.tracker.assumed.release_holds(uid)  # kept for this very bind: its own decision must not see them
         cached = self.state.pods.get((namespace, name))
-        pod = self.seen.newest(cached, uid) or cached
+        pod = self.tracker.seen.newest(cached, uid) or cached
         if uid and (pod is None or pod.uid != uid) and self.fence() is None and self.cache_stale() is None:
             # kube-scheduler's pod watch ran ahead of ours: it can bind a pod within milliseconds
             # of its creation (seen with a real kube-scheduler). The API server has it.
@@ -181,15 +144,15 @@ class Binder:
         if refused is not None:
             return self._bind_done(pod, namespace, name, node_name, started, refused)
         assert pod is not None
-        existing = self.in_flight.get(pod.uid)
+        existing = self.tracker.binds.get(pod.uid)
         if existing is not None:
             if existing.node != node_name:
                 return self._bind_done(
                     pod, namespace, name, node_name, started, f"pod is being bound to {existing.node}"
                 )
             return await asyncio.shield(existing.done)  # the same bind is in progress: same answer
-        entry = InFlight(pod.uid, pod.key, node_name, started, asyncio.get_running_loop().create_future())
-        self.in_flight[pod.uid] = entry
+        entry = BindInFlight(pod.uid, pod.key, node_name, started, asyncio.get_running_loop().create_future())
+        self.tracker.binds[pod.uid] = entry
         error = "the bind was interrupted (the DRA extender is shutting down)"
         note: str | None = None
         decision: NodeDecision | None = None
@@ -199,10 +162,7 @@ class Binder:
             log.exception("bind %s/%s to %s", namespace, name, node_name)
             error = f"internal error while binding to {node_name}: {exc!r}"
         finally:
-            del self.in_flight[pod.uid]
-            if error and pod.uid not in self._binding_unknown:
-                self.placing.discard(pod.uid)  # (a Binding whose outcome is unknown may still land)
-            self.assumed.interrupted(pod.uid)
+            self.tracker.bind_ended(pod.uid, failed=bool(error))
             if not entry.done.done():
                 entry.done.set_result(error)
         return self._bind_done(pod, namespace, name, node_name, started, error, note=note, decision=decision)
@@ -255,8 +215,8 @@ class Binder:
         unsettled = await self._settle_own_writes(pod)
         if unsettled is not None:
             return unsettled, None, None
-        snapshot = self.decider.snapshot()
-        claims = self.decider.claims_of(snapshot, pod)
+        snapshot = self.snapshots.current()
+        claims = self.snapshots.claims_of(snapshot, pod)
         if pod.node_name:
             claims.extended = None  # bound already: its extended-resource claim is what it is
         if node is not None:
@@ -265,7 +225,7 @@ class Binder:
                 pod,
                 claims,
                 node,
-                nominations=self.decider.nominations(),
+                nominations=self.tracker.nominations(self.config),
                 timeout=self.config.allocation_timeout,
             )
         else:  # a bound pod whose node is gone: only reservations of allocated claims can be repaired
@@ -274,7 +234,16 @@ class Binder:
         releasing: Sequence[ResourceClaim] = ()
         if not decision.fits and node is not None and not (claims.reason or claims.error):
             # A preemptor on its nominated node: its victims' claims may not be released yet.
-            decision, releasing = self.decider.while_released(snapshot, pod, claims, node, decision)
+            decision, releasing = nominated.while_released(
+                snapshot,
+                pod,
+                claims,
+                node,
+                decision,
+                nominations=self.tracker.nominations(self.config),
+                victims_of=self.tracker.preempted.victims_of,
+                timeout=self.config.allocation_timeout,
+            )
         if not decision.fits:
             if self.config.features.device_binding:
                 # Failed or timed out since the filter: free it now, so that kube-scheduler's
@@ -289,7 +258,7 @@ class Binder:
         created = CreatedClaim()
         if self.config.features.node_allocatable_resources and not pod.node_name:
             # As kube-scheduler's assumed pod: counted before the writes (waiting filters go on).
-            self.placing.add(pod, node_name, decision.node_allocatable, self.clock())
+            self.tracker.placing.add(pod, node_name, decision.node_allocatable, self.clock())
         error = await self._write_claims(pod, node_name, claims, decision, written, created, releasing)
         if error:
             await self._release(pod, written, created)
@@ -375,14 +344,10 @@ class Binder:
         name = created.record.key[1] if created.record is not None else None  # the extended claim's
         return await pod_status_writes.record_node_allocatable(self.api, pod, decision.node_allocatable, name)
 
-    def node_pods(self, node: str) -> list[Pod]:
-        """The pods on ``node`` as kube-scheduler counts them (see :mod:`placing`)."""
-        return self.placing.pods_on(node, self.state, self.in_flight, self.clock())
-
     async def _settle_own_writes(self, pod: Pod) -> str | None:
         """Send again the pod's earlier claim writes whose outcome is unknown (at most one lands)."""
-        self.assumed.settle(self.state.claims, self.state.claims_seen_rv, self.state.changed_claims)
-        for record in self.assumed:
+        self.tracker.settle(self.state, self.config.hold_seconds)
+        for record in self.tracker.assumed:
             if record.pod_uid != pod.uid or record.state is not WriteState.UNKNOWN:
                 continue
             claim = self.state.claims.get(record.key)
@@ -406,12 +371,12 @@ class Binder:
         try:
             claim = parse_resource_claim(await self.api.get_claim(namespace, name))
         except ApiNotFound:
-            self.assumed.forget(record)  # deleted since: its write cannot land any more
+            self.tracker.assumed.forget(record)  # deleted since: its write cannot land any more
             return None, None
         except (ClusterAPIError, ObjectError) as exc:
             return None, f"an earlier write of resourceclaim {namespace}/{name} is not settled: {exc}"
         if claim.uid != record.claim_uid:
-            self.assumed.forget(record)
+            self.tracker.assumed.forget(record)
             return None, None
         return claim, None
 
@@ -445,32 +410,34 @@ class Binder:
             seen.add(claim.key)
             allocation = decision.allocations.get(claim.name) if claim.allocation is None else None
             consumer = claims.consumers.get(claim.key)  # its PodGroup's (DRAWorkloadResourceClaims)
-            record = self.assumed.assume(claim, pod.uid, pod.key, node, allocation, self.clock(), consumer)
+            record = self.tracker.assumed.assume(
+                claim, pod.uid, pod.key, node, allocation, self.clock(), consumer
+            )
             todo.append((claim, allocation, record))
         extended = decision.extended
         if extended is not None:
             key = (pod.namespace, er.claim_name(pod))
             allocation = decision.allocations[er.IN_MEMORY_NAME]
-            created.record = self.assumed.assume_creation(
+            created.record = self.tracker.assumed.assume_creation(
                 key, pod.uid, pod.key, node, allocation, self.clock()
             )
-        self.expected.arrived(pod.uid)  # its devices are taken: the next filter sees them
+        self.tracker.expected.arrived(pod.uid)  # its devices are taken: the next filter sees them
         error = await catch_up.released(
             self.state, releasing, seconds=self.config.release_wait, clock=self.clock
         )
         if error:
             for _claim, _allocation, unsent in todo:
-                self.assumed.forget(unsent)
+                self.tracker.assumed.forget(unsent)
             if created.record is not None:
-                self.assumed.forget(created.record)
+                self.tracker.assumed.forget(created.record)
             return error
         for i, (claim, allocation, record) in enumerate(todo):
             error = await self._write_claim(pod, claim, allocation, record)
             if error:
                 for _claim, _allocation, unsent in todo[i + 1 :]:
-                    self.assumed.forget(unsent)
+                    self.tracker.assumed.forget(unsent)
                 if created.record is not None:
-                    self.assumed.forget(created.record)
+                    self.tracker.assumed.forget(created.record)
                 return error
             written.append((claim, record))
         if extended is not None:
@@ -490,14 +457,14 @@ class Binder:
             claim, reused = await extended_writes.create_claim(self.api, body, pod)
         except ClaimWriteError as exc:
             self.observer.claim_created("failure")
-            self.assumed.forget(record)  # a create takes no device
+            self.tracker.assumed.forget(record)  # a create takes no device
             return str(exc)
         self.observer.claim_created("reused" if reused else "success")
-        self.assumed.created(record, claim)
+        self.tracker.assumed.created(record, claim)
         created.raw = claim.raw
         problem = extended_writes.reuse_problem(claim, extended.claim, allocation, pod)
         if problem is not None:
-            self.assumed.forget(record)
+            self.tracker.assumed.forget(record)
             return problem
         if claim.allocation is not None:
             # Allocated already, to exactly these devices (reuse_problem): only reserve it. The
@@ -531,19 +498,19 @@ class Binder:
                 claim,
                 allocation,
                 pod,
-                sending=lambda rv: self.assumed.sending(record, rv),
+                sending=lambda rv: self.tracker.assumed.sending(record, rv),
                 on_conflict=self.observer.conflict,
                 pending_since=record.sent_on if again else None,
                 allocated_at=rfc3339(self.wall_clock()) if self.config.features.device_binding else None,
                 consumer=record.consumer,
             )
         except WriteOutcomeUnknown as exc:
-            self.assumed.unknown(record)  # its devices stay taken until the cache shows the outcome
+            self.tracker.assumed.unknown(record)  # its devices stay taken until the cache shows the outcome
             return str(exc)
         except ClaimWriteError as exc:
-            self.assumed.forget(record)
+            self.tracker.assumed.forget(record)
             return str(exc)
-        self.assumed.written(record, answer)
+        self.tracker.assumed.written(record, answer)
         return ""
 
     async def _release(
@@ -591,7 +558,7 @@ class Binder:
                 # controller releases it when the pod goes away.
                 log.warning("releasing resourceclaim %s/%s failed: %s", claim.namespace, claim.name, exc)
                 continue
-            self.assumed.written(record, after)
+            self.tracker.assumed.written(record, after)
 
     async def _create_binding(
         self, pod: Pod, node: str, written: list[tuple[ResourceClaim, AssumedWrite]], created: CreatedClaim
@@ -608,7 +575,7 @@ class Binder:
                 return "", "the Binding's answer was lost; the pod is bound"
             if outcome_unknown(exc) or bound is None:
                 # The pod may be bound (now or when the Binding lands): never release its claims.
-                self._binding_unknown[pod.uid] = self.clock()
+                self.tracker.binding_unanswered(pod.uid)
                 message = (
                     f"binding pod to {node}: outcome unknown ({exc}); its claims stay reserved "
                     "for it, a retry completes the bind"
@@ -635,11 +602,22 @@ class Binder:
 
     # --- stale allocations (upstream PostFilter) ---------------------------------------------------
 
-    def deallocate_unavailable(
-        self, snapshot: Snapshot, pod: Pod, claims: PodClaims, nodes: Sequence[Node]
-    ) -> None:
-        """No node fits: make upstream PostFilter's write, if any (:mod:`post_filter`)."""
-        work = post_filter.post_filter(self, snapshot, pod, claims, nodes)
+    def post_filter(self, snapshot: Snapshot, pod: Pod, claims: PodClaims, nodes: Sequence[Node]) -> None:
+        """No node fits: make upstream PostFilter's write, if any (:mod:`post_filter`), in the
+        background (the filter's answer does not wait for it)."""
+        if self.fence() is not None:
+            return
+        work = post_filter.post_filter(
+            self.api,
+            self.state,
+            self.config,
+            self.tracker,
+            snapshot,
+            pod,
+            claims,
+            nodes,
+            now=self.wall_clock(),
+        )
         if work is not None:
             self._spawn(work)
 
@@ -656,14 +634,6 @@ class Binder:
             return
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    def binding_may_land(self, pod: Pod) -> bool:
-        """A Binding of the pod went unanswered recently: it could still land (so its claims stay)."""
-        now = self.clock()
-        for uid, sent in list(self._binding_unknown.items()):
-            if now - sent > BINDING_MAY_LAND:
-                del self._binding_unknown[uid]
-        return pod.uid in self._binding_unknown
 
     def _bind_done(
         self,

@@ -21,7 +21,8 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.model.core import Pod, parse_pod
-from extender.scheduling.config import EngineConfig
+from extender.scheduling.assembly import assemble
+from extender.scheduling.config import EngineConfig, Observer
 from extender.scheduling.engine import Engine
 from extender.scheduling.inflight import catch_up
 from extender.scheduling.preempt.victims import Candidate
@@ -54,7 +55,9 @@ def generated_claim(rv: int) -> dict[str, Any]:
     return with_rv(c, rv)
 
 
-def cluster(*objects: dict[str, Any], **config: Any) -> tuple[Engine, MemoryStore]:
+def cluster(
+    *objects: dict[str, Any], observer: Observer | None = None, **config: Any
+) -> tuple[Engine, MemoryStore]:
     base = [
         device_class(),
         node("node-1"),
@@ -65,7 +68,9 @@ def cluster(*objects: dict[str, Any], **config: Any) -> tuple[Engine, MemoryStor
     state = ClusterState.from_objects(base)  # the cache: only what each test delivers
     for obj in objects:
         state.apply(obj)
-    return Engine(state, MemoryAPI(store), CelEnvironment(), EngineConfig(**config)), store
+    return assemble(
+        state, MemoryAPI(store), CelEnvironment(), EngineConfig(**config), observer=observer
+    ), store
 
 
 # --- the newest version of a pod -----------------------------------------------------------------
@@ -315,7 +320,7 @@ def test_a_pod_deleted_before_its_binding_gets_its_claims_released() -> None:
     """The Binding is answered 404: the pod is gone, nothing can bind it any more, so what the
     bind wrote is released at once (not left to kube-controller-manager) and the failure says so."""
     e, store = cluster(template_pod(created=True, rv=12), generated_claim(11))
-    api = e.api
+    api = e.binder.api
     assert isinstance(api, MemoryAPI)
     original = api.bind_pod
 
@@ -335,7 +340,7 @@ def test_a_pod_deleted_while_its_claims_are_written_is_not_sent_a_binding() -> N
     """The pod watch shows the deletion during the claim writes: what was written is released
     and no Binding is sent (the API server would refuse it)."""
     e, store = cluster(template_pod(created=True, rv=12), generated_claim(11))
-    api = e.api
+    api = e.binder.api
     assert isinstance(api, MemoryAPI)
     original, bindings = api.update_claim_status, []
 

@@ -10,6 +10,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
+from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.engine import Engine
 from tests.builders import allocated, claim, device, device_class, node, pod, reserve, resource_slice
@@ -33,7 +34,7 @@ def cluster(**config: Any) -> tuple[Engine, MemoryStore, list[float]]:
     store = MemoryStore()
     store.load(objects)
     now = [100.0]
-    engine = Engine(
+    engine = assemble(
         ClusterState.from_objects(objects),
         MemoryAPI(store),
         CelEnvironment(),
@@ -98,4 +99,4 @@ def test_no_hold_on_a_tie() -> None:
     e.state.apply(store.get("ResourceClaim", "default", "busy"))
     scores = prioritize(e, "a")
     assert scores["node-1"] == scores["node-2"]
-    assert not e.assumed.holding
+    assert not e.tracker.assumed.holding

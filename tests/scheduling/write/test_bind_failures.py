@@ -62,8 +62,7 @@ class Recorder(NoObserver):
 
 
 def test_a_failed_bind_reports_its_reason() -> None:
-    e, _store = cluster(template_pod(created=False, rv=10), generated_claim(11))
     recorder = Recorder()
-    e.observer = recorder
+    e, _store = cluster(template_pod(created=False, rv=10), generated_claim(11), observer=recorder)
     assert asyncio.run(e.bind("default", "worker", "uid-worker", "node-1"))
     assert recorder.binds == [("failure", "claim-not-created")]

@@ -24,8 +24,8 @@ from extender.cluster.memstore import MemoryStore
 from extender.model.core import parse_pod
 from extender.model.dra import parse_resource_claim
 from extender.scheduling.engine import Engine
+from extender.scheduling.inflight.tracker import BindInFlight
 from extender.scheduling.write import post_filter as post_filter_module
-from extender.scheduling.write.binder import InFlight
 from extender.scheduling.write.claim_writes import ClaimWriteError, reserve_claim
 from extender.service.runtime import follow
 from tests.builders import pod as pod_builder
@@ -346,7 +346,7 @@ def test_a_member_that_passed_a_filter_recently_keeps_the_reservation() -> None:
     """kube-scheduler may have assumed it (Reserve, Permit) before its bind arrives."""
     c = case("postfilter-unreserve-podgroup")
     engine, store = cluster(c)
-    engine.binder.group_activity.passed("default", PODGROUP, engine.clock())
+    engine.tracker.groups.passed("default", PODGROUP, engine.clock())
     before = claim_of(store)
     asyncio.run(post_filter(engine, store))
     assert claim_of(store) == before
@@ -358,16 +358,18 @@ def test_a_member_being_bound_or_an_unsettled_group_write_keeps_the_reservation(
     member = json_copy(c.pod, name=f"{POD}-2", uid="uid-2")
     store.load([member])
     p, group = parse_pod(c.pod), engine.state.pod_groups[("default", PODGROUP)]
-    assert not post_filter_module.group_busy(engine.binder, p, group)
+    assert not post_filter_module.group_busy(engine.state, engine.tracker, p, group)
     loop = asyncio.new_event_loop()
-    engine.binder.in_flight["uid-2"] = InFlight(
+    engine.tracker.binds["uid-2"] = BindInFlight(
         "uid-2", ("default", f"{POD}-2"), WORKER, 0.0, loop.create_future()
     )
-    assert post_filter_module.group_busy(engine.binder, p, group)
-    del engine.binder.in_flight["uid-2"]
+    assert post_filter_module.group_busy(engine.state, engine.tracker, p, group)
+    del engine.tracker.binds["uid-2"]
     claim = engine.state.claims[("default", CLAIM)]
-    engine.binder.assumed.assume(claim, "uid-2", ("default", f"{POD}-2"), WORKER, None, 0.0, group.consumer())
-    assert post_filter_module.group_busy(engine.binder, p, group)
+    engine.tracker.assumed.assume(
+        claim, "uid-2", ("default", f"{POD}-2"), WORKER, None, 0.0, group.consumer()
+    )
+    assert post_filter_module.group_busy(engine.state, engine.tracker, p, group)
     loop.close()
 
 
@@ -461,7 +463,7 @@ def test_a_member_that_passes_a_filter_while_the_group_is_read_keeps_the_reserva
     class MemberPassesMeanwhile(MemoryAPI):
         async def list_pods(self, namespace: str) -> list[dict[str, Any]]:
             pods = await super().list_pods(namespace)
-            engines[0].binder.group_activity.passed(namespace, PODGROUP, engines[0].clock())
+            engines[0].tracker.groups.passed(namespace, PODGROUP, engines[0].clock())
             return pods
 
     engine, store = cluster(case("postfilter-unreserve-podgroup"), api=MemberPassesMeanwhile)

@@ -1,0 +1,121 @@
+"""The one owner of everything in flight: what the extender has decided or written that the
+cache does not show yet (upstream's DRA manager, ``dra_manager.go``: the assume cache and the
+in-flight allocations that kube-scheduler's DynamicResources plugin reads and changes).
+
+The engine's verbs and the binder both hold this tracker; nothing else keeps in-flight state,
+and the views (``/debug``, metrics) only read it. Pure bookkeeping: no I/O, the clock injected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from extender.cluster.state import ClusterState, Key
+from extender.model.core import Pod
+from extender.scheduling.config import EngineConfig
+from extender.scheduling.inflight.assumed import AssumedClaims
+from extender.scheduling.inflight.catch_up import SeenPods
+from extender.scheduling.inflight.expected_binds import ExpectedBinds
+from extender.scheduling.inflight.placing import Placing
+from extender.scheduling.preempt.nominated import Nominations, Preempted
+
+#: How long after an unanswered Binding it may still land (kube-apiserver's request timeout is
+#: 60 s): until then a leftover claim of the pod is not deleted, lest the pod be bound without it.
+BINDING_MAY_LAND = 90.0
+#: Seconds a group member that passed a filter counts as scheduled: kube-scheduler may have
+#: assumed it (Reserve, Permit, other plugins' PreBind) before its bind reaches the extender.
+PASSED_FILTER_GRACE = 30.0
+
+
+@dataclass(slots=True)
+class BindInFlight:
+    """A bind being carried out (its concurrent duplicates wait for the same answer)."""
+
+    pod_uid: str
+    pod_key: Key
+    node: str
+    started: float
+    done: asyncio.Future[str]
+
+
+class GroupActivity:
+    """When a pod of each PodGroup last passed a filter here, by (namespace, group)."""
+
+    def __init__(self) -> None:
+        self._passed: dict[Key, float] = {}
+
+    def passed(self, namespace: str, group: str, now: float) -> None:
+        self._passed[(namespace, group)] = now
+        if len(self._passed) > 10_000:  # forget the oldest half
+            for key, _ in sorted(self._passed.items(), key=lambda kv: kv[1])[:5_000]:
+                del self._passed[key]
+
+    def recent(self, namespace: str, group: str, now: float) -> bool:
+        since = self._passed.get((namespace, group))
+        return since is not None and now - since < PASSED_FILTER_GRACE
+
+
+class Tracker:
+    def __init__(self, clock: Callable[[], float], *, preemption_memory_seconds: float) -> None:
+        self.clock = clock
+        #: Binds being carried out, by pod UID.
+        self.binds: dict[str, BindInFlight] = {}
+        #: Claim writes the cache does not show yet (their devices stay taken until it does),
+        #: and devices held after prioritize.
+        self.assumed = AssumedClaims()
+        #: Pods kube-scheduler may be binding already (its bind not here yet): filters wait.
+        self.expected = ExpectedBinds(clock)
+        #: The newest version of each pod a request carried: a bind names the pod only, and
+        #: decides on what kube-scheduler saw when the cache is behind it.
+        self.seen = SeenPods()
+        #: DRANodeAllocatableResources: pods bound here that the cache does not show bound yet.
+        self.placing = Placing()
+        #: When a pod of each PodGroup last passed a filter (PostFilter leaves such groups alone).
+        self.groups = GroupActivity()
+        #: The victims the preempt verb named, per preemptor and node (what nominated pods keep).
+        self.preempted = Preempted(preemption_memory_seconds, clock)
+        #: Pods whose Binding was sent with no answer, and when: such a Binding may still land.
+        self._binding_unknown: dict[str, float] = {}
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    def nominations(self, config: EngineConfig) -> Nominations | None:
+        """Whose nominations keep devices (with device preemption only): pods of the schedulers
+        this extender serves, except those being bound (their writes hold their devices)."""
+        if not config.device_preemption:
+            return None
+        return Nominations(config.scheduler_names, self.preempted.victims_of, frozenset(self.binds))
+
+    def node_pods(self, state: ClusterState, node: str) -> list[Pod]:
+        """The pods on ``node`` as kube-scheduler counts them (see :mod:`placing`)."""
+        return self.placing.pods_on(node, state, self.binds, self.clock())
+
+    def binding_may_land(self, pod: Pod) -> bool:
+        """A Binding of the pod went unanswered recently: it could still land (so its claims stay)."""
+        now = self.clock()
+        for uid, sent in list(self._binding_unknown.items()):
+            if now - sent > BINDING_MAY_LAND:
+                del self._binding_unknown[uid]
+        return pod.uid in self._binding_unknown
+
+    # --- changing ---------------------------------------------------------------------------------
+
+    def settle(self, state: ClusterState, hold_seconds: float) -> None:
+        """Drop what the cache now shows (claim writes it has caught up with) and the holds older
+        than ``hold_seconds``: before every snapshot, and before a bind decides."""
+        if self.assumed.holding:
+            self.assumed.expire_holds(self.clock() - hold_seconds)
+        self.assumed.settle(state.claims, state.claims_seen_rv, state.changed_claims)
+
+    def binding_unanswered(self, pod_uid: str) -> None:
+        self._binding_unknown[pod_uid] = self.clock()
+
+    def bind_ended(self, pod_uid: str, failed: bool) -> None:
+        """A bind is over, however it ended: its entry goes, a failed one's placed pod too
+        (unless its Binding may still land), and its unsent writes are forgotten."""
+        del self.binds[pod_uid]
+        if failed and pod_uid not in self._binding_unknown:
+            self.placing.discard(pod_uid)
+        self.assumed.interrupted(pod_uid)
