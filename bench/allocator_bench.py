@@ -21,8 +21,8 @@ from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
 from extender.model.core import Node, parse_pod
-from extender.scheduling.decide.decision import Snapshot
 from extender.scheduling.decide.prefilter import PodClaims
+from extender.scheduling.decide.snapshot import Snapshot
 from tests.builders import container, pod, resource_slice
 
 GPU = "gpu.example.com"

@@ -35,7 +35,7 @@ from extender.cluster.state import ClusterState
 from extender.model.core import Node, Pod
 from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
-from extender.scheduling.decide.decision import Snapshot
+from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.preempt.nominated import importance
 from extender.scheduling.preempt.victims import Candidate, potential_victims, preempt
 

@@ -27,7 +27,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.kube import RawKube
 from extender.cluster.reflector import Reflector
 from extender.cluster.state import ClusterState
-from extender.scheduling.decide.decision import Snapshot
+from extender.scheduling.decide.snapshot import Snapshot
 from tests.fakeapi.server import FakeApiServer
 
 

@@ -11,7 +11,8 @@ from extender.allocator.releases import DEFAULT_MINOR, Release, release_of
 from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.state import ClusterState
 from extender.model.core import Pod
-from extender.scheduling.decide.decision import NodeDecision, Snapshot, fit_summary
+from extender.scheduling.decide.decision import NodeDecision, fit_summary
+from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.preempt import nominated, victims
 from extender.scheduling.preempt.victims import Candidate, preempt
 

@@ -22,8 +22,9 @@ from extender.cluster.state import ClusterState
 from extender.model.core import Node, Pod
 from extender.model.labels import Labels
 from extender.scheduling.config import EngineConfig, NoObserver, Observer
-from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment, NodeDecision, Snapshot
+from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment, NodeDecision
 from extender.scheduling.decide.prefilter import PodClaims
+from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decide.timeout_memo import TimeoutMemo
 from extender.scheduling.decision_log import DecisionLog
 from extender.scheduling.inflight import catch_up, holds
@@ -97,7 +98,7 @@ class Engine:
     def reconfigure(self, config: EngineConfig) -> None:
         """Replace the configuration (on the engine's loop), for decisions and writes alike."""
         self.snapshots.reconfigure(config)
-        self.binder.config = config
+        self.binder.reconfigure(config)
         self.config = config
 
     def snapshot(self) -> Snapshot:

@@ -17,9 +17,9 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from extender.allocator import FeatureGateError
+from extender.allocator import FeatureGateError, Features
 from extender.cel import CelEnvironment, CelOptions
-from extender.cluster.api import ClusterAPIError
+from extender.cluster.api import ClusterAPI, ClusterAPIError
 from extender.cluster.async_kube import AsyncKube, write_window
 from extender.cluster.kube import (
     POD_GROUP_VERSIONS,
@@ -98,9 +98,14 @@ def follow(store: MemoryStore, state: ClusterState) -> None:
 
 
 def build_embedded(
-    paths: Sequence[str], config: ServeConfig, *, clock: Callable[[], float] = time.monotonic
+    paths: Sequence[str],
+    config: ServeConfig,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    api: Callable[[MemoryStore], ClusterAPI] = MemoryAPI,
 ) -> tuple[Service, MemoryStore]:
-    """The embedded default: state files in an in-memory store that plays the API server."""
+    """The embedded default: state files in an in-memory store that plays the API server
+    (``api``: how writes reach the store; tests put faults in between)."""
     objects, problems = load_objects(paths, max_bytes=config.max_state_bytes, kinds=KINDS)
     store = MemoryStore()
     state = ClusterState()
@@ -116,7 +121,7 @@ def build_embedded(
     metrics = observed(state, cel, config.engine, view, worker)
     engine = assemble(
         state,
-        MemoryAPI(store),
+        api(store),
         cel,
         config.engine,
         clock=clock,
@@ -295,6 +300,78 @@ def pod_group_version(raw: RawKube, stop: threading.Event) -> str | None:
     return version
 
 
+def watched(paths: Paths, served: set[str], features: Features) -> list[tuple[str, str, str]]:
+    """(kind, resource, group/version) of every kind to watch against this API server:
+    DeviceTaintRules only with the gate on and served, PodGroups only where found, DRA kinds
+    only where served (with a warning for each that is not)."""
+    out = []
+    for kind, resource in WATCHED:
+        if resource == "devicetaintrules" and (not features.device_taint_rules or resource not in served):
+            continue
+        if resource == "podgroups":
+            if paths.pod_groups is None:
+                continue
+            group_version = f"{SCHEDULING_GROUP}/{paths.pod_groups}"
+        elif kind not in OUTSIDE_DRA and resource not in served:
+            log.warning("%s/%s does not serve %s", RESOURCE_GROUP, paths.dra_version, resource)
+            continue
+        else:
+            group_version = OUTSIDE_DRA.get(kind, f"{RESOURCE_GROUP}/{paths.version_of(resource)}")
+        out.append((kind, resource, group_version))
+    return out
+
+
+def deciding_config(config: ServeConfig, server: ServerVersion, health: ClusterHealth) -> EngineConfig | None:
+    """The engine's configuration for the API server's release (with --feature-gates judged
+    against it), or the flags' when the release is not taken from the server; None when the
+    gates cannot be had there (then the service stays not ready, with the reason)."""
+    engine_config = config.engine
+    if config.release_from_server:
+        release, warning = release_for(server)
+        if warning is not None:
+            log.warning("%s", warning)
+        try:
+            features, ignored = features_for(release, config.gates)
+        except FeatureGateError as exc:
+            # Deciding without the gate would answer otherwise than kube-scheduler: never ready.
+            log.error("%s (Kubernetes %s, from the API server)", exc, release.name)
+            health.discovery = f"--feature-gates for Kubernetes {release.name}: {exc}"
+            return None
+        for line in ignored:
+            log.warning("%s", line)
+        engine_config = dataclasses.replace(engine_config, release=release, features=features)
+    if engine_config.device_preemption:
+        given = None if config.release_from_server else engine_config.release
+        fallback = device_preemption_fallback(server, given)
+        if fallback is not None:
+            log.warning("%s", fallback)
+            engine_config = dataclasses.replace(engine_config, device_preemption=False)
+    log.info(
+        "deciding as Kubernetes %s (API server %s)",
+        engine_config.release.name,
+        server.shown,
+        extra={"fields": {"source": "API server" if config.release_from_server else "flag or default"}},
+    )
+    return engine_config
+
+
+def leader_elector(raw: RawKube, config: ServeConfig) -> LeaseElector | None:
+    """The Lease elector of ``--leader-elect`` (None without it)."""
+    le = config.leader_election
+    if le is None:
+        return None
+    return LeaseElector(
+        raw,
+        le.namespace,
+        le.name,
+        le.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}",
+        lease_duration=le.lease_duration,
+        renew_deadline=le.renew_deadline,
+        retry_period=le.retry_period,
+        takeover_delay=write_window(config.api_timeout),
+    )
+
+
 def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     """Against an API server: informers (raw list+watch) feed the cache; writes go to the server.
 
@@ -315,20 +392,8 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
     http.unknown = metrics.write_outcome_unknown
     stop = threading.Event()
     health = ClusterHealth(config.cache_stale_after)
-    elector: LeaseElector | None = None
-    if config.leader_election is not None:
-        le = config.leader_election
-        identity = le.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
-        elector = LeaseElector(
-            raw,
-            le.namespace,
-            le.name,
-            identity,
-            lease_duration=le.lease_duration,
-            renew_deadline=le.renew_deadline,
-            retry_period=le.retry_period,
-            takeover_delay=write_window(config.api_timeout),
-        )
+    elector = leader_elector(raw, config)
+    if elector is not None:
         # The fence: every write checks it right before it is sent, and the verbs refuse (and
         # close the connection, so kube-scheduler reconnects through the Service) at once.
         http.fence = elector.may_write
@@ -373,33 +438,9 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
             health.discovery = f"reading /version: {server.error}"
             stop.wait(5.0)
             server = ServerVersion.read(raw)
-        engine_config = config.engine
-        if config.release_from_server:
-            release, warning = release_for(server)
-            if warning is not None:
-                log.warning("%s", warning)
-            try:
-                features, ignored = features_for(release, config.gates)
-            except FeatureGateError as exc:
-                # Deciding without the gate would answer otherwise than kube-scheduler: never ready.
-                log.error("%s (Kubernetes %s, from the API server)", exc, release.name)
-                health.discovery = f"--feature-gates for Kubernetes {release.name}: {exc}"
-                return
-            for line in ignored:
-                log.warning("%s", line)
-            engine_config = dataclasses.replace(engine_config, release=release, features=features)
-        if engine_config.device_preemption:
-            given = None if config.release_from_server else engine_config.release
-            fallback = device_preemption_fallback(server, given)
-            if fallback is not None:
-                log.warning("%s", fallback)
-                engine_config = dataclasses.replace(engine_config, device_preemption=False)
-        log.info(
-            "deciding as Kubernetes %s (API server %s)",
-            engine_config.release.name,
-            server.shown,
-            extra={"fields": {"source": "API server" if config.release_from_server else "flag or default"}},
-        )
+        engine_config = deciding_config(config, server, health)
+        if engine_config is None:
+            return
         if engine_config != config.engine:
             changes.put(engine.reconfigure, engine_config)  # before any informer delivers an object
         features = engine_config.features
@@ -409,18 +450,7 @@ def build_cluster(configuration: Any, config: ServeConfig) -> Service:
         kube_api.paths = paths
         reflectors: list[Reflector] = []
         optional: list[Reflector] = []
-        for kind, resource in WATCHED:
-            if resource == "devicetaintrules" and (not features.device_taint_rules or resource not in served):
-                continue
-            if resource == "podgroups":
-                if paths.pod_groups is None:
-                    continue
-                group_version = f"{SCHEDULING_GROUP}/{paths.pod_groups}"
-            elif kind not in OUTSIDE_DRA and resource not in served:
-                log.warning("%s/%s does not serve %s", RESOURCE_GROUP, paths.dra_version, resource)
-                continue
-            else:
-                group_version = OUTSIDE_DRA.get(kind, f"{RESOURCE_GROUP}/{paths.version_of(resource)}")
+        for kind, resource, group_version in watched(paths, served, features):
             (optional if kind in OPTIONAL else reflectors).append(
                 Reflector(
                     raw,

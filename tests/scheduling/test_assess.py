@@ -14,8 +14,8 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.scheduling.assembly import assemble
-from extender.scheduling.decide import decision
-from extender.scheduling.decide.decision import Snapshot
+from extender.scheduling.decide import snapshot as snapshot_module
+from extender.scheduling.decide.snapshot import Snapshot
 from tests.builders import allocated, attrs, claim, device, device_class, exact, node, pod, resource_slice
 
 CEL = CelEnvironment()
@@ -92,12 +92,12 @@ def test_engine_filter_and_prioritize_by_node_groups_equal_decide(
 ) -> None:
     """Engine.filter and prioritize judge look-alike nodes once (Snapshot.node_groups): the
     answer per node is still decide's, also after Node label changes (no new snapshot)."""
-    factor = decision.SPARSE_IN_USE_FACTOR
-    decision.SPARSE_IN_USE_FACTOR = IN_USE_KEYS[in_use_key]
+    factor = snapshot_module.SPARSE_IN_USE_FACTOR
+    snapshot_module.SPARSE_IN_USE_FACTOR = IN_USE_KEYS[in_use_key]
     try:
         check_filter_and_prioritize_by_node_groups(objects, relabels)
     finally:
-        decision.SPARSE_IN_USE_FACTOR = factor
+        snapshot_module.SPARSE_IN_USE_FACTOR = factor
 
 
 def check_filter_and_prioritize_by_node_groups(
@@ -200,7 +200,7 @@ def test_a_timed_out_assessment_is_not_remembered() -> None:
 def test_memo_tables_are_carried_over_only_while_small(
     monkeypatch: pytest.MonkeyPatch, limit: int, carried: bool
 ) -> None:
-    monkeypatch.setattr(decision, "MAX_CARRIED_ENTRIES", limit)
+    monkeypatch.setattr(snapshot_module, "MAX_CARRIED_ENTRIES", limit)
     objects = [device_class(), claim("one"), pod("p", ["one"]), node("node-1")]
     objects.append(resource_slice("s", [device("d0"), device("d1")], node="node-1"))
     state = ClusterState.from_objects(objects)
@@ -314,7 +314,7 @@ def test_what_is_remembered_of_deleted_claims_goes_away(tmp_path: Any) -> None:
 
 def test_specs_remembered_past_their_claims_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pods whose claims all differ (no two share answers) keep at most MAX_SPEC_KEYS specs."""
-    monkeypatch.setattr(decision, "MAX_SPEC_KEYS", 2)
+    monkeypatch.setattr(snapshot_module, "MAX_SPEC_KEYS", 2)
     objects: list[dict[str, Any]] = [device_class(), node("node-1")]
     objects.append(resource_slice("s", [device("d0", attributes=attrs(serial="s0"))], node="node-1"))
     for i in range(5):

@@ -76,9 +76,9 @@ def engine_for(
 
     path = tmp_path / "state.yaml"
     path.write_text(yaml.safe_dump_all(objects))
-    service, store = build_embedded([str(path)], ServeConfig(), clock=clock)
-    api = FaultyAPI(store)
-    service.engine.binder.api = api
+    service, store = build_embedded([str(path)], ServeConfig(), clock=clock, api=FaultyAPI)
+    api = service.engine.binder.api
+    assert isinstance(api, FaultyAPI)
     return service.engine, store, api
 
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from extender.cel import CelCompileError
 from extender.model.dra import ResourceClaim, parse_resource_claim
-from extender.scheduling.decide.decision import Snapshot, node_info
+from extender.scheduling.decide.decision import node_info
+from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decide.stepwise import to_the_end
 
 #: Device attributes read as the product name, first found.

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from extender.model.core import Node, Pod
-from extender.scheduling.decide.decision import Snapshot
 from extender.scheduling.decide.prefilter import PodClaims
+from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.inflight.assumed import AssumedClaims
 from extender.scheduling.preempt import nominated
 

@@ -21,8 +21,8 @@ from extender.model.dra import Allocation, DeviceID, ResourceClaim
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.decide import extended as er
 from extender.scheduling.decide import node_allocatable as na
-from extender.scheduling.decide.decision import Snapshot
 from extender.scheduling.decide.prefilter import PodClaims
+from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.inflight.tracker import Tracker
 
 

@@ -27,14 +27,9 @@ from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, ResourceClaim, parse_allocation
 from extender.model.reader import Reader
 from extender.scheduling.decide import extended as er
-from extender.scheduling.decide.decision import (
-    DEFAULT_NODE_TIMEOUT,
-    NOT_EVALUATED,
-    Assessment,
-    NodeDecision,
-    Snapshot,
-)
+from extender.scheduling.decide.decision import DEFAULT_NODE_TIMEOUT, NOT_EVALUATED, Assessment, NodeDecision
 from extender.scheduling.decide.prefilter import PodClaims
+from extender.scheduling.decide.snapshot import Snapshot
 
 #: (preemptor UID, node name) -> UIDs of the victims the preempt verb named for it there.
 VictimsOf = Callable[[str, str], frozenset[str]]

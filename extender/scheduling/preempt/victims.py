@@ -30,8 +30,9 @@ from extender.cluster.state import ClusterState
 from extender.model.core import Node, Pod
 from extender.model.dra import Allocation
 from extender.model.policy import PodDisruptionBudget
-from extender.scheduling.decide.decision import DEFAULT_NODE_TIMEOUT, Snapshot
+from extender.scheduling.decide.decision import DEFAULT_NODE_TIMEOUT
 from extender.scheduling.decide.prefilter import PodClaims
+from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.preempt import nominated
 from extender.scheduling.preempt.nominated import Nominations, importance
 

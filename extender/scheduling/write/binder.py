@@ -16,27 +16,26 @@ import contextlib
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from extender.cluster.api import ApiNotFound, ClusterAPI, ClusterAPIError
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Node, Pod, parse_pod
-from extender.model.dra import ResourceClaim, parse_resource_claim, rfc3339
+from extender.model.dra import ResourceClaim
 from extender.model.errors import ObjectError
 from extender.scheduling.config import EngineConfig, NoObserver, Observer
-from extender.scheduling.decide import extended as er
 from extender.scheduling.decide.binding import (
     allocation_waits,
     binding_problem,
     claim_waits,
     pod_binding_state,
 )
-from extender.scheduling.decide.decision import NodeDecision, Snapshot
-from extender.scheduling.decide.prefilter import PodClaims, reserved_for_pod
+from extender.scheduling.decide.decision import NodeDecision
+from extender.scheduling.decide.prefilter import PodClaims
+from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decision_log import DecisionLog
 from extender.scheduling.inflight import catch_up
-from extender.scheduling.inflight.assumed import AssumedWrite, WriteState
+from extender.scheduling.inflight.assumed import AssumedWrite
 from extender.scheduling.inflight.snapshots import Snapshots
 from extender.scheduling.inflight.tracker import BindInFlight, Tracker
 from extender.scheduling.preempt import nominated
@@ -48,32 +47,15 @@ from extender.scheduling.write import (
     stale_claims,
 )
 from extender.scheduling.write.claim_writes import (
-    ClaimWriteError,
-    WriteOutcomeUnknown,
-    group_reservation_holds,
     outcome_unknown,
-    release_claim,
-    reserve_claim,
 )
+from extender.scheduling.write.pod_claims import CreatedClaim, PodClaimWrites
 
 log = logging.getLogger("dra_extender.engine")
 
 #: Kubernetes' name rules for namespaces (RFC 1123 labels) and pods (RFC 1123 subdomains).
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-@dataclass(slots=True)
-class CreatedClaim:
-    """The extended-resource claim of one bind: its record, and the object once created or found."""
-
-    record: AssumedWrite | None = None
-    raw: dict[str, Any] | None = None
-    #: The pod's status was (maybe) patched to name the claim: a failed bind takes that back.
-    recorded: bool = False
-    #: The pod's ``nodeAllocatableResourceClaimStatuses`` were (maybe) recorded by this bind:
-    #: a failed bind clears them (upstream Unreserve).
-    node_allocatable: bool = False
 
 
 class Binder:
@@ -111,8 +93,17 @@ class Binder:
         self.fence = fence
         #: Why the cache cannot be trusted for binding right now (a watch is down), or None.
         self.cache_stale = cache_stale
+        #: The claim writes of each bind, and their undoing.
+        self.writes = PodClaimWrites(
+            state, api, config, tracker, self.observer, clock=clock, wall_clock=wall_clock
+        )
         #: Background work started by decisions (deallocating stale claims).
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def reconfigure(self, config: EngineConfig) -> None:
+        """Write as ``config`` says from now on (another Kubernetes release read at start)."""
+        self.config = config
+        self.writes.config = config
 
     async def bind(self, namespace: str, name: str, uid: str, node_name: str) -> str:
         """Allocate, write the claims, bind the pod. Returns '' or the error for kube-scheduler.
@@ -212,7 +203,7 @@ class Binder:
         await catch_up.claims_shown(
             self.state, pod, spec_claims=True, seconds=self.config.catch_up_wait, clock=self.clock
         )
-        unsettled = await self._settle_own_writes(pod)
+        unsettled = await self.writes.settle_earlier(pod)
         if unsettled is not None:
             return unsettled, None, None
         snapshot = self.snapshots.current()
@@ -259,20 +250,20 @@ class Binder:
         if self.config.features.node_allocatable_resources and not pod.node_name:
             # As kube-scheduler's assumed pod: counted before the writes (waiting filters go on).
             self.tracker.placing.add(pod, node_name, decision.node_allocatable, self.clock())
-        error = await self._write_claims(pod, node_name, claims, decision, written, created, releasing)
+        error = await self.writes.write_all(pod, node_name, claims, decision, written, created, releasing)
         if error:
-            await self._release(pod, written, created)
+            await self.writes.release(pod, written, created)
             return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
         if pod.node_name == node_name:
             # Bound already (a Binding whose answer was lost): the reservations are repaired.
             return "", "already bound", decision
         if error := await self._record_node_allocatable(pod, decision, created):
-            await self._release(pod, written, created)
+            await self.writes.release(pod, written, created)
             return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
         if claims.extended is not None and decision.extended is None:
             error = await extended_writes.clear_stale_mapping(self.api, pod)
             if error:
-                await self._release(pod, written, created)
+                await self.writes.release(pod, written, created)
                 return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
         waits = self._awaits_binding_conditions(claims, decision)
         if waits:
@@ -282,7 +273,7 @@ class Binder:
             error, failed = await self._await_binding_conditions(pod, node_name, keys)
             if error:
                 if failed is not None:
-                    await self._release(pod, written, created)
+                    await self.writes.release(pod, written, created)
                     await stale_claims.deallocate_failed(self.api, pod, failed)
                 return await self._failed(pod, f"binding pod to {node_name}: {error}"), None, None
         return (*await self._create_binding(pod, node_name, written, created), decision)
@@ -344,227 +335,11 @@ class Binder:
         name = created.record.key[1] if created.record is not None else None  # the extended claim's
         return await pod_status_writes.record_node_allocatable(self.api, pod, decision.node_allocatable, name)
 
-    async def _settle_own_writes(self, pod: Pod) -> str | None:
-        """Send again the pod's earlier claim writes whose outcome is unknown (at most one lands)."""
-        self.tracker.settle(self.state, self.config.hold_seconds)
-        for record in self.tracker.assumed:
-            if record.pod_uid != pod.uid or record.state is not WriteState.UNKNOWN:
-                continue
-            claim = self.state.claims.get(record.key)
-            if claim is None and record.creating:
-                claim, problem = await self._read_created(record)
-                if problem is not None:
-                    return problem
-            if claim is None:
-                continue  # gone: settled with the next snapshot
-            error = await self._write_claim(pod, claim, record.allocation, record, again=True)
-            if error:
-                return (
-                    f"an earlier write of resourceclaim {claim.namespace}/{claim.name} for this pod "
-                    f"is not settled: {error}"
-                )
-        return None
-
-    async def _read_created(self, record: AssumedWrite) -> tuple[ResourceClaim | None, str | None]:
-        """A claim this extender created that the cache does not show yet, read from the API server."""
-        namespace, name = record.key
-        try:
-            claim = parse_resource_claim(await self.api.get_claim(namespace, name))
-        except ApiNotFound:
-            self.tracker.assumed.forget(record)  # deleted since: its write cannot land any more
-            return None, None
-        except (ClusterAPIError, ObjectError) as exc:
-            return None, f"an earlier write of resourceclaim {namespace}/{name} is not settled: {exc}"
-        if claim.uid != record.claim_uid:
-            self.tracker.assumed.forget(record)
-            return None, None
-        return claim, None
-
-    async def _write_claims(
-        self,
-        pod: Pod,
-        node: str,
-        claims: PodClaims,
-        decision: NodeDecision,
-        written: list[tuple[ResourceClaim, AssumedWrite]],
-        created: CreatedClaim,
-        releasing: Sequence[ResourceClaim] = (),
-    ) -> str:
-        """Claims in the pod's order, then its extended-resource claim (as upstream's PreBind);
-        '' or why it stopped.
-
-        Every claim is assumed before the first write is sent: the decision's devices are taken
-        as one, so no other bind can get one of them while this one is writing the others.
-        ``releasing``: claims still holding some of those devices, being released (the pod's
-        preemption evicted their pods); nothing is written until the cache shows them released.
-        """
-        todo = []
-        seen: set[Key] = set()
-        for claim in claims.ordered:
-            if reserved_for_pod(claim, pod, self.config.features) or claim.key in seen:
-                if claim.key not in seen and not claim.reserved_for_uid(pod.uid) and pod.pod_group:
-                    seen.add(claim.key)  # reserved for its group: read fresh before relying on it
-                    if problem := await group_reservation_holds(self.api, claim, pod.pod_group):
-                        return problem
-                continue  # a claim the pod lists twice is written once, with its first allocation
-            seen.add(claim.key)
-            allocation = decision.allocations.get(claim.name) if claim.allocation is None else None
-            consumer = claims.consumers.get(claim.key)  # its PodGroup's (DRAWorkloadResourceClaims)
-            record = self.tracker.assumed.assume(
-                claim, pod.uid, pod.key, node, allocation, self.clock(), consumer
-            )
-            todo.append((claim, allocation, record))
-        extended = decision.extended
-        if extended is not None:
-            key = (pod.namespace, er.claim_name(pod))
-            allocation = decision.allocations[er.IN_MEMORY_NAME]
-            created.record = self.tracker.assumed.assume_creation(
-                key, pod.uid, pod.key, node, allocation, self.clock()
-            )
-        self.tracker.expected.arrived(pod.uid)  # its devices are taken: the next filter sees them
-        error = await catch_up.released(
-            self.state, releasing, seconds=self.config.release_wait, clock=self.clock
-        )
-        if error:
-            for _claim, _allocation, unsent in todo:
-                self.tracker.assumed.forget(unsent)
-            if created.record is not None:
-                self.tracker.assumed.forget(created.record)
-            return error
-        for i, (claim, allocation, record) in enumerate(todo):
-            error = await self._write_claim(pod, claim, allocation, record)
-            if error:
-                for _claim, _allocation, unsent in todo[i + 1 :]:
-                    self.tracker.assumed.forget(unsent)
-                if created.record is not None:
-                    self.tracker.assumed.forget(created.record)
-                return error
-            written.append((claim, record))
-        if extended is not None:
-            return await self._write_extended(pod, extended, decision, created)
-        return ""
-
-    async def _write_extended(
-        self, pod: Pod, extended: er.NodeExtendedClaim, decision: NodeDecision, created: CreatedClaim
-    ) -> str:
-        """Create (or find) the pod's extended-resource claim, allocate and reserve it, then record
-        the container mappings in the pod's status (upstream bindClaim for the special claim)."""
-        record = created.record
-        assert record is not None
-        allocation = decision.allocations[er.IN_MEMORY_NAME]
-        body = er.claim_object(pod, extended.requests, name=record.key[1])
-        try:
-            claim, reused = await extended_writes.create_claim(self.api, body, pod)
-        except ClaimWriteError as exc:
-            self.observer.claim_created("failure")
-            self.tracker.assumed.forget(record)  # a create takes no device
-            return str(exc)
-        self.observer.claim_created("reused" if reused else "success")
-        self.tracker.assumed.created(record, claim)
-        created.raw = claim.raw
-        problem = extended_writes.reuse_problem(claim, extended.claim, allocation, pod)
-        if problem is not None:
-            self.tracker.assumed.forget(record)
-            return problem
-        if claim.allocation is not None:
-            # Allocated already, to exactly these devices (reuse_problem): only reserve it. The
-            # record keeps holding the devices until the cache shows the claim.
-            record.allocation = None
-        error = await self._write_claim(pod, claim, record.allocation, record)
-        if error:
-            return error
-        if record.written is not None:
-            created.raw = record.written.raw
-        created.recorded = True
-        try:
-            await extended_writes.record_mappings(self.api, pod, claim.name, extended.mappings)
-        except ClusterAPIError as exc:
-            return f"recording the extended-resource claim in pod {pod.namespace}/{pod.name}'s status: {exc}"
-        return ""
-
-    async def _write_claim(
-        self,
-        pod: Pod,
-        claim: ResourceClaim,
-        allocation: dict[str, Any] | None,
-        record: AssumedWrite,
-        *,
-        again: bool = False,
-    ) -> str:
-        """Write one claim; ``again``: the record's earlier write has an unknown outcome."""
-        try:
-            answer = await reserve_claim(
-                self.api,
-                claim,
-                allocation,
-                pod,
-                sending=lambda rv: self.tracker.assumed.sending(record, rv),
-                on_conflict=self.observer.conflict,
-                pending_since=record.sent_on if again else None,
-                allocated_at=rfc3339(self.wall_clock()) if self.config.features.device_binding else None,
-                consumer=record.consumer,
-            )
-        except WriteOutcomeUnknown as exc:
-            self.tracker.assumed.unknown(record)  # its devices stay taken until the cache shows the outcome
-            return str(exc)
-        except ClaimWriteError as exc:
-            self.tracker.assumed.forget(record)
-            return str(exc)
-        self.tracker.assumed.written(record, answer)
-        return ""
-
-    async def _release(
-        self, pod: Pod, written: list[tuple[ResourceClaim, AssumedWrite]], created: CreatedClaim
-    ) -> None:
-        """Undo this bind's claim writes, newest first; what cannot be undone is left as written.
-
-        The extended-resource claim is deleted (upstream Unreserve): deleting releases its
-        devices whether or not its status write landed.
-        """
-        if created.node_allocatable:
-            await pod_status_writes.clear_node_allocatable(self.api, pod)
-        if created.recorded:
-            try:
-                await extended_writes.record_mappings(self.api, pod, None)
-            except ClusterAPIError as exc:
-                # The next bind of the pod clears it (see extended_writes.clear_stale_mapping).
-                log.warning(
-                    "clearing pod %s/%s's extendedResourceClaimStatus failed: %s",
-                    pod.namespace,
-                    pod.name,
-                    exc,
-                )
-        if created.raw is not None:
-            meta = created.raw.get("metadata") or {}
-            try:
-                # Its record stays until the watch shows the deletion: another finalizer could
-                # keep the claim (and its allocation) around for a while.
-                await extended_writes.delete_claim(self.api, created.raw)
-            except ClusterAPIError as exc:
-                # Owned by the pod: the next attempt's PostFilter deletes it, or the garbage
-                # collector does when the pod goes away.
-                log.warning(
-                    "deleting resourceclaim %s/%s failed: %s", meta.get("namespace"), meta.get("name"), exc
-                )
-        for claim, record in reversed(written):
-            if record.written is None or record.consumer is not None:
-                continue  # upstream Unreserve never removes a PodGroup's reservation
-            try:
-                after = await release_claim(
-                    self.api, record.written.raw, pod, allocated_here=record.allocation is not None
-                )
-            except ClusterAPIError as exc:
-                # Still reserved for the (unbound) pod: a retry of the pod binds it, or the claim
-                # controller releases it when the pod goes away.
-                log.warning("releasing resourceclaim %s/%s failed: %s", claim.namespace, claim.name, exc)
-                continue
-            self.tracker.assumed.written(record, after)
-
     async def _create_binding(
         self, pod: Pod, node: str, written: list[tuple[ResourceClaim, AssumedWrite]], created: CreatedClaim
     ) -> tuple[str, str | None]:
         if pod.uid in self.state.deleted_pods:  # deleted while its claims were written
-            await self._release(pod, written, created)
+            await self.writes.release(pod, written, created)
             return await self._failed(pod, "pod is being deleted"), None
         try:
             await self.api.bind_pod(pod.namespace, pod.name, pod.uid, node)
@@ -581,7 +356,7 @@ class Binder:
                     "for it, a retry completes the bind"
                 )
                 return await self._failed(pod, message), None
-            await self._release(pod, written, created)
+            await self.writes.release(pod, written, created)
             return await self._failed(pod, f"binding pod to {node} failed: {exc}"), None
 
     async def _bound_to(self, pod: Pod, node: str) -> bool | None:

@@ -27,8 +27,8 @@ from extender.model.core import Node, Pod
 from extender.model.dra import ResourceClaim
 from extender.model.scheduling import PodGroup
 from extender.scheduling.config import EngineConfig
-from extender.scheduling.decide.decision import Snapshot
 from extender.scheduling.decide.prefilter import PodClaims, reserved_for_pod
+from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.inflight.tracker import Tracker
 from extender.scheduling.write import stale_claims
 

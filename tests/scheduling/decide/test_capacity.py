@@ -11,7 +11,7 @@ from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
 from extender.scheduling.decide.capacity import Capacity, ClassProduct, NodeDrivers, capacity
-from extender.scheduling.decide.decision import Snapshot
+from extender.scheduling.decide.snapshot import Snapshot
 from tests.builders import allocated, attrs, claim, device, device_class, node, resource_slice
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
-from extender.scheduling.decide.decision import NodeDecision, Snapshot
+from extender.scheduling.decide.decision import NodeDecision
+from extender.scheduling.decide.snapshot import Snapshot
 from tests.builders import allocated, claim, device, device_class, node, pod, resource_slice
 
 CEL = CelEnvironment()

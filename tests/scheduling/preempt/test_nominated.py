@@ -11,7 +11,7 @@ import pytest
 from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
-from extender.scheduling.decide.decision import Snapshot
+from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.preempt import nominated
 from tests.builders import allocated, claim, device, device_class, exact, node, pod, reserve, resource_slice
 

@@ -14,7 +14,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
 from extender.model.core import parse_pod
 from extender.model.policy import parse_pod_disruption_budget
-from extender.scheduling.decide.decision import Snapshot
+from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.preempt.victims import (
     MAY_HELP as MAY_HELP_REASON,
 )

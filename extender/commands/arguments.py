@@ -1,0 +1,89 @@
+"""Argument types and flags the subcommands share."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from extender.allocator.releases import RELEASES, Release, ReleaseError, parse_release
+from extender.defaults import DEFAULT_MAX_STATE_BYTES
+
+
+def kubernetes_version(text: str) -> Release:
+    """argparse type: a Kubernetes release the extender knows (``1.36``, ``v1.37.0``)."""
+    try:
+        return parse_release(text)
+    except ReleaseError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+VERSION_HELP = (
+    "decide as kube-scheduler of this Kubernetes release does: its DRA gate defaults and the "
+    f"rules that changed between releases ({', '.join(r.name for r in RELEASES.values())})"
+)
+
+
+_PATH_CHARACTERS = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@/-]*")
+
+
+def url_prefix(text: str) -> str:
+    """argparse type: the verbs' URL path prefix, as the routes use it: ``/scheduler`` for
+    "scheduler", "/scheduler" or "/scheduler/"; "" (the root) for "" or "/". Characters a URL
+    path cannot hold unescaped are refused (kube-scheduler's urlPrefix could not reach them)."""
+    if not _PATH_CHARACTERS.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"not a URL path: {text!r} (letters, digits and -._~!$&'()*+,;=:@/ only)"
+        )
+    if "//" in text.strip("/"):
+        raise argparse.ArgumentTypeError(f"not a URL path: {text!r} (an empty segment)")
+    return "/" + text.strip("/") if text.strip("/") else ""
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def non_negative_seconds(text: str) -> float:
+    """argparse type: a number of seconds >= 0 (0: off)."""
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return positive_seconds(text)
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 0 (any free port) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0..65535, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number > 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
+    return value
+
+
+def max_state_bytes(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-state-bytes",
+        type=positive_int,
+        default=DEFAULT_MAX_STATE_BYTES,
+        metavar="BYTES",
+        help=f"refuse a state file larger than this (default {DEFAULT_MAX_STATE_BYTES})",
+    )
