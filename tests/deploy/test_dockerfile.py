@@ -60,17 +60,3 @@ def test_base_image_and_dependencies_are_pinned() -> None:
     pinned = pins(RUNTIME_LOCK)  # every line a pin or a comment
     for requirement in ("fastapi", "uvicorn", "kubernetes", "cel-python", "aiohttp", "orjson", "msgspec"):
         assert requirement in pinned, requirement
-
-
-PIP_DRY_RUN = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
-
-
-def test_the_constraints_satisfy_the_project_requirements() -> None:
-    # What the image's pip install does, without installing: a stale pin fails here, not in a build.
-    result = subprocess.run(
-        [*PIP_DRY_RUN, "-c", str(REPO / "constraints.txt"), str(REPO)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]

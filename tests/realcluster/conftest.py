@@ -32,6 +32,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.realcluster)
+            # One worker runs them all: they share the session's etcd and kube-apiserver.
+            item.add_marker(pytest.mark.xdist_group("realcluster"))
 
 
 @pytest.fixture(scope="session")
