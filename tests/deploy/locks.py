@@ -76,8 +76,38 @@ def drift(lock: Path = TEST_LOCK) -> list[str]:
     return sorted(lines)
 
 
+def held_back() -> list[str]:
+    """One line per exact pin of pyproject.toml whose newest release on the index is another
+    (asks the index: for ``.ci/newest``, never for a test)."""
+    import subprocess
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    lines = []
+    for requirement in map(Requirement, project["dependencies"]):
+        pinned = [s.version for s in requirement.specifier if s.operator == "=="]
+        if not pinned:
+            continue
+        answer = subprocess.run(
+            [sys.executable, "-m", "pip", "index", "versions", requirement.name],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        newest = re.search(rf"^{re.escape(requirement.name)} \(([^)]+)\)", answer, re.M | re.I)
+        if newest is None:
+            lines.append(f"  {requirement.name}=={pinned[0]}: the index did not answer")
+        elif newest[1] != pinned[0]:
+            lines.append(
+                f"  {requirement.name}=={pinned[0]}: {newest[1]} is out (pinned on purpose: see pyproject.toml)"
+            )
+    return lines
+
+
 if __name__ == "__main__":
     changed = drift()
     print(f"installed versions that differ from {TEST_LOCK.name}:")
     print("\n".join(changed) or "  none: the lock is what is installed")
+    print("exact pins of pyproject.toml behind the newest release (not tested here):")
+    print("\n".join(held_back()) or "  none")
     sys.exit(0)
