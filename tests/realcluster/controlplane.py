@@ -30,7 +30,6 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from tests.realcluster.api import Api, ApiError, tls_context
 from tests.realcluster.binaries import Binaries
 
-#: The Kubernetes version the binaries are expected to be (the suite was run with these).
 EXTENDER_NAMESPACE = "dra-extender"
 EXTENDER_ACCOUNT = "dra-extender"
 
