@@ -36,6 +36,7 @@ GATE = "DRADeviceTaintRules=true"
 #: *v1beta2.DeviceTaintRule, not *v1alpha3.DeviceTaintRule"), in either mode, since its
 #: ResourceSlice tracker runs whether or not its DRA plugin is on (kubernetes#139651, fixed in
 #: v1.36.3 by the cherry pick kubernetes#139681). Nothing can be judged against such a scheduler.
+#: Matched against the API server's version: the binaries come as one release (binaries.py).
 PANICS_ON_TAINT_RULES = re.compile(r"v1\.36\.[0-2]([^0-9]|$)")
 TOLERATE = [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}]
 

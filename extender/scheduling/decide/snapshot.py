@@ -131,9 +131,9 @@ class Snapshot:
         #: Nesting depth of :meth:`what_if` (memoized answers must not be read or made inside).
         self._what_if = 0
         #: The pods kube-scheduler counts on a node (DRANodeAllocatableResources: their requests
-        #: and claim statuses); the engine adds the binds it is carrying out.
+        #: and claim statuses); Snapshots adds the pods the tracker is placing.
         self.node_pods: Callable[[str], Iterable[Pod]] = lambda n: state.pods_by_node.get(n, {}).values()
-        self.node_requests = na.NodeRequests()  # the engine's, kept across snapshots
+        self.node_requests = na.NodeRequests()  # Snapshots keeps one across snapshots
         if previous is not None and changed is not None:
             self._carry_over(previous, changed, changed_claims)  # last: it replaces the tables above
 

@@ -19,7 +19,7 @@ past the resourceVersion the create answered with, its absence only means the wa
 A shared claim can have one record per pod writing it (one allocating, the others reserving).
 Releasing devices (unreserve, deallocate) needs no record: seeing a release late is safe.
 
-Pure: no I/O and no clock; the engine calls :meth:`settle` before every snapshot.
+Pure: no I/O and no clock; the tracker settles it before every snapshot (:mod:`snapshots`).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class AssumedClaims:
     def __init__(self) -> None:
         self._records: dict[Key, dict[str, AssumedWrite]] = {}
         self.version = 0
-        #: Claims whose records changed since the consumer last drained this (see Engine).
+        #: Claims whose records changed since the consumer last drained this (see Snapshots).
         self.touched: set[Key] = set()
         #: Claims whose records changed since the last settle, and those with a record of a
         #: claim being created (they settle on the claims cache's progress, not on the claim).

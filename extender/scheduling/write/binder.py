@@ -46,9 +46,7 @@ from extender.scheduling.write import (
     post_filter,
     stale_claims,
 )
-from extender.scheduling.write.claim_writes import (
-    outcome_unknown,
-)
+from extender.scheduling.write.claim_writes import outcome_unknown
 from extender.scheduling.write.pod_claims import CreatedClaim, PodClaimWrites
 
 log = logging.getLogger("dra_extender.engine")
