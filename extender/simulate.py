@@ -11,6 +11,7 @@ from extender.allocator.releases import DEFAULT_MINOR, Release, release_of
 from extender.cel import CelEnvironment, CelOptions
 from extender.cluster.state import ClusterState
 from extender.model.core import Pod
+from extender.scheduling.decide import what_if
 from extender.scheduling.decide.decision import NodeDecision, fit_summary
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.preempt import nominated, victims
@@ -62,7 +63,15 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
         claims = snapshot.claims_of(pod)
         nominations = nominated.Nominations() if request.preempt else None
         decisions: dict[str, NodeDecision] = {
-            n.name: nominated.decide(snapshot, pod, claims, n, nominations=nominations, timeout=timeout)
+            n.name: what_if.decide(
+                snapshot,
+                claims,
+                n,
+                nominated.adjustment(
+                    snapshot, pod, claims, n.name, nominations, nominated.no_victims, releasing=False
+                ),
+                timeout=timeout,
+            )
             for n in nodes
         }
         if request.preempt:

@@ -68,4 +68,15 @@ def assemble(
         fence=fence,
         cache_stale=cache_stale,
     )
-    return Engine(state, cel, config, tracker, snapshots, binder, log, clock=clock, observer=observer)
+    return Engine(
+        state,
+        cel,
+        config,
+        tracker,
+        snapshots,
+        binder,
+        log,
+        clock=clock,
+        wall_clock=wall_clock,
+        observer=observer,
+    )

@@ -22,10 +22,13 @@ from extender.cluster.state import ClusterState
 from extender.model.core import Node, Pod
 from extender.model.labels import Labels
 from extender.scheduling.config import EngineConfig, NoObserver, Observer
+from extender.scheduling.decide import post_filter, what_if
+from extender.scheduling.decide.answers import answer_nodes
 from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment, NodeDecision
 from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decide.timeout_memo import TimeoutMemo
+from extender.scheduling.decide.what_if import NodeAdjustment
 from extender.scheduling.decision_log import DecisionLog
 from extender.scheduling.inflight import catch_up, holds
 from extender.scheduling.inflight.snapshots import Snapshots
@@ -75,6 +78,7 @@ class Engine:
         log: DecisionLog,
         *,
         clock: Callable[[], float],
+        wall_clock: Callable[[], float],
         observer: Observer | None = None,
     ) -> None:
         self.state = state
@@ -89,6 +93,8 @@ class Engine:
         #: One entry per verb answered (``/debug/decisions``, the decision log lines).
         self.log = log
         self.clock = clock
+        #: Seconds since the epoch (binding timeouts count from the claims' timestamps).
+        self.wall_clock = wall_clock
         self.observer: Observer = observer or NoObserver()
         #: (claims, node) -> an assessment that ran out of time, remembered for a short while.
         self._timeouts = TimeoutMemo(clock, lambda: self.config.timeout_memo_seconds)
@@ -131,11 +137,14 @@ class Engine:
     def filter(
         self, pod: Pod, node_names: Sequence[str], nodes: Mapping[str, Node] | None = None
     ) -> FilterResult:
-        """``nodes``: the Node records as the request sent them; None means the cached ones."""
+        """The in-tree plugin's PreFilter, Filter (per node) and PostFilter, in that order.
+        ``nodes``: the Node records as the request sent them; None means the cached ones."""
         started = self.clock()
         self.tracker.seen.remember(pod)
         self.tracker.assumed.release_holds(pod.uid)  # tried again: kube-scheduler did not bind it
         result = FilterResult()
+        lookup = nodes if nodes is not None else self.state.nodes
+        # PreFilter: the pod's claims, resolved on the snapshot.
         snapshot = self.snapshots.current()
         claims = self.snapshots.claims_of(snapshot, pod)
         if claims.empty:
@@ -143,38 +152,18 @@ class Engine:
             self.log("filter", pod, started, passed=len(result.passed), note="no resource claims")
             self.observer.filtered(len(result.passed), 0, False)
             return result
-        groups, answers = self._answers(snapshot, pod, claims, node_names, nodes, started)
-        result.error = next((a.error for a in answers.values() if a.error is not None), "")
-        for cause in _cut_short(answers.values(), bool(result.error)):
-            self.observer.filter_cut_short(cause)
-        if not result.error:
-            # Per node a lookup in C (map, compress): per-node Python work was a third of a
-            # 2000-node filter.
-            fits = {group: a.fits for group, a in answers.items()}
-            mask = list(map(fits.__getitem__, groups))
-            result.passed = list(compress(node_names, mask))
-            if result.passed and claims.allocates:
-                self.tracker.expected.expect(pod.uid)
-            if result.passed and pod.pod_group and self.config.features.workload_resource_claims:
-                self.tracker.groups.passed(pod.namespace, pod.pod_group, self.clock())
-            if len(result.passed) < len(node_names):
-                why = {g: a.reason or "does not fit" for g, a in answers.items() if not a.fits}
-                failing = [not fit for fit in mask]
-                result.unresolvable = dict(
-                    zip(
-                        compress(node_names, failing),
-                        map(why.__getitem__, compress(groups, failing)),
-                        strict=True,
-                    )
-                )
-                # Unschedulable, not Unresolvable (nodes not reached; node resources that
-                # evicting pods could free): moved over (a name may repeat).
-                skipped = {g for g, a in answers.items() if a is NOT_EVALUATED or a.resolvable}
-                if skipped:
-                    for name, group in zip(node_names, groups, strict=True):
-                        if group in skipped and name in result.unresolvable:
-                            result.failed[name] = result.unresolvable.pop(name)
-        lookup = nodes if nodes is not None else self.state.nodes
+        # Filter: one answer per node, with what nominations change where they are.
+        adjustments = nominated.adjustments(
+            snapshot,
+            pod,
+            claims,
+            node_names,
+            self.tracker.nominations(self.config),
+            self.tracker.preempted.victims_of,
+        )
+        groups, answers = self._answers(snapshot, claims, node_names, nodes, adjustments, started)
+        self._sort_answers(result, node_names, groups, answers)
+        # Where evicting lower-priority pods would make room: Unschedulable, not Unresolvable.
         if (
             self.config.device_preemption
             and result.unresolvable
@@ -183,12 +172,31 @@ class Engine:
         ):
             # A node whose allocation ran out of time is not tried again with fewer devices in
             # use: it would likely spend the budget the same way.
-            to_check = {
+            group_of = {
                 name: group
                 for name, group in zip(node_names, groups, strict=True)
                 if name in result.unresolvable and not answers[group].timed_out
             }
-            self._preemption_may_help(snapshot, pod, claims, result, lookup, started, to_check)
+            found = victims.where_it_may_help(
+                snapshot,
+                pod,
+                claims,
+                {name: lookup[name] for name in group_of if name in lookup},
+                nominations=self.tracker.nominations(self.config),
+                timeout=self.config.allocation_timeout,
+                deadline=started + self.config.filter_budget,
+                clock=self.clock,
+                groups=group_of,
+                adjustments=adjustments,
+            )
+            for name, addition in found.items():
+                result.failed[name] = result.unresolvable.pop(name) + addition
+        # In flight: a bind may follow (filters wait for it); a group member passed.
+        if result.passed and claims.allocates:
+            self.tracker.expected.expect(pod.uid)
+        if result.passed and pod.pod_group and self.config.features.workload_resource_claims:
+            self.tracker.groups.passed(pod.namespace, pod.pod_group, self.clock())
+        # PostFilter: no node fits; release what upstream's PostFilter would (a write).
         if (
             not result.error
             and not result.passed
@@ -198,8 +206,57 @@ class Engine:
                 or (pod.pod_group and self.config.features.workload_resource_claims)
             )
         ):
-            candidates = [lookup[n] for n in node_names if n in lookup]
-            self.binder.post_filter(snapshot, pod, claims, candidates)  # PostFilter's write, if any
+            in_flight = self.tracker.for_post_filter(self.state, self.config, pod, claims)
+            release = post_filter.release(
+                self.state,
+                self.config,
+                snapshot,
+                pod,
+                claims,
+                [lookup[n] for n in node_names if n in lookup],
+                in_flight,
+                now=self.wall_clock(),
+            )
+            if release is not None:
+                self.binder.release(pod, release)
+        self._filtered(pod, result, lookup, started)
+        return result
+
+    def _sort_answers(
+        self,
+        result: FilterResult,
+        node_names: Sequence[str],
+        groups: Sequence[Hashable],
+        answers: Mapping[Hashable, Assessment],
+    ) -> None:
+        """Filter's answers into the result: passed, Unresolvable, or Unschedulable (nodes not
+        reached, node resources that evicting pods could free), or the pod's error."""
+        result.error = next((a.error for a in answers.values() if a.error is not None), "")
+        for cause in _cut_short(answers.values(), bool(result.error)):
+            self.observer.filter_cut_short(cause)
+        if result.error:
+            return
+        # Per node a lookup in C (map, compress): per-node Python work was a third of a
+        # 2000-node filter.
+        fits = {group: a.fits for group, a in answers.items()}
+        mask = list(map(fits.__getitem__, groups))
+        result.passed = list(compress(node_names, mask))
+        if len(result.passed) == len(node_names):
+            return
+        why = {g: a.reason or "does not fit" for g, a in answers.items() if not a.fits}
+        failing = [not fit for fit in mask]
+        result.unresolvable = dict(
+            zip(compress(node_names, failing), map(why.__getitem__, compress(groups, failing)), strict=True)
+        )
+        # Unschedulable, not Unresolvable: moved over (a name may repeat).
+        skipped = {g for g, a in answers.items() if a is NOT_EVALUATED or a.resolvable}
+        if skipped:
+            for name, group in zip(node_names, groups, strict=True):
+                if group in skipped and name in result.unresolvable:
+                    result.failed[name] = result.unresolvable.pop(name)
+
+    def _filtered(self, pod: Pod, result: FilterResult, lookup: Mapping[str, Node], started: float) -> None:
+        """The filter's metrics and decision log entry."""
         # Names the cache does not know are not counted: a caller cannot inflate the counter.
         unknown = sum(1 for name in result.unresolvable if name not in lookup)
         self.observer.filtered(
@@ -221,104 +278,35 @@ class Engine:
             ),
             moreReasons=rejected - LOGGED_REASONS if rejected > LOGGED_REASONS else None,
         )
-        return result
-
-    def _preemption_may_help(
-        self,
-        snapshot: Snapshot,
-        pod: Pod,
-        claims: PodClaims,
-        result: FilterResult,
-        lookup: Mapping[str, Node],
-        started: float,
-        group_of: Mapping[str, Hashable],
-    ) -> None:
-        """Move to ``failed`` (Unschedulable) the rejected nodes where evicting lower-priority pods
-        would make room for the pod's claims: kube-scheduler's preemption then considers them
-        and asks the preempt verb which pods to evict. The rest stay Unresolvable, as the
-        in-tree plugin reports every rejection. ``group_of``: the rejected nodes to check, with
-        their groups of look-alike nodes."""
-        rejected = {name: lookup[name] for name in group_of if name in lookup}
-        found = victims.where_it_may_help(
-            snapshot,
-            pod,
-            claims,
-            rejected,
-            nominations=self.tracker.nominations(self.config),
-            timeout=self.config.allocation_timeout,
-            deadline=started + self.config.filter_budget,
-            clock=self.clock,
-            groups=group_of,
-        )
-        for name, addition in found.items():
-            result.failed[name] = result.unresolvable.pop(name) + addition
 
     def _answers(
         self,
         snapshot: Snapshot,
-        pod: Pod,
         claims: PodClaims,
         names: Sequence[str],
         nodes: Mapping[str, Node] | None,
+        adjustments: Mapping[str, NodeAdjustment],
         started: float,
         *,
         stop_at_error: bool = True,
     ) -> tuple[list[Hashable], dict[Hashable, Assessment]]:
-        """Per node name its group, and one answer per group (kube-scheduler's Filter per node).
-
-        Look-alike nodes (:meth:`Snapshot.node_groups`) share a group, so a call costs one
-        allocation per distinct group and a dict lookup per node; otherwise every node is its own
-        group. Groups are judged in order until an error (the pod's answer) or until the filter
-        budget runs out: the rest are :data:`NOT_EVALUATED`. Prioritize goes on past a node's
-        error (``stop_at_error`` False): a timeout there costs only that node's score.
-        """
-        groups: list[Hashable] | None = None
-        if nodes is None and not self._timeouts.remembers(claims.key()):  # these are remembered by name
-            groups = snapshot.node_groups(claims, names)
-        if groups is None:
-            groups = list(names)
-        assess = self._assessor(snapshot, claims)
-        deadline = started + self.config.filter_budget
-        lookup = nodes if nodes is not None else self.state.nodes
-        answers: dict[Hashable, Assessment] = {}
-        representatives = dict(zip(groups, names, strict=True))
-        for group, name in representatives.items():
-            node = lookup.get(name)
-            if node is None:
-                answers[group] = Assessment(False, f"node {name} is not known to the DRA extender")
-            elif self.clock() > deadline:
-                answers[group] = NOT_EVALUATED
-            else:
-                answers[group] = answer = assess(node)
-                if answer.error is not None and stop_at_error:
-                    break
-        for group in representatives:  # after an error: the remaining groups are not judged
-            if group not in answers:
-                answers[group] = NOT_EVALUATED
-        if not claims.allocates or any(a.error is not None for a in answers.values()):
-            return groups, answers
-        nominations = self.tracker.nominations(self.config)
-        judged = nominated.Judged(names, groups, answers, lookup)
-        if nominations is not None and self.state.nominated:
-            nominated.kept_for_others(
-                snapshot,
-                pod,
-                claims,
-                judged,
-                nominations,
-                deadline,
-                self.clock,
-                self.config.allocation_timeout,
-            )
-        target = nominated.nominated_node(self.state, pod)
-        if target:
-            freeing = nominated.releasing_for(
-                snapshot, pod, claims, target, self.tracker.preempted.victims_of
-            )
-            nominated.preemptor(
-                snapshot, pod, claims, judged, target, freeing, nominations, self.config.allocation_timeout
-            )
-        return groups, answers
+        """Per node name its group, and one answer per group (kube-scheduler's Filter per node:
+        :func:`~extender.scheduling.decide.answers.answer_nodes`). Nodes are grouped unless the
+        request sent its own Node records or these claims timed out a moment ago (those are
+        remembered by name)."""
+        return answer_nodes(
+            snapshot,
+            claims,
+            names,
+            nodes if nodes is not None else self.state.nodes,
+            self._assessor(snapshot, claims),
+            grouped=nodes is None and not self._timeouts.remembers(claims.key()),
+            adjustments=adjustments,
+            deadline=started + self.config.filter_budget,
+            clock=self.clock,
+            timeout=self.config.allocation_timeout,
+            stop_at_error=stop_at_error,
+        )
 
     # --- prioritize ----------------------------------------------------------------------------
 
@@ -333,8 +321,16 @@ class Engine:
         if claims.empty or not claims.allocates or claims.reason or claims.error:
             return [(n, MIN_SCORE) for n in node_names]
         self.tracker.expected.expect(pod.uid)  # the bind follows the scores
+        adjustments = nominated.adjustments(
+            snapshot,
+            pod,
+            claims,
+            node_names,
+            self.tracker.nominations(self.config),
+            self.tracker.preempted.victims_of,
+        )
         groups, answers = self._answers(
-            snapshot, pod, claims, node_names, nodes, started, stop_at_error=False
+            snapshot, claims, node_names, nodes, adjustments, started, stop_at_error=False
         )
         judged = {g: a for g, a in answers.items() if a is not NOT_EVALUATED}
         scores = dict.fromkeys(answers, MIN_SCORE)  # past the budget: 0
@@ -342,17 +338,20 @@ class Engine:
         answer = list(zip(node_names, map(scores.__getitem__, groups), strict=True))
         if self.config.hold_seconds > 0:
             node = holds.best_alone(answer, nodes if nodes is not None else self.state.nodes)
-            if node is not None:
-                holds.hold(
+            if node is not None and holds.may_hold(claims):
+                adjustment = nominated.adjustment(
                     snapshot,
-                    self.tracker.assumed,
                     pod,
                     claims,
-                    node,
+                    node.name,
                     self.tracker.nominations(self.config),
-                    self.clock(),
-                    self.config.allocation_timeout,
+                    self.tracker.preempted.victims_of,
+                    releasing=False,
                 )
+                decision = what_if.decide(
+                    snapshot, claims, node, adjustment, timeout=self.config.allocation_timeout
+                )
+                holds.hold(self.tracker.assumed, pod, claims, node.name, decision, self.clock())
         self.log("prioritize", pod, started, nodes=len(node_names), best=max(scores.values(), default=0))
         return answer
 
@@ -445,13 +444,17 @@ class Engine:
                 reason = "not evaluated: the DRA extender's time budget for this view ran out"
                 out[name] = NodeDecision(name, False, reason=reason, timed_out=True)
             else:
-                out[name] = nominated.decide(
+                adjustment = nominated.adjustment(
                     snapshot,
                     pod,
                     claims,
-                    node,
-                    nominations=nominations,
-                    timeout=self.config.allocation_timeout,
+                    name,
+                    nominations,
+                    self.tracker.preempted.victims_of,
+                    releasing=False,
+                )
+                out[name] = what_if.decide(
+                    snapshot, claims, node, adjustment, timeout=self.config.allocation_timeout
                 )
         return out
 

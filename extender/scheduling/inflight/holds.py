@@ -9,7 +9,7 @@ at the pod's bind (whatever node it names) or next filter, or after the hold's s
 default: kube-scheduler adds its own scores to ours, so the guess can be wrong, and a wrong
 guess keeps devices from other pods for that long (README, "Throughput").
 
-Pure: a snapshot in, records in the assume cache out.
+Pure: a decision in, records in the assume cache out.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from extender.model.core import Node, Pod
+from extender.scheduling.decide.decision import NodeDecision
 from extender.scheduling.decide.prefilter import PodClaims
-from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.inflight.assumed import AssumedClaims
-from extender.scheduling.preempt import nominated
 
 
 def best_alone(scores: Sequence[tuple[str, int]], nodes: Mapping[str, Node]) -> Node | None:
@@ -32,25 +31,20 @@ def best_alone(scores: Sequence[tuple[str, int]], nodes: Mapping[str, Node]) -> 
     return nodes.get(top[0]) if len(top) == 1 and best > 0 else None
 
 
+def may_hold(claims: PodClaims) -> bool:
+    """Holds are for claims to allocate, not for a pod with extended resources (its claim does
+    not exist before the bind)."""
+    return claims.extended is None and bool(claims.to_allocate)
+
+
 def hold(
-    snapshot: Snapshot,
-    assumed: AssumedClaims,
-    pod: Pod,
-    claims: PodClaims,
-    node: Node,
-    nominations: nominated.Nominations | None,
-    now: float,
-    timeout: float | None = None,
+    assumed: AssumedClaims, pod: Pod, claims: PodClaims, node: str, decision: NodeDecision, now: float
 ) -> bool:
-    """Hold the devices the pod's claims would get on ``node``; whether it did. Not for a pod
-    with extended resources (its claim does not exist before the bind)."""
-    if claims.extended is not None or not claims.to_allocate:
-        return False
-    decision = nominated.decide(snapshot, pod, claims, node, nominations=nominations, timeout=timeout)
-    if not decision.fits:
+    """Hold the devices ``decision`` gives the pod's claims on ``node``; whether it did."""
+    if not may_hold(claims) or not decision.fits:
         return False
     for claim in claims.to_allocate:
         allocation = decision.allocations.get(claim.name)
         if allocation is not None:
-            assumed.hold(claim, pod.uid, pod.key, node.name, allocation, now)
+            assumed.hold(claim, pod.uid, pod.key, node, allocation, now)
     return True

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Pod
+from extender.model.scheduling import PodGroup
 from extender.scheduling.config import EngineConfig
+from extender.scheduling.decide.post_filter import InFlight
+from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.inflight.assumed import AssumedClaims
 from extender.scheduling.inflight.catch_up import SeenPods
 from extender.scheduling.inflight.expected_binds import ExpectedBinds
@@ -91,6 +94,46 @@ class Tracker:
     def node_pods(self, state: ClusterState, node: str) -> list[Pod]:
         """The pods on ``node`` as kube-scheduler counts them (see :mod:`placing`)."""
         return self.placing.pods_on(node, state, self.binds, self.clock())
+
+    def for_post_filter(
+        self, state: ClusterState, config: EngineConfig, pod: Pod, claims: PodClaims
+    ) -> InFlight:
+        """What is in flight for ``pod`` when no node fits it: what PostFilter's release
+        (:mod:`extender.scheduling.decide.post_filter`) must leave alone."""
+        keys = [c.key for c in claims.allocated]
+        if claims.extended is not None and claims.extended.existing is not None:
+            keys.append(claims.extended.existing.key)
+        settling = {k for k in keys if self.assumed.of(k)}
+        others = {k for k in settling if any(r.pod_uid != pod.uid for r in self.assumed.of(k))}
+        group = state.pod_groups.get((pod.namespace, pod.pod_group)) if pod.pod_group else None
+        busy = (
+            group is not None
+            and config.features.workload_resource_claims
+            and self.group_busy(state, pod, group)
+        )
+        return InFlight(
+            binding=pod.uid in self.binds,
+            may_land=self.binding_may_land(pod),
+            settling=frozenset(settling),
+            settling_for_others=frozenset(others),
+            group_busy=busy,
+        )
+
+    def group_busy(self, state: ClusterState, pod: Pod, group: PodGroup) -> bool:
+        """A pod of the group may be scheduled as far as this extender knows: bound in the cache
+        (and not finished), being bound here, passed a filter recently, or a claim write for the
+        group is not settled. The API server is asked too before anything is written."""
+        if self.groups.recent(pod.namespace, group.name, self.clock()):
+            return True
+        if any(r.consumer is not None and r.consumer.get("uid") == group.uid for r in self.assumed):
+            return True
+        binding = {entry.pod_key for entry in self.binds.values()}
+        for other in state.pods.values():
+            if other.namespace != pod.namespace or other.pod_group != group.name or other.uid == pod.uid:
+                continue
+            if (other.node_name and not other.terminal) or other.key in binding:
+                return True
+        return False
 
     def binding_may_land(self, pod: Pod) -> bool:
         """A Binding of the pod went unanswered recently: it could still land (so its claims stay)."""

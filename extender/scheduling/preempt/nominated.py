@@ -12,24 +12,25 @@ device-aware preemption in-tree through 1.37. With device preemption on, the ext
 What a nominated pod keeps is decided by allocating its claims on the node as if its victims
 were gone already: the victims the preempt verb named for it on that node (if this replica
 answered that preemption) and the lower-priority pods there that are terminating. Its devices
-then count as taken for every pod of lower or equal priority. Pure: a snapshot in, decisions out.
+then count as taken for every pod of lower or equal priority. This module says who waits on a
+node and what is being released there (a :class:`~extender.scheduling.decide.what_if.NodeAdjustment`);
+:mod:`extender.scheduling.decide.what_if` allocates with it. Pure: a snapshot in, adjustments out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cachetools import TTLCache
 
 from extender.cluster.state import ClusterState, Key
-from extender.model.core import Node, Pod
-from extender.model.dra import Allocation, ResourceClaim, parse_allocation
-from extender.model.reader import Reader
+from extender.model.core import Pod
+from extender.model.dra import Allocation, ResourceClaim
 from extender.scheduling.decide import extended as er
-from extender.scheduling.decide.decision import DEFAULT_NODE_TIMEOUT, NOT_EVALUATED, Assessment, NodeDecision
 from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decide.snapshot import Snapshot
+from extender.scheduling.decide.what_if import UNCHANGED, NodeAdjustment, Waiting
 
 #: (preemptor UID, node name) -> UIDs of the victims the preempt verb named for it there.
 VictimsOf = Callable[[str, str], frozenset[str]]
@@ -168,125 +169,6 @@ def own_claims(claims: PodClaims) -> set[Key]:
     return {c.key for c in claims.ordered}
 
 
-def reservations(
-    snapshot: Snapshot,
-    pod: Pod,
-    node: Node,
-    nominations: Nominations,
-    *,
-    timeout: float | None = DEFAULT_NODE_TIMEOUT,
-) -> list[Allocation]:
-    """The devices the pods nominated to ``node`` ahead of ``pod`` keep there, most important
-    pod first (each allocated with the devices of those before it taken)."""
-    held: list[Allocation] = []
-    state = snapshot.state
-    for waiting in nominated_here(state, pod, node.name, nominations):
-        claims = snapshot.claims_of(waiting)
-        if claims.error is not None or claims.reason is not None or not claims.allocates:
-            continue  # nothing to keep: it cannot be allocated anyway, or it holds its devices already
-        named = nominations.victims_of(waiting.uid, node.name)
-        gone = [
-            p
-            for p in state.pods_by_node.get(node.name, {}).values()
-            if p.uid in named or (p.deleting and p.priority < waiting.priority)
-        ]
-        freed = freed_allocations(snapshot.claims, gone, {p.uid for p in gone}, own_claims(claims))
-        with snapshot.what_if(freed=freed, held=held):
-            decision = snapshot.decide(claims, node, timeout=timeout)
-        if decision.fits:
-            held.extend(parse_allocation(Reader(a, "allocation")) for a in decision.allocations.values())
-    return held
-
-
-def decide(
-    snapshot: Snapshot,
-    pod: Pod,
-    claims: PodClaims,
-    node: Node,
-    *,
-    nominations: Nominations | None,
-    freed: Sequence[Allocation] = (),
-    held: Sequence[Allocation] | None = None,
-    timeout: float | None = DEFAULT_NODE_TIMEOUT,
-    gone: Collection[str] = (),
-) -> NodeDecision:
-    """:meth:`Snapshot.decide` with the devices of ``freed`` free and those that pods nominated
-    to the node ahead of ``pod`` keep taken (``nominations`` None: nominations are ignored, as
-    the in-tree plugin does; ``held``: those devices, when the caller has them already)."""
-    return _judge(snapshot, pod, claims, node, nominations, freed, held, timeout, summarize=False, gone=gone)[
-        0
-    ]
-
-
-def assess(
-    snapshot: Snapshot,
-    pod: Pod,
-    claims: PodClaims,
-    node: Node,
-    *,
-    nominations: Nominations | None,
-    freed: Sequence[Allocation] = (),
-    timeout: float | None = DEFAULT_NODE_TIMEOUT,
-) -> Assessment:
-    """Filter's and prioritize's answer for a node where nominated pods may keep devices: like
-    :meth:`Snapshot.summarize`, with the kept devices taken (free devices left counted too) and
-    those of ``freed`` free."""
-    _, assessment = _judge(snapshot, pod, claims, node, nominations, freed, None, timeout, summarize=True)
-    assert assessment is not None
-    return assessment
-
-
-def _judge(
-    snapshot: Snapshot,
-    pod: Pod,
-    claims: PodClaims,
-    node: Node,
-    nominations: Nominations | None,
-    freed: Sequence[Allocation],
-    held: Sequence[Allocation] | None,
-    timeout: float | None,
-    *,
-    summarize: bool,
-    gone: Collection[str] = (),
-) -> tuple[NodeDecision, Assessment | None]:
-    if held is None:
-        held = (
-            reservations(snapshot, pod, node, nominations, timeout=timeout)
-            if nominations is not None and claims.allocates
-            else []
-        )
-    if not freed and not held and not gone:
-        decision = snapshot.decide(claims, node, timeout=timeout)
-        return decision, snapshot.summarize(claims, node, decision) if summarize else None
-    with snapshot.what_if(freed=freed, held=held, gone=gone):
-        decision = snapshot.decide(claims, node, timeout=timeout)
-        assessment = snapshot.summarize(claims, node, decision) if summarize else None
-    kept = bool(held) and not decision.fits and bool(decision.reason)
-    if kept and nominations is not None and _fits_unheld(snapshot, claims, node, freed, timeout):
-        waiting = ", ".join(
-            f"{q.namespace}/{q.name}" for q in nominated_here(snapshot.state, pod, node.name, nominations)
-        )
-        decision.reason = (
-            f"{decision.reason} (devices here are kept for {waiting}, nominated to this node by a preemption)"
-        )
-        if assessment is not None:
-            assessment = Assessment(
-                False,
-                decision.reason,
-                decision.error,
-                timed_out=decision.timed_out,
-                resolvable=decision.resolvable,
-            )
-    return decision, assessment
-
-
-def _fits_unheld(
-    snapshot: Snapshot, claims: PodClaims, node: Node, freed: Sequence[Allocation], timeout: float | None
-) -> bool:
-    with snapshot.what_if(freed=freed):
-        return snapshot.decide(claims, node, timeout=timeout).fits
-
-
 # --- What the preempt verb named, and what a nominated preemptor may use ---------------------------
 
 #: How many preemptions' victims are remembered.
@@ -329,115 +211,80 @@ def releasing_for(
     return releasing(snapshot, pod, node_name, victims_of, own_claims(claims))
 
 
-def while_released(
+# --- What nominations change on a node, for one pod ------------------------------------------------
+
+
+def adjustment(
     snapshot: Snapshot,
     pod: Pod,
     claims: PodClaims,
-    node: Node,
-    decision: NodeDecision,
-    *,
+    node_name: str,
     nominations: Nominations | None,
     victims_of: VictimsOf,
-    timeout: float | None,
-) -> tuple[NodeDecision, list[ResourceClaim]]:
-    """A bind's decision for a preemptor on its nominated node with the devices of its victims'
-    claims free, and those claims (the bind writes once they are released); or ``decision``
-    unchanged, and none."""
-    freeing = releasing_for(snapshot, pod, claims, node.name, victims_of)
-    if not freeing:
-        return decision, []
-    freed = decide(
-        snapshot,
-        pod,
-        claims,
-        node,
-        nominations=nominations,
-        freed=[c.allocation for c in freeing if c.allocation is not None],
-        timeout=timeout,
-    )
-    return (freed, freeing) if freed.fits else (decision, [])
+    *,
+    releasing: bool = True,
+) -> NodeAdjustment:
+    """What nominations change on ``node_name`` for ``pod``: the pods nominated there ahead of
+    it (``nominations`` None: none, as the in-tree plugin) and, with ``releasing``, the claims
+    its own preemption is releasing there (:func:`releasing_for`)."""
+    waiting = _waiting(snapshot, pod, node_name, nominations) if claims.allocates else ()
+    freeing = tuple(releasing_for(snapshot, pod, claims, node_name, victims_of)) if releasing else ()
+    return NodeAdjustment(waiting, freeing) if waiting or freeing else UNCHANGED
 
 
-# --- Filter's answers for nodes where a nomination changes what fits, each node judged on its own.
-#
-# Filter groups look-alike nodes and judges one per group (:meth:`Snapshot.node_groups`). Two
-# kinds of node get an answer of their own afterwards:
-#
-# * nodes where pods nominated ahead of the filtered pod keep devices (device preemption:
-#   :func:`kept_for_others`): those devices are taken there;
-# * the node a preemption nominated the filtered pod itself to, while its victims' claims are
-#   being released (:func:`preemptor`): those devices are free there, for this pod only.
-#
-# Pure: a snapshot in, answers changed in place.
-
-
-@dataclass(slots=True)
-class Judged:
-    """One filter call's nodes: per node name its group, one answer per group."""
-
-    names: Sequence[str]
-    groups: list[Hashable]
-    answers: dict[Hashable, Assessment]
-    lookup: Mapping[str, Node]
-
-    def judge_alone(self, i: int, tag: str, answer: Assessment) -> None:
-        """The node at ``i`` in a group of its own, with this answer."""
-        self.groups[i] = (tag, self.names[i])
-        self.answers[self.groups[i]] = answer
-
-
-def kept_for_others(
+def adjustments(
     snapshot: Snapshot,
     pod: Pod,
     claims: PodClaims,
-    judged: Judged,
-    nominations: Nominations,
-    deadline: float,
-    clock: Callable[[], float],
-    timeout: float | None,
-) -> None:
-    """Nodes where pods nominated ahead of this one keep devices are judged on their own, with
-    those devices taken (see :mod:`extender.scheduling.preempt.nominated`); within the filter budget,
-    as every node (past it: not evaluated)."""
-    state = snapshot.state
-    targets = {n for n in state.nominated if nominated_here(state, pod, n, nominations)}
-    if not targets:
-        return
-    for i, name in enumerate(judged.names):
-        node = judged.lookup.get(name)
-        if name not in targets or node is None:
-            continue
-        if clock() > deadline:
-            judged.judge_alone(i, "nominated", NOT_EVALUATED)
-            continue
-        judged.judge_alone(
-            i,
-            "nominated",
-            assess(snapshot, pod, claims, node, nominations=nominations, timeout=timeout),
-        )
-
-
-def preemptor(
-    snapshot: Snapshot,
-    pod: Pod,
-    claims: PodClaims,
-    judged: Judged,
-    target: str,
-    freeing: Sequence[ResourceClaim],
+    names: Sequence[str],
     nominations: Nominations | None,
-    timeout: float | None,
-) -> None:
-    """The node ``target`` a preemption nominated the pod to, judged on its own with the devices
-    of ``freeing`` (its victims' claims, being released: :func:`releasing`) free. The
-    bind holds them and writes once the release shows (:mod:`extender.scheduling.write.binder`)."""
-    node = judged.lookup.get(target)
-    if node is None or not freeing:
-        return
-    freed = [c.allocation for c in freeing if c.allocation is not None]
-    for i, name in enumerate(judged.names):
-        if name != target:
+    victims_of: VictimsOf,
+) -> dict[str, NodeAdjustment]:
+    """A filter's nodes among ``names`` where nominations change what fits: those where pods
+    nominated ahead of ``pod`` keep devices, and the node a preemption nominated ``pod`` to
+    while its victims' claims are being released. Few nodes: only those with a nomination."""
+    if not claims.allocates:
+        return {}
+    state = snapshot.state
+    out: dict[str, NodeAdjustment] = {}
+    if nominations is not None and state.nominated:
+        wanted = set(names)
+        for name in state.nominated:
+            if name in wanted:
+                waiting = _waiting(snapshot, pod, name, nominations)
+                if waiting:
+                    out[name] = NodeAdjustment(waiting)
+    target = nominated_node(state, pod)
+    if target:
+        freeing = releasing(snapshot, pod, target, victims_of, own_claims(claims))
+        if freeing:
+            out[target] = NodeAdjustment(out.get(target, UNCHANGED).waiting, tuple(freeing))
+    return out
+
+
+def _waiting(
+    snapshot: Snapshot, pod: Pod, node_name: str, nominations: Nominations | None
+) -> tuple[Waiting, ...]:
+    """The pods nominated to ``node_name`` ahead of ``pod``, most important first, each with
+    its claims (when it has devices to keep) and what its own preemption frees there: the
+    victims the preempt verb named for it, and the lower-priority pods there that are
+    terminating."""
+    if nominations is None:
+        return ()
+    state = snapshot.state
+    out = []
+    for waiting in nominated_here(state, pod, node_name, nominations):
+        name = f"{waiting.namespace}/{waiting.name}"
+        claims = snapshot.claims_of(waiting)
+        if claims.error is not None or claims.reason is not None or not claims.allocates:
+            out.append(Waiting(name))  # it cannot be allocated anyway, or holds its devices already
             continue
-        if judged.answers[judged.groups[i]].fits:
-            return
-        answer = assess(snapshot, pod, claims, node, nominations=nominations, freed=freed, timeout=timeout)
-        judged.judge_alone(i, "preemptor", answer)
+        named = nominations.victims_of(waiting.uid, node_name)
+        gone = [
+            p
+            for p in state.pods_by_node.get(node_name, {}).values()
+            if p.uid in named or (p.deleting and p.priority < waiting.priority)
+        ]
+        freed = freed_allocations(snapshot.claims, gone, {p.uid for p in gone}, own_claims(claims))
+        out.append(Waiting(name, claims, tuple(freed)))
+    return tuple(out)

@@ -30,9 +30,11 @@ from extender.cluster.state import ClusterState
 from extender.model.core import Node, Pod
 from extender.model.dra import Allocation
 from extender.model.policy import PodDisruptionBudget
+from extender.scheduling.decide import what_if
 from extender.scheduling.decide.decision import DEFAULT_NODE_TIMEOUT
 from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decide.snapshot import Snapshot
+from extender.scheduling.decide.what_if import NodeAdjustment
 from extender.scheduling.preempt import nominated
 from extender.scheduling.preempt.nominated import Nominations, importance
 
@@ -100,11 +102,15 @@ class _WhatIf:
         node: Node,
         nominations: Nominations | None,
         timeout: float | None,
+        waiting: NodeAdjustment | None = None,
     ) -> None:
+        """``waiting``: the pods nominated to the node ahead of the preemptor, when the caller
+        knows them already (:func:`nominated.adjustments`)."""
         self.snapshot, self.preemptor, self.claims, self.node = snapshot, preemptor, claims, node
         self.nominations, self.timeout = nominations, timeout
         self.on_node = {p.uid: p for p in snapshot.state.pods_by_node.get(node.name, {}).values()}
         self.own = nominated.own_claims(claims)
+        self._waiting = waiting
         self._held: list[Allocation] | None = None
 
     def freed(self, gone: Collection[str], pods: Iterable[Pod] | None = None) -> list[Allocation]:
@@ -115,24 +121,27 @@ class _WhatIf:
 
     def fits(self, gone: Collection[str], freed: Sequence[Allocation] | None = None) -> bool | None:
         """``freed``: what their eviction releases, when the caller knows it already."""
-        if self._held is None:
-            self._held = (
-                nominated.reservations(
-                    self.snapshot, self.preemptor, self.node, self.nominations, timeout=self.timeout
-                )
-                if self.nominations is not None and self.claims.allocates
-                else []
+        if self._waiting is None:  # the pods nominated to the node ahead of the preemptor
+            self._waiting = nominated.adjustment(
+                self.snapshot,
+                self.preemptor,
+                self.claims,
+                self.node.name,
+                self.nominations,
+                nominated.no_victims,
+                releasing=False,
             )
-        decision = nominated.decide(
+        if self._held is None:  # the devices they keep
+            self._held = what_if.kept(self.snapshot, self.node, self._waiting.waiting, timeout=self.timeout)
+        decision = what_if.decide(
             self.snapshot,
-            self.preemptor,
             self.claims,
             self.node,
-            nominations=self.nominations,
+            self._waiting,
             freed=self.freed(gone) if freed is None else freed,
             held=self._held,
-            timeout=self.timeout,
             gone=gone,
+            timeout=self.timeout,
         )
         return None if decision.timed_out else decision.fits
 
@@ -158,6 +167,7 @@ def where_it_may_help(
     deadline: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     groups: Mapping[str, Hashable] | None = None,
+    adjustments: Mapping[str, NodeAdjustment] | None = None,
 ) -> dict[str, str]:
     """Of the nodes filter rejected, those where preemption may help, each with what to add to
     its reason: :data:`MAY_HELP`, or :data:`NOT_CHECKED` once ``deadline`` has passed (the
@@ -167,6 +177,8 @@ def where_it_may_help(
     ``groups``: the filter's groups of look-alike nodes (:meth:`Snapshot.node_groups`: equal
     devices, equal devices in use). Two nodes of a group whose evictions would free the devices
     at the same positions get the same answer, so it is computed once per call.
+    ``adjustments``: what nominations change on the filter's nodes, as the filter found it
+    (:func:`nominated.adjustments`; None: found here, per node).
     """
     state = snapshot.state
     if not may_preempt(state, pod, claims):
@@ -179,9 +191,10 @@ def where_it_may_help(
         lower = potential_victims(state, pod, name)
         if not lower:
             continue
-        what_if = _WhatIf(snapshot, pod, claims, node, nominations, timeout)
+        waiting = None if adjustments is None else adjustments.get(name, what_if.UNCHANGED)
+        trial = _WhatIf(snapshot, pod, claims, node, nominations, timeout, waiting)
         gone = {p.uid for p in lower}
-        freed = what_if.freed(gone, lower)
+        freed = trial.freed(gone, lower)
         if not freed:
             continue
         if deadline is not None and clock() > deadline:
@@ -191,7 +204,7 @@ def where_it_may_help(
         key = None if held_back else _look_alike_key(snapshot, node, groups, freed)
         found = answers.get(key) if key is not None else None
         if found is None:
-            fits = what_if.fits(gone, freed)
+            fits = trial.fits(gone, freed)
             found = bool(fits)
             if key is not None and fits is not None:
                 answers[key] = found
@@ -249,9 +262,9 @@ def select_victims(
     claims = claims if claims is not None else snapshot.claims_of(preemptor)
     everyone = potential_victims(snapshot.state, preemptor, node.name)
     lower = [p for p in everyone if p.uid not in evicted]
-    what_if = _WhatIf(snapshot, preemptor, claims, node, nominations, timeout)
+    trial = _WhatIf(snapshot, preemptor, claims, node, nominations, timeout)
     victims = {*evicted, *(p.uid for p in lower)}
-    if not what_if.fits(victims):
+    if not trial.fits(victims):
         return None
     violating = pdb_violating(everyone, pdbs, as_policy_v1=as_policy_v1)
     chosen: list[Pod] = []
@@ -260,7 +273,7 @@ def select_victims(
         if deadline is not None and clock() > deadline:
             return None
         victims.discard(pod.uid)
-        fits = what_if.fits(victims)
+        fits = trial.fits(victims)
         if fits is None:
             return None
         if fits:

@@ -20,10 +20,11 @@ from typing import Any
 
 from extender.cluster.api import ApiNotFound, ClusterAPI, ClusterAPIError
 from extender.cluster.state import ClusterState, Key
-from extender.model.core import Node, Pod, parse_pod
+from extender.model.core import Pod, parse_pod
 from extender.model.dra import ResourceClaim
 from extender.model.errors import ObjectError
 from extender.scheduling.config import EngineConfig, NoObserver, Observer
+from extender.scheduling.decide import what_if
 from extender.scheduling.decide.binding import (
     allocation_waits,
     binding_problem,
@@ -31,8 +32,8 @@ from extender.scheduling.decide.binding import (
     pod_binding_state,
 )
 from extender.scheduling.decide.decision import NodeDecision
+from extender.scheduling.decide.post_filter import Release
 from extender.scheduling.decide.prefilter import PodClaims
-from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decision_log import DecisionLog
 from extender.scheduling.inflight import catch_up
 from extender.scheduling.inflight.assumed import AssumedWrite
@@ -208,31 +209,24 @@ class Binder:
         claims = self.snapshots.claims_of(snapshot, pod)
         if pod.node_name:
             claims.extended = None  # bound already: its extended-resource claim is what it is
+        releasing: Sequence[ResourceClaim] = ()
         if node is not None:
-            decision = nominated.decide(
+            # Reserve: the devices the pods nominated ahead keep are taken; a preemptor on its
+            # nominated node may use its victims' claims being released (written once released).
+            adjustment = nominated.adjustment(
                 snapshot,
                 pod,
                 claims,
-                node,
-                nominations=self.tracker.nominations(self.config),
-                timeout=self.config.allocation_timeout,
+                node.name,
+                self.tracker.nominations(self.config),
+                self.tracker.preempted.victims_of,
+            )
+            decision, releasing = what_if.decide_with_release(
+                snapshot, claims, node, adjustment, timeout=self.config.allocation_timeout
             )
         else:  # a bound pod whose node is gone: only reservations of allocated claims can be repaired
             fits = not (claims.reason or claims.error)
             decision = NodeDecision(node_name, fits, claims.reason, claims.error)
-        releasing: Sequence[ResourceClaim] = ()
-        if not decision.fits and node is not None and not (claims.reason or claims.error):
-            # A preemptor on its nominated node: its victims' claims may not be released yet.
-            decision, releasing = nominated.while_released(
-                snapshot,
-                pod,
-                claims,
-                node,
-                decision,
-                nominations=self.tracker.nominations(self.config),
-                victims_of=self.tracker.preempted.victims_of,
-                timeout=self.config.allocation_timeout,
-            )
         if not decision.fits:
             if self.config.features.device_binding:
                 # Failed or timed out since the filter: free it now, so that kube-scheduler's
@@ -375,24 +369,17 @@ class Binder:
 
     # --- stale allocations (upstream PostFilter) ---------------------------------------------------
 
-    def post_filter(self, snapshot: Snapshot, pod: Pod, claims: PodClaims, nodes: Sequence[Node]) -> None:
-        """No node fits: make upstream PostFilter's write, if any (:mod:`post_filter`), in the
-        background (the filter's answer does not wait for it)."""
+    def release(self, pod: Pod, release: Release) -> None:
+        """PostFilter's write (:mod:`post_filter`), in the background: the filter's answer does
+        not wait for it. Not from a replica that may not write."""
         if self.fence() is not None:
             return
-        work = post_filter.post_filter(
-            self.api,
-            self.state,
-            self.config,
-            self.tracker,
-            snapshot,
-            pod,
-            claims,
-            nodes,
-            now=self.wall_clock(),
-        )
-        if work is not None:
-            self._spawn(work)
+        group = release.group
+
+        def group_busy() -> bool:
+            return group is not None and self.tracker.group_busy(self.state, pod, group)
+
+        self._spawn(post_filter.carry_out(self.api, pod, release, group_busy))
 
     async def background_done(self) -> None:
         """Wait for the background writes started so far (PostFilter's; tests and shutdown)."""

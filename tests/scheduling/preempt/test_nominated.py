@@ -11,6 +11,9 @@ import pytest
 from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
+from extender.model.core import Pod
+from extender.scheduling.decide import what_if
+from extender.scheduling.decide.decision import NodeDecision
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.preempt import nominated
 from tests.builders import allocated, claim, device, device_class, exact, node, pod, reserve, resource_slice
@@ -105,6 +108,15 @@ def snapshot_with(case: Case) -> tuple[Snapshot, ClusterState]:
     return Snapshot(state, Features(), CEL), state
 
 
+def decide(snapshot: Snapshot, target: Pod, nominations: nominated.Nominations | None) -> NodeDecision:
+    """``target`` judged on node-1 with the devices of the pods nominated there ahead of it taken."""
+    claims = snapshot.claims_of(target)
+    adjustment = nominated.adjustment(
+        snapshot, target, claims, "node-1", nominations, nominated.no_victims, releasing=False
+    )
+    return what_if.decide(snapshot, claims, snapshot.state.nodes["node-1"], adjustment)
+
+
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_devices_kept_for_nominated_pods(case: Case) -> None:
     snapshot, state = snapshot_with(case)
@@ -113,12 +125,10 @@ def test_devices_kept_for_nominated_pods(case: Case) -> None:
     def remembered(uid: str, node_name: str) -> frozenset[str]:
         return case.remembered.get(node_name, frozenset()) if uid == "uid-q" else frozenset()
 
-    decision = nominated.decide(
+    decision = decide(
         snapshot,
         p,
-        snapshot.claims_of(p),
-        state.nodes["node-1"],
-        nominations=nominated.Nominations(victims_of=remembered),
+        nominated.Nominations(victims_of=remembered),
     )
     assert decision.fits is case.fits, decision.reason
     if not case.fits:
@@ -128,7 +138,7 @@ def test_devices_kept_for_nominated_pods(case: Case) -> None:
 def test_nominations_ignored_keep_nothing_as_the_in_tree_plugin() -> None:
     snapshot, state = snapshot_with(Case([*victim(terminating=True), *waiting("q", 100, 4)], 50, 1, False))
     p = state.pods[("default", "p")]
-    assert nominated.decide(snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], nominations=None).fits
+    assert decide(snapshot, p, None).fits
 
 
 def test_the_nominated_pod_itself_is_not_held_back_by_its_own_nomination() -> None:
@@ -136,9 +146,7 @@ def test_the_nominated_pod_itself_is_not_held_back_by_its_own_nomination() -> No
     state = ClusterState.from_objects(objects)
     snapshot = Snapshot(state, Features(), CEL)
     q = state.pods[("default", "q")]
-    decision = nominated.decide(
-        snapshot, q, snapshot.claims_of(q), state.nodes["node-1"], nominations=nominated.Nominations()
-    )
+    decision = decide(snapshot, q, nominated.Nominations())
     assert decision.fits  # gpu-0 and gpu-1 are free; its own nomination keeps nothing from it
 
 
@@ -146,9 +154,7 @@ def test_the_devices_in_use_are_unchanged_afterwards() -> None:
     snapshot, state = snapshot_with(Case([*victim(terminating=True), *waiting("q", 100, 4)], 50, 1, False))
     before = dict(snapshot.allocated.dedicated)
     p = state.pods[("default", "p")]
-    nominated.decide(
-        snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], nominations=nominated.Nominations()
-    )
+    decide(snapshot, p, nominated.Nominations())
     assert snapshot.allocated.dedicated == before
 
 
@@ -178,11 +184,9 @@ def test_pods_of_other_schedulers_keep_nothing() -> None:
     snapshot = Snapshot(state, Features(), CEL)
     p = state.pods[("default", "p")]
     ours = nominated.Nominations(scheduler_names=frozenset({"dra-extender-scheduler"}))
-    assert nominated.decide(snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], nominations=ours).fits
+    assert decide(snapshot, p, ours).fits
     anyone = nominated.Nominations()
-    assert not nominated.decide(
-        snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], nominations=anyone
-    ).fits
+    assert not decide(snapshot, p, anyone).fits
 
 
 def test_a_nominated_pod_being_bound_keeps_nothing_more() -> None:
@@ -190,6 +194,4 @@ def test_a_nominated_pod_being_bound_keeps_nothing_more() -> None:
     snapshot, state = snapshot_with(Case([*victim(terminating=True), *waiting("q", 100, 4)], 50, 1, False))
     p = state.pods[("default", "p")]
     binding = nominated.Nominations(binding=frozenset({"uid-q"}))
-    assert nominated.decide(
-        snapshot, p, snapshot.claims_of(p), state.nodes["node-1"], nominations=binding
-    ).fits
+    assert decide(snapshot, p, binding).fits

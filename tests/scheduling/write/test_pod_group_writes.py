@@ -25,7 +25,6 @@ from extender.model.core import parse_pod
 from extender.model.dra import parse_resource_claim
 from extender.scheduling.engine import Engine
 from extender.scheduling.inflight.tracker import BindInFlight
-from extender.scheduling.write import post_filter as post_filter_module
 from extender.scheduling.write.claim_writes import ClaimWriteError, reserve_claim
 from extender.service.runtime import follow
 from tests.builders import pod as pod_builder
@@ -358,18 +357,18 @@ def test_a_member_being_bound_or_an_unsettled_group_write_keeps_the_reservation(
     member = json_copy(c.pod, name=f"{POD}-2", uid="uid-2")
     store.load([member])
     p, group = parse_pod(c.pod), engine.state.pod_groups[("default", PODGROUP)]
-    assert not post_filter_module.group_busy(engine.state, engine.tracker, p, group)
+    assert not engine.tracker.group_busy(engine.state, p, group)
     loop = asyncio.new_event_loop()
     engine.tracker.binds["uid-2"] = BindInFlight(
         "uid-2", ("default", f"{POD}-2"), WORKER, 0.0, loop.create_future()
     )
-    assert post_filter_module.group_busy(engine.state, engine.tracker, p, group)
+    assert engine.tracker.group_busy(engine.state, p, group)
     del engine.tracker.binds["uid-2"]
     claim = engine.state.claims[("default", CLAIM)]
     engine.tracker.assumed.assume(
         claim, "uid-2", ("default", f"{POD}-2"), WORKER, None, 0.0, group.consumer()
     )
-    assert post_filter_module.group_busy(engine.state, engine.tracker, p, group)
+    assert engine.tracker.group_busy(engine.state, p, group)
     loop.close()
 
 

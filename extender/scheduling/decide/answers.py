@@ -1,0 +1,102 @@
+"""One answer per candidate node: kube-scheduler's Filter (and the answers Score reads) for a
+filter or prioritize call.
+
+Look-alike nodes (:meth:`Snapshot.node_groups`) share a group, so a call costs one allocation per
+distinct group and a dict lookup per node; otherwise every node is its own group. Groups are
+judged in order until an error (the pod's answer) or until the filter budget runs out: the rest
+are :data:`NOT_EVALUATED`. Nodes where nominations change what fits
+(:class:`~extender.scheduling.decide.what_if.NodeAdjustment`) are then judged each on its own:
+
+* where pods nominated ahead of this one keep devices, with those devices taken (within the
+  budget, as every node: past it, not evaluated);
+* the node a preemption nominated the pod itself to, while its victims' claims are being
+  released, with those devices free for this pod, when it does not fit without them.
+
+Pure: a snapshot in, answers out; the clock is injected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+
+from extender.model.core import Node
+from extender.scheduling.decide import what_if
+from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment
+from extender.scheduling.decide.prefilter import PodClaims
+from extender.scheduling.decide.snapshot import Snapshot
+from extender.scheduling.decide.what_if import NodeAdjustment
+
+
+def answer_nodes(
+    snapshot: Snapshot,
+    claims: PodClaims,
+    names: Sequence[str],
+    lookup: Mapping[str, Node],
+    assess: Callable[[Node], Assessment],
+    *,
+    grouped: bool,
+    adjustments: Mapping[str, NodeAdjustment],
+    deadline: float,
+    clock: Callable[[], float],
+    timeout: float | None,
+    stop_at_error: bool = True,
+) -> tuple[list[Hashable], dict[Hashable, Assessment]]:
+    """Per node name its group, and one answer per group. ``assess``: the group pass's
+    assessor; ``grouped``: look-alike nodes may share a group. Prioritize goes on past a node's
+    error (``stop_at_error`` False): a timeout there costs only that node's score."""
+    groups: list[Hashable] | None = snapshot.node_groups(claims, names) if grouped else None
+    if groups is None:
+        groups = list(names)
+    answers: dict[Hashable, Assessment] = {}
+    representatives = dict(zip(groups, names, strict=True))
+    for group, name in representatives.items():
+        node = lookup.get(name)
+        if node is None:
+            answers[group] = Assessment(False, f"node {name} is not known to the DRA extender")
+        elif clock() > deadline:
+            answers[group] = NOT_EVALUATED
+        else:
+            answers[group] = answer = assess(node)
+            if answer.error is not None and stop_at_error:
+                break
+    for group in representatives:  # after an error: the remaining groups are not judged
+        if group not in answers:
+            answers[group] = NOT_EVALUATED
+    if adjustments and claims.allocates and not any(a.error is not None for a in answers.values()):
+        _judge_adjusted(
+            snapshot, claims, names, lookup, groups, answers, adjustments, deadline, clock, timeout
+        )
+    return groups, answers
+
+
+def _judge_adjusted(
+    snapshot: Snapshot,
+    claims: PodClaims,
+    names: Sequence[str],
+    lookup: Mapping[str, Node],
+    groups: list[Hashable],
+    answers: dict[Hashable, Assessment],
+    adjustments: Mapping[str, NodeAdjustment],
+    deadline: float,
+    clock: Callable[[], float],
+    timeout: float | None,
+) -> None:
+    """Each node an adjustment changes gets a group of its own, with its own answer."""
+    for i, name in enumerate(names):
+        adjustment = adjustments.get(name)
+        node = lookup.get(name)
+        if adjustment is None or node is None:
+            continue
+        answer = answers[groups[i]]
+        if adjustment.waiting:
+            if clock() > deadline:
+                answer = NOT_EVALUATED
+            else:
+                answer = what_if.assess(snapshot, claims, node, adjustment, timeout=timeout)
+        if adjustment.releasing and not answer.fits:
+            # Not the budget's to refuse: the pod's own preemption made this room.
+            answer = what_if.assess(snapshot, claims, node, adjustment, released=True, timeout=timeout)
+        elif not adjustment.waiting:
+            continue  # fits without the release: the group's answer stands
+        groups[i] = ("adjusted", name)
+        answers[groups[i]] = answer
