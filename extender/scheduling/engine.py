@@ -191,21 +191,19 @@ class Engine:
             )
             for name, addition in found.items():
                 result.failed[name] = result.unresolvable.pop(name) + addition
-        # In flight: a bind may follow (filters wait for it); a group member passed.
-        if result.passed and claims.allocates:
-            self.tracker.expected.expect(pod.uid)
-        if result.passed and pod.pod_group and self.config.features.workload_resource_claims:
-            self.tracker.groups.passed(pod.namespace, pod.pod_group, self.clock())
-        # PostFilter: no node fits; release what upstream's PostFilter would (a write).
-        if (
-            not result.error
-            and not result.passed
-            and (
-                claims.allocated
-                or (claims.extended and claims.extended.existing)
-                or (pod.pod_group and self.config.features.workload_resource_claims)
-            )
+        if result.passed:
+            # In flight: a bind may follow (filters wait for it); a group member passed.
+            if claims.allocates:
+                self.tracker.expected.expect(pod.uid)
+            if pod.pod_group and self.config.features.workload_resource_claims:
+                self.tracker.groups.passed(pod.namespace, pod.pod_group, self.clock())
+        elif not result.error and (
+            claims.allocated
+            or (claims.extended and claims.extended.existing)
+            or (pod.pod_group and self.config.features.workload_resource_claims)
         ):
+            # PostFilter: no node fits; release what upstream's PostFilter would (a write),
+            # leaving alone what is in flight for the pod.
             in_flight = self.tracker.for_post_filter(self.state, self.config, pod, claims)
             release = post_filter.release(
                 self.state,

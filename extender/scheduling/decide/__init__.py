@@ -1,5 +1,7 @@
-"""Deciding: a snapshot in, answers out (the in-tree plugin's PreFilter and Filter, and the
-structured allocator's caller; upstream ``dynamicresources.go`` around ``structured/``).
+"""Deciding: a snapshot in, answers out (the in-tree plugin's PreFilter, Filter, PostFilter's
+choice and Reserve, and the structured allocator's caller; upstream ``dynamicresources.go``
+around ``structured/``): the answer for every candidate node, the plan a bind carries out, the
+claims PostFilter releases.
 
 Pure: no I/O, no clock but the one passed in, nothing here changes in-flight state or writes.
 May import the model, the allocator, CEL and the cluster cache's records; never the API client,

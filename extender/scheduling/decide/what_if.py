@@ -18,12 +18,14 @@ Pure: a snapshot and an adjustment in, decisions out.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.model.core import Node
+from extender.cluster.state import Key
+from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, ResourceClaim, parse_allocation
 from extender.model.reader import Reader
+from extender.scheduling.decide import extended as er
 from extender.scheduling.decide.decision import DEFAULT_NODE_TIMEOUT, Assessment, NodeDecision
 from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decide.snapshot import Snapshot
@@ -33,13 +35,14 @@ from extender.scheduling.decide.snapshot import Snapshot
 class Waiting:
     """A pod nominated to the node ahead of the one judged."""
 
-    #: ``namespace/name``, for the reason a node is refused.
-    name: str
-    #: Its claims, when it has devices to keep (None: nothing can be allocated for it, or its
-    #: claims hold their devices already).
-    claims: PodClaims | None = None
-    #: What its own preemption frees on the node (its victims' allocations).
-    freed: tuple[Allocation, ...] = ()
+    pod: Pod
+    #: The pods its own preemption is evicting on the node: what they hold is free for it.
+    gone: tuple[Pod, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """``namespace/name``, for the reason a node is refused."""
+        return f"{self.pod.namespace}/{self.pod.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +54,6 @@ class NodeAdjustment:
     #: Claims the pod's own preemption is releasing on the node (its nominated node): free for
     #: it when it does not fit without them.
     releasing: tuple[ResourceClaim, ...] = ()
-
-    @property
-    def keeps(self) -> bool:
-        return any(w.claims is not None for w in self.waiting)
 
     def freed(self) -> list[Allocation]:
         return [c.allocation for c in self.releasing if c.allocation is not None]
@@ -74,14 +73,62 @@ def kept(
     """The devices the pods in ``waiting`` keep on ``node``, each allocated with the devices of
     those before it taken and those its own preemption frees free."""
     held: list[Allocation] = []
-    for pod in waiting:
-        if pod.claims is None:
-            continue
-        with snapshot.what_if(freed=pod.freed, held=held):
-            decision = snapshot.decide(pod.claims, node, timeout=timeout)
+    for waiting_pod in waiting:
+        claims = snapshot.claims_of(waiting_pod.pod)
+        if claims.error is not None or claims.reason is not None or not claims.allocates:
+            continue  # nothing to keep: it cannot be allocated anyway, or it holds its devices already
+        gone = waiting_pod.gone
+        freed = freed_allocations(
+            snapshot.claims, gone, {p.uid for p in gone}, {c.key for c in claims.ordered}
+        )
+        with snapshot.what_if(freed=freed, held=held):
+            decision = snapshot.decide(claims, node, timeout=timeout)
         if decision.fits:
             held.extend(parse_allocation(Reader(a, "allocation")) for a in decision.allocations.values())
     return held
+
+
+def held_claims(claims: Mapping[Key, ResourceClaim], pod: Pod) -> list[ResourceClaim]:
+    """The claims reserved for ``pod``: those its ``spec.resourceClaims`` name and its
+    extended-resource claim."""
+    names = [ref.resource_claim_name or pod.claim_statuses.get(ref.name) for ref in pod.claims]
+    status = pod.raw.get("status") if isinstance(pod.raw.get("status"), dict) else None
+    extended = (status or {}).get("extendedResourceClaimStatus")
+    recorded = extended.get("resourceClaimName") if isinstance(extended, dict) else None
+    if isinstance(recorded, str) and recorded:
+        names.append(recorded)
+    elif er.may_request(pod):
+        names.append(er.claim_name(pod))  # created by a bind whose status patch did not land
+    out: list[ResourceClaim] = []
+    for name in dict.fromkeys(n for n in names if n):
+        claim = claims.get((pod.namespace, name))
+        if claim is not None and claim.reserved_for_uid(pod.uid):
+            out.append(claim)
+    return out
+
+
+def freed_allocations(
+    claims: Mapping[Key, ResourceClaim],
+    pods: Iterable[Pod],
+    evicted: Collection[str],
+    keep: Collection[Key] = (),
+) -> list[Allocation]:
+    """The allocations that evicting ``evicted`` (UIDs, ``pods`` among them) would release: the
+    claims those pods hold that are reserved for nobody else. The resourceclaim controller
+    deallocates a claim when its last reservation goes, so a claim shared with a pod that stays
+    keeps its devices. ``keep``: claims that stay whoever goes (the pod that asks uses them: it
+    is not in their ``reservedFor`` before its bind, and evicting the others would deallocate
+    them under it)."""
+    out: list[Allocation] = []
+    seen: set[Key] = set(keep)
+    for pod in pods:
+        for claim in held_claims(claims, pod):
+            if claim.key in seen or claim.allocation is None:
+                continue
+            seen.add(claim.key)
+            if all(entry.get("uid") in evicted for entry in claim.reserved_for):
+                out.append(claim.allocation)
+    return out
 
 
 def decide(

@@ -19,15 +19,14 @@ node and what is being released there (a :class:`~extender.scheduling.decide.wha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cachetools import TTLCache
 
-from extender.cluster.state import ClusterState, Key
+from extender.cluster.state import ClusterState
 from extender.model.core import Pod
-from extender.model.dra import Allocation, ResourceClaim
-from extender.scheduling.decide import extended as er
+from extender.model.dra import ResourceClaim
 from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decide.what_if import UNCHANGED, NodeAdjustment, Waiting
@@ -83,51 +82,8 @@ def nominated_here(state: ClusterState, pod: Pod, node_name: str, nominations: N
     )
 
 
-def held_claims(claims: Mapping[Key, ResourceClaim], pod: Pod) -> list[ResourceClaim]:
-    """The claims reserved for ``pod``: those its ``spec.resourceClaims`` name and its
-    extended-resource claim."""
-    names = [ref.resource_claim_name or pod.claim_statuses.get(ref.name) for ref in pod.claims]
-    status = pod.raw.get("status") if isinstance(pod.raw.get("status"), dict) else None
-    extended = (status or {}).get("extendedResourceClaimStatus")
-    recorded = extended.get("resourceClaimName") if isinstance(extended, dict) else None
-    if isinstance(recorded, str) and recorded:
-        names.append(recorded)
-    elif er.may_request(pod):
-        names.append(er.claim_name(pod))  # created by a bind whose status patch did not land
-    out: list[ResourceClaim] = []
-    for name in dict.fromkeys(n for n in names if n):
-        claim = claims.get((pod.namespace, name))
-        if claim is not None and claim.reserved_for_uid(pod.uid):
-            out.append(claim)
-    return out
-
-
-def freed_allocations(
-    claims: Mapping[Key, ResourceClaim],
-    pods: Iterable[Pod],
-    evicted: Collection[str],
-    keep: Collection[Key] = (),
-) -> list[Allocation]:
-    """The allocations that evicting ``evicted`` (UIDs, ``pods`` among them) would release: the
-    claims those pods hold that are reserved for nobody else. The resourceclaim controller
-    deallocates a claim when its last reservation goes, so a claim shared with a pod that stays
-    keeps its devices. ``keep``: claims that stay whoever goes (the pod that asks uses them: it
-    is not in their ``reservedFor`` before its bind, and evicting the others would deallocate
-    them under it)."""
-    out: list[Allocation] = []
-    seen: set[Key] = set(keep)
-    for pod in pods:
-        for claim in held_claims(claims, pod):
-            if claim.key in seen or claim.allocation is None:
-                continue
-            seen.add(claim.key)
-            if all(entry.get("uid") in evicted for entry in claim.reserved_for):
-                out.append(claim.allocation)
-    return out
-
-
 def releasing(
-    snapshot: Snapshot, pod: Pod, node_name: str, victims_of: VictimsOf, keep: Collection[Key] = ()
+    snapshot: Snapshot, pod: Pod, claims: PodClaims, node_name: str, victims_of: VictimsOf
 ) -> list[ResourceClaim]:
     """The claims the preemption that nominated ``pod`` to ``node_name`` is releasing (the caller
     knows the nomination: the request's pod or the cache's may be the newer): allocated
@@ -137,7 +93,7 @@ def releasing(
     (0-20 ms measured, longer under load) these count as free for the preemptor on that node,
     and for nobody else: otherwise kube-scheduler, retrying the preemptor at once, finds the
     node full, sees no terminating pod left and preempts again elsewhere (issue 30: five
-    victims for four pods). ``keep``: the preemptor's own claims."""
+    victims for four pods). The preemptor's own ``claims`` are never among them."""
     if not node_name or pod.node_name:
         return []
     state = snapshot.state
@@ -154,6 +110,7 @@ def releasing(
     )
     if not gone:
         return []
+    keep = {c.key for c in claims.ordered}
     out: list[ResourceClaim] = []
     for claim in snapshot.claims.values():
         if claim.allocation is None or claim.key in keep:
@@ -162,11 +119,6 @@ def releasing(
         if (uids and all(uid in gone for uid in uids)) or (not uids and claim.deleting):
             out.append(claim)
     return out
-
-
-def own_claims(claims: PodClaims) -> set[Key]:
-    """The keys of the claims a pod uses (never freed by a what-if on its behalf)."""
-    return {c.key for c in claims.ordered}
 
 
 # --- What the preempt verb named, and what a nominated preemptor may use ---------------------------
@@ -208,7 +160,7 @@ def releasing_for(
     (:func:`releasing`); none when the pod is not nominated to that node."""
     if nominated_node(snapshot.state, pod) != node_name:
         return []
-    return releasing(snapshot, pod, node_name, victims_of, own_claims(claims))
+    return releasing(snapshot, pod, claims, node_name, victims_of)
 
 
 # --- What nominations change on a node, for one pod ------------------------------------------------
@@ -256,7 +208,7 @@ def adjustments(
                     out[name] = NodeAdjustment(waiting)
     target = nominated_node(state, pod)
     if target:
-        freeing = releasing(snapshot, pod, target, victims_of, own_claims(claims))
+        freeing = releasing(snapshot, pod, claims, target, victims_of)
         if freeing:
             out[target] = NodeAdjustment(out.get(target, UNCHANGED).waiting, tuple(freeing))
     return out
@@ -266,25 +218,15 @@ def _waiting(
     snapshot: Snapshot, pod: Pod, node_name: str, nominations: Nominations | None
 ) -> tuple[Waiting, ...]:
     """The pods nominated to ``node_name`` ahead of ``pod``, most important first, each with
-    its claims (when it has devices to keep) and what its own preemption frees there: the
-    victims the preempt verb named for it, and the lower-priority pods there that are
-    terminating."""
+    the pods its own preemption is evicting there: the victims the preempt verb named for it,
+    and the lower-priority pods there that are terminating."""
     if nominations is None:
         return ()
     state = snapshot.state
+    on_node = state.pods_by_node.get(node_name, {}).values()
     out = []
     for waiting in nominated_here(state, pod, node_name, nominations):
-        name = f"{waiting.namespace}/{waiting.name}"
-        claims = snapshot.claims_of(waiting)
-        if claims.error is not None or claims.reason is not None or not claims.allocates:
-            out.append(Waiting(name))  # it cannot be allocated anyway, or holds its devices already
-            continue
         named = nominations.victims_of(waiting.uid, node_name)
-        gone = [
-            p
-            for p in state.pods_by_node.get(node_name, {}).values()
-            if p.uid in named or (p.deleting and p.priority < waiting.priority)
-        ]
-        freed = freed_allocations(snapshot.claims, gone, {p.uid for p in gone}, own_claims(claims))
-        out.append(Waiting(name, claims, tuple(freed)))
+        gone = tuple(p for p in on_node if p.uid in named or (p.deleting and p.priority < waiting.priority))
+        out.append(Waiting(waiting, gone))
     return tuple(out)

@@ -109,7 +109,7 @@ class _WhatIf:
         self.snapshot, self.preemptor, self.claims, self.node = snapshot, preemptor, claims, node
         self.nominations, self.timeout = nominations, timeout
         self.on_node = {p.uid: p for p in snapshot.state.pods_by_node.get(node.name, {}).values()}
-        self.own = nominated.own_claims(claims)
+        self.own = {c.key for c in claims.ordered}
         self._waiting = waiting
         self._held: list[Allocation] | None = None
 
@@ -117,7 +117,7 @@ class _WhatIf:
         """What evicting ``gone`` releases (never a claim the preemptor uses)."""
         if pods is None:
             pods = [self.on_node[uid] for uid in gone if uid in self.on_node]
-        return nominated.freed_allocations(self.snapshot.claims, pods, gone, self.own)
+        return what_if.freed_allocations(self.snapshot.claims, pods, gone, self.own)
 
     def fits(self, gone: Collection[str], freed: Sequence[Allocation] | None = None) -> bool | None:
         """``freed``: what their eviction releases, when the caller knows it already."""

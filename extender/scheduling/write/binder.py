@@ -1,12 +1,13 @@
 """The write path: what turns a bind decision into API writes, and what undoes them.
 
 A bind decides again on the current snapshot (the same :class:`Snapshots` and pure functions
-the filter uses: extenders have no CycleState between verbs), assumes the devices in the
-tracker before the first write (:mod:`extender.scheduling.inflight.assumed`), writes each claim under
-optimistic concurrency (:mod:`extender.scheduling.write.claim_writes`), creates the pod's
-extended-resource claim, waits for binding conditions (:mod:`extender.scheduling.decide.binding`), and
-sends the Binding; a failure releases what it wrote. The upstream PostFilter's deallocation of
-claims no node can use is here too: it is a write.
+the filter uses: extenders have no CycleState between verbs) and gets a plan
+(:mod:`extender.scheduling.decide.bind_plan`); then it assumes the devices in the tracker before
+the first write (:mod:`extender.scheduling.inflight.assumed`), writes each claim under optimistic
+concurrency (:mod:`extender.scheduling.write.claim_writes`), creates the pod's extended-resource
+claim, waits for binding conditions (:mod:`extender.scheduling.decide.binding`), and sends the
+Binding; a failure releases what it wrote. PostFilter's release of claims no node can use is
+carried out here too: it is a write.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from extender.cluster.api import ApiNotFound, ClusterAPI, ClusterAPIError
@@ -24,16 +25,11 @@ from extender.model.core import Pod, parse_pod
 from extender.model.dra import ResourceClaim
 from extender.model.errors import ObjectError
 from extender.scheduling.config import EngineConfig, NoObserver, Observer
-from extender.scheduling.decide import what_if
-from extender.scheduling.decide.binding import (
-    allocation_waits,
-    binding_problem,
-    claim_waits,
-    pod_binding_state,
-)
+from extender.scheduling.decide import bind_plan
+from extender.scheduling.decide.bind_plan import BindPlan
+from extender.scheduling.decide.binding import pod_binding_state
 from extender.scheduling.decide.decision import NodeDecision
 from extender.scheduling.decide.post_filter import Release
-from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decision_log import DecisionLog
 from extender.scheduling.inflight import catch_up
 from extender.scheduling.inflight.assumed import AssumedWrite
@@ -195,7 +191,8 @@ class Binder:
         return None
 
     async def _bind(self, pod: Pod, node_name: str) -> tuple[str, str | None, NodeDecision | None]:
-        """(error, note, decision) of one bind."""
+        """(error, note, decision) of one bind: the plan is decided first on the current
+        snapshot (:func:`bind_plan.plan`), then carried out."""
         node = self.state.nodes.get(node_name)
         if node is None and not pod.node_name:
             return f"node {node_name} not found", None, None
@@ -205,36 +202,40 @@ class Binder:
         unsettled = await self.writes.settle_earlier(pod)
         if unsettled is not None:
             return unsettled, None, None
+        # Reserve: decide again, with what nominations change on the node.
         snapshot = self.snapshots.current()
         claims = self.snapshots.claims_of(snapshot, pod)
-        if pod.node_name:
-            claims.extended = None  # bound already: its extended-resource claim is what it is
-        releasing: Sequence[ResourceClaim] = ()
-        if node is not None:
-            # Reserve: the devices the pods nominated ahead keep are taken; a preemptor on its
-            # nominated node may use its victims' claims being released (written once released).
-            adjustment = nominated.adjustment(
-                snapshot,
-                pod,
-                claims,
-                node.name,
-                self.tracker.nominations(self.config),
-                self.tracker.preempted.victims_of,
-            )
-            decision, releasing = what_if.decide_with_release(
-                snapshot, claims, node, adjustment, timeout=self.config.allocation_timeout
-            )
-        else:  # a bound pod whose node is gone: only reservations of allocated claims can be repaired
-            fits = not (claims.reason or claims.error)
-            decision = NodeDecision(node_name, fits, claims.reason, claims.error)
-        if not decision.fits:
-            if self.config.features.device_binding:
+        adjustment = nominated.adjustment(
+            snapshot,
+            pod,
+            claims,
+            node_name,
+            self.tracker.nominations(self.config),
+            self.tracker.preempted.victims_of,
+        )
+        plan = bind_plan.plan(
+            snapshot,
+            pod,
+            claims,
+            node_name,
+            node,
+            adjustment,
+            timeout=self.config.allocation_timeout,
+            now=self.wall_clock(),
+            binding_timeout=self.config.binding_timeout,
+        )
+        # PreBind: carry it out.
+        return await self._carry_out(pod, node_name, plan)
+
+    async def _carry_out(
+        self, pod: Pod, node_name: str, plan: BindPlan
+    ) -> tuple[str, str | None, NodeDecision | None]:
+        decision = plan.decision
+        if not plan.fits:
+            for key in plan.stale_bindings:
                 # Failed or timed out since the filter: free it now, so that kube-scheduler's
                 # retry (a failed bind goes to back-off) allocates afresh at once.
-                now = self.wall_clock()
-                for claim in claims.allocated:
-                    if binding_problem(claim, now, self.config.binding_timeout) is not None:
-                        await stale_claims.deallocate_failed(self.api, pod, claim.key)
+                await stale_claims.deallocate_failed(self.api, pod, key)
             message = decision.error or decision.reason or "does not fit"
             return f"cannot bind to {node_name}: {message}", None, None
         written: list[tuple[ResourceClaim, AssumedWrite]] = []
@@ -242,7 +243,7 @@ class Binder:
         if self.config.features.node_allocatable_resources and not pod.node_name:
             # As kube-scheduler's assumed pod: counted before the writes (waiting filters go on).
             self.tracker.placing.add(pod, node_name, decision.node_allocatable, self.clock())
-        error = await self.writes.write_all(pod, node_name, claims, decision, written, created, releasing)
+        error = await self.writes.write_all(pod, node_name, plan, written, created)
         if error:
             await self.writes.release(pod, written, created)
             return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
@@ -252,14 +253,13 @@ class Binder:
         if error := await self._record_node_allocatable(pod, decision, created):
             await self.writes.release(pod, written, created)
             return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
-        if claims.extended is not None and decision.extended is None:
+        if plan.clears_extended_mapping:
             error = await extended_writes.clear_stale_mapping(self.api, pod)
             if error:
                 await self.writes.release(pod, written, created)
                 return await self._failed(pod, f"binding pod to {node_name} failed: {error}"), None, None
-        waits = self._awaits_binding_conditions(claims, decision)
-        if waits:
-            keys = [c.key for c in claims.ordered]
+        if plan.awaits_binding:
+            keys = list(plan.claim_keys)
             if created.record is not None:
                 keys.append(created.record.key)
             error, failed = await self._await_binding_conditions(pod, node_name, keys)
@@ -269,14 +269,6 @@ class Binder:
                     await stale_claims.deallocate_failed(self.api, pod, failed)
                 return await self._failed(pod, f"binding pod to {node_name}: {error}"), None, None
         return (*await self._create_binding(pod, node_name, written, created), decision)
-
-    def _awaits_binding_conditions(self, claims: PodClaims, decision: NodeDecision) -> bool:
-        """Some claim of the pod is (or is now being) allocated to a device with binding conditions."""
-        if not self.config.features.device_binding:
-            return False
-        return any(claim_waits(c) for c in claims.allocated) or any(
-            allocation_waits(a) for a in decision.allocations.values()
-        )
 
     async def _await_binding_conditions(self, pod: Pod, node: str, keys: list[Key]) -> tuple[str, Key | None]:
         """Upstream PreBind's wait for binding conditions, within this bind's ``binding_wait``.

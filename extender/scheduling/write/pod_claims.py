@@ -13,14 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.cluster.api import ApiNotFound, ClusterAPI, ClusterAPIError
-from extender.cluster.state import ClusterState, Key
+from extender.cluster.state import ClusterState
 from extender.model.core import Pod
 from extender.model.dra import ResourceClaim, parse_resource_claim, rfc3339
 from extender.model.errors import ObjectError
 from extender.scheduling.config import EngineConfig, Observer
-from extender.scheduling.decide import extended as er
-from extender.scheduling.decide.decision import NodeDecision
-from extender.scheduling.decide.prefilter import PodClaims, reserved_for_pod
+from extender.scheduling.decide.bind_plan import BindPlan, ExtendedClaim
 from extender.scheduling.inflight import catch_up
 from extender.scheduling.inflight.assumed import AssumedWrite, WriteState
 from extender.scheduling.inflight.tracker import Tracker
@@ -111,77 +109,74 @@ class PodClaimWrites:
         self,
         pod: Pod,
         node: str,
-        claims: PodClaims,
-        decision: NodeDecision,
+        plan: BindPlan,
         written: list[tuple[ResourceClaim, AssumedWrite]],
         created: CreatedClaim,
-        releasing: Sequence[ResourceClaim] = (),
     ) -> str:
-        """Claims in the pod's order, then its extended-resource claim (as upstream's PreBind);
-        '' or why it stopped.
+        """The plan's claims in the pod's order, then its extended-resource claim (as upstream's
+        PreBind); '' or why it stopped.
 
         Every claim is assumed before the first write is sent: the decision's devices are taken
         as one, so no other bind can get one of them while this one is writing the others.
-        ``releasing``: claims still holding some of those devices, being released (the pod's
-        preemption evicted their pods); nothing is written until the cache shows them released.
+        Claims reserved for the pod's group already are read fresh before they are relied on;
+        claims a preemption is releasing hold some of the devices: nothing is written until the
+        cache shows them released.
         """
-        todo = []
-        seen: set[Key] = set()
-        for claim in claims.ordered:
-            if reserved_for_pod(claim, pod, self.config.features) or claim.key in seen:
-                if claim.key not in seen and not claim.reserved_for_uid(pod.uid) and pod.pod_group:
-                    seen.add(claim.key)  # reserved for its group: read fresh before relying on it
-                    if problem := await group_reservation_holds(self.api, claim, pod.pod_group):
-                        return problem
-                continue  # a claim the pod lists twice is written once, with its first allocation
-            seen.add(claim.key)
-            allocation = decision.allocations.get(claim.name) if claim.allocation is None else None
-            consumer = claims.consumers.get(claim.key)  # its PodGroup's (DRAWorkloadResourceClaims)
-            record = self.tracker.assumed.assume(
-                claim, pod.uid, pod.key, node, allocation, self.clock(), consumer
+        todo = [
+            (
+                w.claim,
+                w.allocation,
+                self.tracker.assumed.assume(
+                    w.claim, pod.uid, pod.key, node, w.allocation, self.clock(), w.consumer
+                ),
             )
-            todo.append((claim, allocation, record))
-        extended = decision.extended
+            for w in plan.writes
+        ]
+        extended = plan.extended
         if extended is not None:
-            key = (pod.namespace, er.claim_name(pod))
-            allocation = decision.allocations[er.IN_MEMORY_NAME]
             created.record = self.tracker.assumed.assume_creation(
-                key, pod.uid, pod.key, node, allocation, self.clock()
+                (pod.namespace, extended.name), pod.uid, pod.key, node, extended.allocation, self.clock()
             )
         self.tracker.expected.arrived(pod.uid)  # its devices are taken: the next filter sees them
-        error = await catch_up.released(
-            self.state, releasing, seconds=self.config.release_wait, clock=self.clock
-        )
+        error = await self._before_writing(pod, plan)
         if error:
-            for _claim, _allocation, unsent in todo:
-                self.tracker.assumed.forget(unsent)
-            if created.record is not None:
-                self.tracker.assumed.forget(created.record)
+            self._forget([record for _claim, _allocation, record in todo], created)
             return error
         for i, (claim, allocation, record) in enumerate(todo):
             error = await self._write_claim(pod, claim, allocation, record)
             if error:
-                for _claim, _allocation, unsent in todo[i + 1 :]:
-                    self.tracker.assumed.forget(unsent)
-                if created.record is not None:
-                    self.tracker.assumed.forget(created.record)
+                self._forget([unsent for _claim, _allocation, unsent in todo[i + 1 :]], created)
                 return error
             written.append((claim, record))
         if extended is not None:
-            return await self._create_extended(pod, extended, decision, created)
+            return await self._create_extended(pod, extended, created)
         return ""
 
-    async def _create_extended(
-        self, pod: Pod, extended: er.NodeExtendedClaim, decision: NodeDecision, created: CreatedClaim
-    ) -> str:
+    async def _before_writing(self, pod: Pod, plan: BindPlan) -> str:
+        """'' once the claims the plan relies on hold: its group's reservations (read fresh) and
+        the releases of its preemption's victims' claims (the cache shows them)."""
+        for claim in plan.reserved_for_group:
+            assert pod.pod_group is not None
+            if problem := await group_reservation_holds(self.api, claim, pod.pod_group):
+                return problem
+        return await catch_up.released(
+            self.state, plan.releasing, seconds=self.config.release_wait, clock=self.clock
+        )
+
+    def _forget(self, unsent: Sequence[AssumedWrite], created: CreatedClaim) -> None:
+        """The records of writes that will not be sent (their devices are free again)."""
+        for record in unsent:
+            self.tracker.assumed.forget(record)
+        if created.record is not None:
+            self.tracker.assumed.forget(created.record)
+
+    async def _create_extended(self, pod: Pod, extended: ExtendedClaim, created: CreatedClaim) -> str:
         """Create (or find) the pod's extended-resource claim, allocate and reserve it, then record
         the container mappings in the pod's status (upstream bindClaim for the special claim)."""
         record = created.record
         assert record is not None
-        allocation = decision.allocations[er.IN_MEMORY_NAME]
-        body = er.claim_object(pod, extended.requests, name=record.key[1])
         try:
-            claim, reused = await extended_writes.create_claim(self.api, body, pod)
+            claim, reused = await extended_writes.create_claim(self.api, extended.body, pod)
         except ClaimWriteError as exc:
             self.observer.claim_created("failure")
             self.tracker.assumed.forget(record)  # a create takes no device
@@ -189,7 +184,7 @@ class PodClaimWrites:
         self.observer.claim_created("reused" if reused else "success")
         self.tracker.assumed.created(record, claim)
         created.raw = claim.raw
-        problem = extended_writes.reuse_problem(claim, extended.claim, allocation, pod)
+        problem = extended_writes.reuse_problem(claim, extended.node.claim, extended.allocation, pod)
         if problem is not None:
             self.tracker.assumed.forget(record)
             return problem
@@ -204,7 +199,7 @@ class PodClaimWrites:
             created.raw = record.written.raw
         created.recorded = True
         try:
-            await extended_writes.record_mappings(self.api, pod, claim.name, extended.mappings)
+            await extended_writes.record_mappings(self.api, pod, claim.name, extended.node.mappings)
         except ClusterAPIError as exc:
             return f"recording the extended-resource claim in pod {pod.namespace}/{pod.name}'s status: {exc}"
         return ""

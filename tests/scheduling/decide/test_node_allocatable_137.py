@@ -21,7 +21,7 @@ from extender.model.core import parse_pod
 from extender.model.dra import DeviceID, parse_resource_claim, parse_resource_slice
 from extender.model.node_allocatable import NodeAllocatableError, parse_claim_resources
 from extender.model.reader import Reader
-from extender.scheduling.decide import node_allocatable_137 as na137
+from extender.scheduling.decide import node_allocatable as na
 from extender.scheduling.decide.node_allocatable import pod_entries
 from tests.builders import claim, container, device, device_class, exact, pod, reserve, resource_slice
 from tests.scheduling.on_store import engine_on_store
@@ -88,7 +88,7 @@ def result(
 
 def statuses(slices: list[dict[str, Any]], allocations: dict[str, list[dict[str, Any]]], p: Any) -> list[Any]:
     index = {d.id: d for s in slices for d in parse_resource_slice(s).devices}
-    out = na137.claim_statuses(
+    out = na.claim_statuses_137(
         p,
         pod_entries(p),
         {name: {"devices": {"results": results}} for name, results in allocations.items()},
@@ -358,7 +358,7 @@ def test_validate_node_allocatable_dra_claim_sharing(
 ) -> None:
     devices = {d.id: d for d in parse_resource_slice(on_node(CPU0, GPU_OVERHEAD, COMBINED)).devices}
     p = a_pod({"c1": [CLAIM]}, schedulingGroup={"podGroupName": "my-pod-group"})
-    assert na137.sharing_problem(p, allocated_claim(dev, *reserved), devices, group_claims=groups) == want
+    assert na.sharing_problem_137(p, allocated_claim(dev, *reserved), devices, group_claims=groups) == want
 
 
 # --- TestValidatePodLevelResourcesCoverDRA ------------------------------------------------------------
@@ -502,14 +502,14 @@ LEVEL = [
 def test_validate_pod_level_resources_cover_dra(
     name: str, requests: Any, limits: Any, containers: Any, entries: Any, want: str | None
 ) -> None:
-    assert na137.pod_level_problem(level_pod(requests, limits, containers), entries) == want
+    assert na.pod_level_problem(level_pod(requests, limits, containers), entries) == want
 
 
 def test_spec_overhead_is_not_part_of_the_pod_level_comparison() -> None:
     """1.37 compares AggregateContainerRequests (1.36: PodRequests, which adds spec.overhead)."""
     p = level_pod({"cpu": "4", "memory": "3Gi"}, None, {"c1": ({"cpu": "1", "memory": "1Gi"}, {})})
     p = parse_pod({**p.raw, "spec": {**p.raw["spec"], "overhead": {"cpu": "500m", "memory": "512Mi"}}})
-    assert na137.pod_level_problem(p, status(mapping={"cpu": "3", "memory": "2Gi"})) is None
+    assert na.pod_level_problem(p, status(mapping={"cpu": "3", "memory": "2Gi"})) is None
 
 
 # --- Filter and bind, deciding as 1.37 ----------------------------------------------------------------

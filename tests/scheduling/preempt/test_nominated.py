@@ -158,17 +158,6 @@ def test_the_devices_in_use_are_unchanged_afterwards() -> None:
     assert snapshot.allocated.dedicated == before
 
 
-def test_held_claims_include_the_extended_resource_claim_recorded_in_status() -> None:
-    ext = claim("p-extended-resources-abcde", allocation=allocated(("driver-a", "node-1", "gpu-0")))
-    reserve(ext, "p")
-    other = claim("unreserved", allocation=allocated(("driver-a", "node-1", "gpu-1")))
-    p = pod("p", ["unreserved"], node_name="node-1")
-    p["status"] = {"extendedResourceClaimStatus": {"resourceClaimName": "p-extended-resources-abcde"}}
-    state = ClusterState.from_objects([ext, other, p])
-    held = nominated.held_claims(state.claims, state.pods[("default", "p")])
-    assert [c.name for c in held] == ["p-extended-resources-abcde"]  # "unreserved" is not reserved for it
-
-
 def test_pods_of_other_schedulers_keep_nothing() -> None:
     # Upstream keeps room only for pods in its own queue: a default-scheduler pod nominated
     # after a CPU preemption is not this scheduler's to keep devices for.
