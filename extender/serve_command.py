@@ -20,9 +20,10 @@ from extender.cluster.kube import KubeConfigError, load_configuration, running_i
 from extender.defaults import DEFAULT_API_TIMEOUT, DEFAULT_CACHE_STALE_AFTER, DEFAULT_SCHEDULER_NAME
 from extender.scheduling.config import EngineConfig
 from extender.service.app import create_app, create_ops_app
+from extender.service.cluster_mode import build_cluster
 from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
 from extender.service.logs import configure_logging
-from extender.service.runtime import LeaderElection, ServeConfig, build_cluster, build_embedded
+from extender.service.runtime import LeaderElection, ServeConfig, build_embedded
 from extender.statefile import StateFileError
 
 CLUSTER_FLAGS = ("kubeconfig", "leader_elect", "api_timeout", "cache_stale_after")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 from extender.cluster.api import ClusterAPIError
-from extender.service.runtime import pod_group_version
+from extender.service.cluster_mode import pod_group_version
 
 
 class Discovery:
