@@ -62,15 +62,12 @@ def simulate(state: ClusterState, features: Features, request: SimulationRequest
             continue
         claims = snapshot.claims_of(pod)
         nominations = nominated.Nominations() if request.preempt else None
+        adjustments = nominated.adjustments(
+            snapshot, pod, claims, [n.name for n in nodes], nominations, nominated.no_victims, releasing=False
+        )
         decisions: dict[str, NodeDecision] = {
             n.name: what_if.decide(
-                snapshot,
-                claims,
-                n,
-                nominated.adjustment(
-                    snapshot, pod, claims, n.name, nominations, nominated.no_victims, releasing=False
-                ),
-                timeout=timeout,
+                snapshot, claims, n, adjustments.get(n.name, what_if.UNCHANGED), timeout=timeout
             )
             for n in nodes
         }

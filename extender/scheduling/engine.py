@@ -153,14 +153,7 @@ class Engine:
             self.observer.filtered(len(result.passed), 0, False)
             return result
         # Filter: one answer per node, with what nominations change where they are.
-        adjustments = nominated.adjustments(
-            snapshot,
-            pod,
-            claims,
-            node_names,
-            self.tracker.nominations(self.config),
-            self.tracker.preempted.victims_of,
-        )
+        adjustments = self._adjustments(snapshot, pod, claims, node_names)
         groups, answers = self._answers(snapshot, claims, node_names, nodes, adjustments, started)
         self._sort_answers(result, node_names, groups, answers)
         # Where evicting lower-priority pods would make room: Unschedulable, not Unresolvable.
@@ -319,14 +312,7 @@ class Engine:
         if claims.empty or not claims.allocates or claims.reason or claims.error:
             return [(n, MIN_SCORE) for n in node_names]
         self.tracker.expected.expect(pod.uid)  # the bind follows the scores
-        adjustments = nominated.adjustments(
-            snapshot,
-            pod,
-            claims,
-            node_names,
-            self.tracker.nominations(self.config),
-            self.tracker.preempted.victims_of,
-        )
+        adjustments = self._adjustments(snapshot, pod, claims, node_names)
         groups, answers = self._answers(
             snapshot, claims, node_names, nodes, adjustments, started, stop_at_error=False
         )
@@ -337,17 +323,13 @@ class Engine:
         if self.config.hold_seconds > 0:
             node = holds.best_alone(answer, nodes if nodes is not None else self.state.nodes)
             if node is not None and holds.may_hold(claims):
-                adjustment = nominated.adjustment(
-                    snapshot,
-                    pod,
-                    claims,
-                    node.name,
-                    self.tracker.nominations(self.config),
-                    self.tracker.preempted.victims_of,
-                    releasing=False,
-                )
+                adjustment = self._adjustments(snapshot, pod, claims, [node.name], releasing=False)
                 decision = what_if.decide(
-                    snapshot, claims, node, adjustment, timeout=self.config.allocation_timeout
+                    snapshot,
+                    claims,
+                    node,
+                    adjustment.get(node.name, what_if.UNCHANGED),
+                    timeout=self.config.allocation_timeout,
                 )
                 holds.hold(self.tracker.assumed, pod, claims, node.name, decision, self.clock())
         self.log("prioritize", pod, started, nodes=len(node_names), best=max(scores.values(), default=0))
@@ -432,7 +414,7 @@ class Engine:
         claims = self.snapshots.claims_of(snapshot, pod)
         names = sorted(node_names) if node_names is not None else sorted(self.state.nodes)
         deadline = self.clock() + self.config.filter_budget
-        nominations = self.tracker.nominations(self.config)
+        adjustments = self._adjustments(snapshot, pod, claims, names, releasing=False)
         out = {}
         for name in names:
             node = self.state.nodes.get(name)
@@ -442,19 +424,29 @@ class Engine:
                 reason = "not evaluated: the DRA extender's time budget for this view ran out"
                 out[name] = NodeDecision(name, False, reason=reason, timed_out=True)
             else:
-                adjustment = nominated.adjustment(
-                    snapshot,
-                    pod,
-                    claims,
-                    name,
-                    nominations,
-                    self.tracker.preempted.victims_of,
-                    releasing=False,
-                )
                 out[name] = what_if.decide(
-                    snapshot, claims, node, adjustment, timeout=self.config.allocation_timeout
+                    snapshot,
+                    claims,
+                    node,
+                    adjustments.get(name, what_if.UNCHANGED),
+                    timeout=self.config.allocation_timeout,
                 )
         return out
+
+    def _adjustments(
+        self, snapshot: Snapshot, pod: Pod, claims: PodClaims, names: Sequence[str], *, releasing: bool = True
+    ) -> dict[str, NodeAdjustment]:
+        """What nominations change on these nodes for the pod (:func:`nominated.adjustments`),
+        with what this replica knows: the victims its preempt verb named, the binds in flight."""
+        return nominated.adjustments(
+            snapshot,
+            pod,
+            claims,
+            names,
+            self.tracker.nominations(self.config),
+            self.tracker.preempted.victims_of,
+            releasing=releasing,
+        )
 
     def _assessor(self, snapshot: Snapshot, claims: PodClaims) -> Callable[[Node], Assessment]:
         """The snapshot's assessor, with nodes that just timed out for these claims remembered

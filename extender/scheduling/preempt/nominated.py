@@ -82,7 +82,7 @@ def nominated_here(state: ClusterState, pod: Pod, node_name: str, nominations: N
     )
 
 
-def releasing(
+def releasing_claims(
     snapshot: Snapshot, pod: Pod, claims: PodClaims, node_name: str, victims_of: VictimsOf
 ) -> list[ResourceClaim]:
     """The claims the preemption that nominated ``pod`` to ``node_name`` is releasing (the caller
@@ -153,35 +153,7 @@ def nominated_node(state: ClusterState, pod: Pod) -> str:
     return cached.nominated_node_name
 
 
-def releasing_for(
-    snapshot: Snapshot, pod: Pod, claims: PodClaims, node_name: str, victims_of: VictimsOf
-) -> list[ResourceClaim]:
-    """Claims the preemption that nominated the pod to ``node_name`` is releasing there
-    (:func:`releasing`); none when the pod is not nominated to that node."""
-    if nominated_node(snapshot.state, pod) != node_name:
-        return []
-    return releasing(snapshot, pod, claims, node_name, victims_of)
-
-
 # --- What nominations change on a node, for one pod ------------------------------------------------
-
-
-def adjustment(
-    snapshot: Snapshot,
-    pod: Pod,
-    claims: PodClaims,
-    node_name: str,
-    nominations: Nominations | None,
-    victims_of: VictimsOf,
-    *,
-    releasing: bool = True,
-) -> NodeAdjustment:
-    """What nominations change on ``node_name`` for ``pod``: the pods nominated there ahead of
-    it (``nominations`` None: none, as the in-tree plugin) and, with ``releasing``, the claims
-    its own preemption is releasing there (:func:`releasing_for`)."""
-    waiting = _waiting(snapshot, pod, node_name, nominations) if claims.allocates else ()
-    freeing = tuple(releasing_for(snapshot, pod, claims, node_name, victims_of)) if releasing else ()
-    return NodeAdjustment(waiting, freeing) if waiting or freeing else UNCHANGED
 
 
 def adjustments(
@@ -191,10 +163,13 @@ def adjustments(
     names: Sequence[str],
     nominations: Nominations | None,
     victims_of: VictimsOf,
+    *,
+    releasing: bool = True,
 ) -> dict[str, NodeAdjustment]:
-    """A filter's nodes among ``names`` where nominations change what fits: those where pods
-    nominated ahead of ``pod`` keep devices, and the node a preemption nominated ``pod`` to
-    while its victims' claims are being released. Few nodes: only those with a nomination."""
+    """The nodes among ``names`` where nominations change what fits for ``pod``: those where
+    pods nominated ahead of it keep devices (``nominations`` None: none, as the in-tree plugin),
+    and, with ``releasing``, the node a preemption nominated ``pod`` to while its victims'
+    claims are being released (:func:`releasing_claims`). Few nodes: only those with a nomination."""
     if not claims.allocates:
         return {}
     state = snapshot.state
@@ -206,9 +181,9 @@ def adjustments(
                 waiting = _waiting(snapshot, pod, name, nominations)
                 if waiting:
                     out[name] = NodeAdjustment(waiting)
-    target = nominated_node(state, pod)
-    if target:
-        freeing = releasing(snapshot, pod, claims, target, victims_of)
+    target = nominated_node(state, pod) if releasing else ""
+    if target and target in names:
+        freeing = releasing_claims(snapshot, pod, claims, target, victims_of)
         if freeing:
             out[target] = NodeAdjustment(out.get(target, UNCHANGED).waiting, tuple(freeing))
     return out

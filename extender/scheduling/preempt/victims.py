@@ -122,15 +122,16 @@ class _WhatIf:
     def fits(self, gone: Collection[str], freed: Sequence[Allocation] | None = None) -> bool | None:
         """``freed``: what their eviction releases, when the caller knows it already."""
         if self._waiting is None:  # the pods nominated to the node ahead of the preemptor
-            self._waiting = nominated.adjustment(
+            name = self.node.name
+            self._waiting = nominated.adjustments(
                 self.snapshot,
                 self.preemptor,
                 self.claims,
-                self.node.name,
+                [name],
                 self.nominations,
                 nominated.no_victims,
                 releasing=False,
-            )
+            ).get(name, what_if.UNCHANGED)
         if self._held is None:  # the devices they keep
             self._held = what_if.kept(self.snapshot, self.node, self._waiting.waiting, timeout=self.timeout)
         decision = what_if.decide(

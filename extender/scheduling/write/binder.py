@@ -25,7 +25,7 @@ from extender.model.core import Pod, parse_pod
 from extender.model.dra import ResourceClaim
 from extender.model.errors import ObjectError
 from extender.scheduling.config import EngineConfig, NoObserver, Observer
-from extender.scheduling.decide import bind_plan
+from extender.scheduling.decide import bind_plan, what_if
 from extender.scheduling.decide.bind_plan import BindPlan
 from extender.scheduling.decide.binding import pod_binding_state
 from extender.scheduling.decide.decision import NodeDecision
@@ -205,11 +205,11 @@ class Binder:
         # Reserve: decide again, with what nominations change on the node.
         snapshot = self.snapshots.current()
         claims = self.snapshots.claims_of(snapshot, pod)
-        adjustment = nominated.adjustment(
+        adjustments = nominated.adjustments(
             snapshot,
             pod,
             claims,
-            node_name,
+            [node_name],
             self.tracker.nominations(self.config),
             self.tracker.preempted.victims_of,
         )
@@ -219,7 +219,7 @@ class Binder:
             claims,
             node_name,
             node,
-            adjustment,
+            adjustments.get(node_name, what_if.UNCHANGED),
             timeout=self.config.allocation_timeout,
             now=self.wall_clock(),
             binding_timeout=self.config.binding_timeout,

@@ -36,9 +36,9 @@ def plan_for(objects: list[dict[str, Any]], target: str = "p", node_name: str = 
     snapshot = Snapshot(state, Features(), CEL)
     p = state.pods[("default", target)]
     claims = snapshot.claims_of(p)
-    adjustment = nominated.adjustment(
-        snapshot, p, claims, node_name, nominated.Nominations(), nominated.no_victims
-    )
+    adjustment = nominated.adjustments(
+        snapshot, p, claims, [node_name], nominated.Nominations(), nominated.no_victims
+    ).get(node_name, what_if.UNCHANGED)
     return bind_plan.plan(
         snapshot,
         p,
@@ -151,7 +151,7 @@ def test_deciding_the_release_leaves_the_snapshot_as_it_was() -> None:
     before = dict(snapshot.allocated.dedicated)
     p = state.pods[("default", "p")]
     claims = snapshot.claims_of(p)
-    adjustment = nominated.adjustment(snapshot, p, claims, "node-1", None, nominated.no_victims)
+    adjustment = nominated.adjustments(snapshot, p, claims, ["node-1"], None, nominated.no_victims)["node-1"]
     decision, releasing = what_if.decide_with_release(snapshot, claims, state.nodes["node-1"], adjustment)
     assert decision.fits and releasing
     assert snapshot.allocated.dedicated == before

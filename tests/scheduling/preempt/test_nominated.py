@@ -111,10 +111,12 @@ def snapshot_with(case: Case) -> tuple[Snapshot, ClusterState]:
 def decide(snapshot: Snapshot, target: Pod, nominations: nominated.Nominations | None) -> NodeDecision:
     """``target`` judged on node-1 with the devices of the pods nominated there ahead of it taken."""
     claims = snapshot.claims_of(target)
-    adjustment = nominated.adjustment(
-        snapshot, target, claims, "node-1", nominations, nominated.no_victims, releasing=False
+    adjustments = nominated.adjustments(
+        snapshot, target, claims, ["node-1"], nominations, nominated.no_victims, releasing=False
     )
-    return what_if.decide(snapshot, claims, snapshot.state.nodes["node-1"], adjustment)
+    return what_if.decide(
+        snapshot, claims, snapshot.state.nodes["node-1"], adjustments.get("node-1", what_if.UNCHANGED)
+    )
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
