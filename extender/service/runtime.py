@@ -1,4 +1,5 @@
-"""Building a running service from configuration: the one place that wires everything."""
+"""Building a running service from configuration: the embedded default, and the parts every
+mode has (the metrics); cluster mode is wired in :mod:`extender.service.cluster_mode`."""
 
 from __future__ import annotations
 

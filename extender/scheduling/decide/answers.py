@@ -81,22 +81,28 @@ def _judge_adjusted(
     clock: Callable[[], float],
     timeout: float | None,
 ) -> None:
-    """Each node an adjustment changes gets a group of its own, with its own answer."""
-    for i, name in enumerate(names):
-        adjustment = adjustments.get(name)
-        node = lookup.get(name)
-        if adjustment is None or node is None:
-            continue
-        answer = answers[groups[i]]
-        if adjustment.waiting:
-            if clock() > deadline:
-                answer = NOT_EVALUATED
-            else:
-                answer = what_if.assess(snapshot, claims, node, adjustment, timeout=timeout)
-        if adjustment.releasing and not answer.fits:
-            # Not the budget's to refuse: the pod's own preemption made this room.
-            answer = what_if.assess(snapshot, claims, node, adjustment, released=True, timeout=timeout)
-        elif not adjustment.waiting:
-            continue  # fits without the release: the group's answer stands
-        groups[i] = ("adjusted", name)
+    """Each node an adjustment changes gets a group of its own, with its own answer: first the
+    nodes where pods nominated ahead keep devices (within the budget), then the pod's own
+    nominated node with what its preemption is releasing (not the budget's to refuse: the
+    pod's own preemption made this room), where it does not fit otherwise."""
+
+    def judge_alone(i: int, answer: Assessment) -> None:
+        groups[i] = ("adjusted", names[i])
         answers[groups[i]] = answer
+
+    def adjusted(kind: str) -> list[tuple[int, Node, NodeAdjustment]]:
+        out = []
+        for i, name in enumerate(names):
+            adjustment, node = adjustments.get(name), lookup.get(name)
+            if adjustment is not None and node is not None and getattr(adjustment, kind):
+                out.append((i, node, adjustment))
+        return out
+
+    for i, node, adjustment in adjusted("waiting"):
+        if clock() > deadline:
+            judge_alone(i, NOT_EVALUATED)
+        else:
+            judge_alone(i, what_if.assess(snapshot, claims, node, adjustment, timeout=timeout))
+    for i, node, adjustment in adjusted("releasing"):
+        if not answers[groups[i]].fits:
+            judge_alone(i, what_if.assess(snapshot, claims, node, adjustment, released=True, timeout=timeout))

@@ -42,7 +42,8 @@ class InFlight:
     #: A Binding of it went unanswered recently and could still land: its claims stay, unless no
     #: node their devices are on exists any more.
     may_land: bool = False
-    #: Claims with a write of this extender the cache does not show yet.
+    #: The pod's claims (allocated, and its existing extended-resource claim) with a write of
+    #: this extender the cache does not show yet.
     settling: frozenset[Key] = frozenset()
     #: Of those, claims with such a write for another pod.
     settling_for_others: frozenset[Key] = frozenset()
@@ -66,6 +67,12 @@ class Release:
     kind: Kind
     claims: tuple[ResourceClaim, ...]
     group: PodGroup | None = None
+
+    def __post_init__(self) -> None:
+        if not self.claims:
+            raise ValueError(f"{self.kind.value}: no claim")
+        if (self.group is None) != (self.kind in (Kind.DELETE_EXTENDED, Kind.DEALLOCATE)):
+            raise ValueError(f"{self.kind.value}: a pod group exactly when the release is the group's")
 
 
 def release(

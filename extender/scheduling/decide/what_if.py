@@ -207,6 +207,7 @@ def _judge(
         assessment = snapshot.summarize(claims, node, decision) if summarize else None
     if (
         held
+        and adjustment.waiting
         and not decision.fits
         and decision.reason
         and _fits_unheld(snapshot, claims, node, freed, timeout)

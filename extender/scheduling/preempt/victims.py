@@ -102,15 +102,15 @@ class _WhatIf:
         node: Node,
         nominations: Nominations | None,
         timeout: float | None,
-        waiting: NodeAdjustment | None = None,
+        nominated_here: NodeAdjustment | None = None,
     ) -> None:
-        """``waiting``: the pods nominated to the node ahead of the preemptor, when the caller
-        knows them already (:func:`nominated.adjustments`)."""
+        """``nominated_here``: what nominations change on the node (the pods nominated there
+        ahead of the preemptor), when the caller knows it already (:func:`nominated.adjustments`)."""
         self.snapshot, self.preemptor, self.claims, self.node = snapshot, preemptor, claims, node
         self.nominations, self.timeout = nominations, timeout
         self.on_node = {p.uid: p for p in snapshot.state.pods_by_node.get(node.name, {}).values()}
         self.own = {c.key for c in claims.ordered}
-        self._waiting = waiting
+        self._nominated = nominated_here
         self._held: list[Allocation] | None = None
 
     def freed(self, gone: Collection[str], pods: Iterable[Pod] | None = None) -> list[Allocation]:
@@ -121,9 +121,9 @@ class _WhatIf:
 
     def fits(self, gone: Collection[str], freed: Sequence[Allocation] | None = None) -> bool | None:
         """``freed``: what their eviction releases, when the caller knows it already."""
-        if self._waiting is None:  # the pods nominated to the node ahead of the preemptor
+        if self._nominated is None:  # the pods nominated to the node ahead of the preemptor
             name = self.node.name
-            self._waiting = nominated.adjustments(
+            self._nominated = nominated.adjustments(
                 self.snapshot,
                 self.preemptor,
                 self.claims,
@@ -133,12 +133,12 @@ class _WhatIf:
                 releasing=False,
             ).get(name, what_if.UNCHANGED)
         if self._held is None:  # the devices they keep
-            self._held = what_if.kept(self.snapshot, self.node, self._waiting.waiting, timeout=self.timeout)
+            self._held = what_if.kept(self.snapshot, self.node, self._nominated.waiting, timeout=self.timeout)
         decision = what_if.decide(
             self.snapshot,
             self.claims,
             self.node,
-            self._waiting,
+            self._nominated,
             freed=self.freed(gone) if freed is None else freed,
             held=self._held,
             gone=gone,
@@ -192,8 +192,8 @@ def where_it_may_help(
         lower = potential_victims(state, pod, name)
         if not lower:
             continue
-        waiting = None if adjustments is None else adjustments.get(name, what_if.UNCHANGED)
-        trial = _WhatIf(snapshot, pod, claims, node, nominations, timeout, waiting)
+        here = None if adjustments is None else adjustments.get(name, what_if.UNCHANGED)
+        trial = _WhatIf(snapshot, pod, claims, node, nominations, timeout, here)
         gone = {p.uid for p in lower}
         freed = trial.freed(gone, lower)
         if not freed:

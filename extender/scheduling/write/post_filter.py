@@ -18,14 +18,12 @@ from extender.scheduling.write import stale_claims
 async def carry_out(api: ClusterAPI, pod: Pod, release: Release, group_busy: Callable[[], bool]) -> None:
     """Make ``release``'s write for ``pod``. ``group_busy``: whether a member of the pod's group
     may be scheduled, asked again once the API server has answered."""
-    first = release.claims[0]
+    first, group = release.claims[0], release.group  # a group's release names it (Release checks)
     if release.kind is Kind.DELETE_EXTENDED:
         await stale_claims.delete_if_unbound(api, pod, first)
     elif release.kind is Kind.DEALLOCATE:
         await stale_claims.deallocate_if_unbound(api, pod, first)
-    elif release.group is None:
-        raise ValueError(f"{release.kind.value}: no pod group named")
-    elif release.kind is Kind.DEALLOCATE_FOR_GROUP:
-        await stale_claims.deallocate_for_group(api, pod, release.group, first, group_busy)
-    else:
-        await stale_claims.unreserve_group(api, pod, release.group, release.claims, group_busy)
+    elif release.kind is Kind.DEALLOCATE_FOR_GROUP and group is not None:
+        await stale_claims.deallocate_for_group(api, pod, group, first, group_busy)
+    elif group is not None:
+        await stale_claims.unreserve_group(api, pod, group, release.claims, group_busy)

@@ -95,3 +95,12 @@ def test_a_bound_pod_releases_nothing() -> None:
         )
         is None
     )
+
+
+def test_a_release_names_its_group_exactly_when_it_is_the_groups() -> None:
+    state = ClusterState.from_objects(objects())
+    a = state.claims[KEY]
+    with pytest.raises(ValueError, match="no claim"):
+        post_filter.Release(Kind.DEALLOCATE, ())
+    with pytest.raises(ValueError, match="a pod group exactly when"):
+        post_filter.Release(Kind.UNRESERVE_GROUP, (a,))
