@@ -23,6 +23,19 @@ class NotLeading(NotSent):
     """A write this replica may not send: its lease lapsed (or it never held it)."""
 
 
+class FencedByStore(ClusterAPIError):
+    """The API server refused a write because this replica does not hold the Lease: the
+    admission policy of ``manifests/`` (store-enforced fencing) checked the writer against the
+    Lease's holder. Not applied; not to be retried by this replica."""
+
+    code = 403
+
+
+#: The name of the ValidatingAdmissionPolicy ``manifests/`` ship for store-enforced fencing
+#: (kube-apiserver names it in every refusal).
+FENCE_POLICY = "dra-extender-leader-writes"
+
+
 class ApiConflict(ClusterAPIError):
     code = 409
 
@@ -54,6 +67,8 @@ def api_error(status: int, reason: str, body: bytes | str | None) -> ClusterAPIE
         return ApiConflict(message)
     if status == 404:
         return ApiNotFound(message)
+    if status == 403 and f"ValidatingAdmissionPolicy '{FENCE_POLICY}" in message:
+        return FencedByStore(message)
     error = ClusterAPIError(message)
     error.code = status or 0
     return error

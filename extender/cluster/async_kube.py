@@ -25,7 +25,7 @@ import orjson
 from kubernetes import client as k8s
 from requests.utils import should_bypass_proxies
 
-from extender.cluster.api import ClusterAPIError, NotLeading, NotSent, api_error
+from extender.cluster.api import ClusterAPIError, FencedByStore, NotLeading, NotSent, api_error
 from extender.cluster.api_calls import NO_ANSWER, RequestObserver, describe
 from extender.model import nesting
 
@@ -84,6 +84,7 @@ class AsyncKube:
         fence: Callable[[], str | None] | None = None,
         observe: RequestObserver | None = None,
         unknown: Callable[[str], None] | None = None,
+        fenced: Callable[[str, str], None] | None = None,
     ) -> None:
         self.configuration = configuration
         #: Told of every request that was sent (metrics), once it is answered or given up.
@@ -91,6 +92,9 @@ class AsyncKube:
         #: Told of every write that was sent and may or may not have been applied (no answer, or
         #: a server error), with its resource (metrics).
         self.unknown = unknown
+        #: Told (resource, message) when the API server refuses a write because another replica
+        #: holds the Lease (:class:`FencedByStore`): the replica stands down at once.
+        self.fenced = fenced
         self.timeout = timeout
         #: Why this replica may not write now (None: it may). Checked before every attempt of
         #: every request but GET, right before it is handed to the connection pool.
@@ -179,7 +183,10 @@ class AsyncKube:
         if writing and status >= 500:
             self._unknown(method, path, query)
         if not 200 <= status <= 299:
-            raise api_error(status, reason, raw)
+            error = api_error(status, reason, raw)
+            if isinstance(error, FencedByStore) and self.fenced is not None:
+                self.fenced(describe(method, path, query)[1], str(error))
+            raise error
         try:
             return nesting.loads(raw or b"null")
         except orjson.JSONDecodeError as exc:

@@ -173,6 +173,13 @@ class LeaseElector:
         self._leading_until = started + self.renew_deadline
         return True
 
+    def deposed(self, why: str) -> None:
+        """The API server refused a write of this replica because another holds the Lease
+        (store-enforced fencing): stop writing now, before the next renewal finds out."""
+        if self._leading_until:
+            log.warning("lease %s/%s: %s stands down: %s", self.namespace, self.name, self.identity, why)
+        self._leading_until = 0.0
+
     def release(self) -> None:
         """Give the lease up (on shutdown) so a successor does not wait a whole duration.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import random
 import socket
 import threading
@@ -23,6 +24,7 @@ from kubernetes import client as k8s
 
 from extender.allocator import FeatureGateError, Features
 from extender.cel import CelEnvironment, CelOptions
+from extender.cluster import store_fence
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.async_kube import AsyncKube, write_window
 from extender.cluster.kube import (
@@ -49,6 +51,8 @@ from extender.service.worker import Batches, EngineWorker
 log = logging.getLogger("dra_extender")
 #: How long a graceful shutdown waits for the Lease to be released.
 RELEASE_WAIT_SECONDS = 5.0
+#: How often the store fence's installation is read again.
+STORE_FENCE_CHECK_SECONDS = 300.0
 
 #: kind -> collection resource; DeviceTaintRules only when the gate is on and the server serves them,
 #: PodGroups likewise (DRAWorkloadResourceClaims: they decide whom a claim is reserved for).
@@ -235,6 +239,14 @@ def deciding_config(config: ServeConfig, server: ServerVersion, health: ClusterH
     return engine_config
 
 
+def default_identity() -> str:
+    """``<pod name>_<random>``, as kube-scheduler's ``<hostname>_<uuid>``: the store fence
+    (``manifests/*leader-fence.yaml``) admits writes from the pod whose name starts the Lease
+    holder's identity. The pod name comes from ``$POD_NAME`` (the manifests set it from the
+    downward API), else the hostname (a pod's, unless it runs on the host's network)."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
 def leader_elector(raw: RawKube, config: ServeConfig) -> LeaseElector | None:
     """The Lease elector of ``--leader-elect`` (None without it)."""
     le = config.leader_election
@@ -244,7 +256,7 @@ def leader_elector(raw: RawKube, config: ServeConfig) -> LeaseElector | None:
         raw,
         le.namespace,
         le.name,
-        le.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}",
+        le.identity or default_identity(),
         lease_duration=le.lease_duration,
         renew_deadline=le.renew_deadline,
         retry_period=le.retry_period,
@@ -285,6 +297,7 @@ class ClusterMode:
         self.metrics = observed(self.state, cel, config.engine, view, self.worker)
         self.raw.observe = self.http.observe = self.metrics.api_request
         self.http.unknown = self.metrics.write_outcome_unknown
+        self.http.fenced = self._refused_by_fence
         self.engine = assemble(
             self.state,
             self.kube_api,
@@ -337,6 +350,32 @@ class ClusterMode:
         self._start_informers(paths, served, engine_config.features)
         if self.elector is not None:
             self.election_threads.append(self.elector.start(self.election_stop))
+        threading.Thread(target=self.watch_store_fence, name="store-fence", daemon=True).start()
+
+    def _refused_by_fence(self, resource: str, message: str) -> None:
+        """The API server refused a write: another replica holds the Lease. Stand down now (the
+        verbs answer "not leading" and kube-scheduler goes to the replica that leads)."""
+        self.metrics.refused_by_fence(resource)
+        if self.elector is not None:
+            self.elector.deposed(message)
+
+    def watch_store_fence(self) -> None:
+        """Whether the API server itself refuses this replica's writes when it does not lead
+        (:mod:`extender.cluster.store_fence`): at start, then every
+        :data:`STORE_FENCE_CHECK_SECONDS`, logged when it changes."""
+        le = self.config.leader_election
+        lease = (le.namespace, le.name) if le is not None else None
+        identity = self.elector.identity if self.elector is not None else None
+        last = None
+        while True:
+            found = store_fence.read(self.raw, identity, lease)
+            self.metrics.store_fence_is(found.state)
+            if found != last:
+                level = logging.INFO if found.state == "enforced" else logging.WARNING
+                log.log(level, "store fence %s: %s", found.state, found.detail)
+                last = found
+            if self.stop.wait(STORE_FENCE_CHECK_SECONDS):
+                return
 
     def _engine_config(self) -> EngineConfig | None:
         """The configuration to decide with, for the API server's release (None: none can be)."""

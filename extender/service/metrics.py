@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 
 from extender import __version__
 from extender.cel.environment import CelCounts
+from extender.cluster.store_fence import STATES as STORE_FENCE_STATES
 from extender.scheduling.decide.capacity import SHAPE_COUNTS, Capacity
 from extender.scheduling.decide.held_claims import HeldClaims
 from extender.scheduling.write import bind_failures
@@ -391,6 +392,20 @@ class Metrics:
             ["resource"],
             registry=self.registry,
         )
+        self.fence_refusals = Counter(
+            "dra_extender_writes_refused_by_fence",
+            "Writes the API server refused because another replica holds the Lease (the store fence "
+            "of manifests/*leader-fence.yaml): this replica stood down, by resource.",
+            ["resource"],
+            registry=self.registry,
+        )
+        self.store_fence = Gauge(
+            "dra_extender_store_fence",
+            "Whether the API server refuses this replica's writes when it does not lead: 1 for the "
+            "state found (enforced, absent, unusable, unknown), 0 for the others; all 0 in embedded mode.",
+            ["state"],
+            registry=self.registry,
+        )
         self.api_latency = Histogram(
             "dra_extender_api_request_duration_seconds",
             "Time to an API server's answer (a watch: to its headers), by verb and resource.",
@@ -430,6 +445,9 @@ class Metrics:
             self.preempts.labels(outcome)
         for resource in WRITTEN_RESOURCES:
             self.writes_unknown.labels(resource)
+            self.fence_refusals.labels(resource)
+        for state in STORE_FENCE_STATES:
+            self.store_fence.labels(state)
 
     # Observer
     def filtered(self, passed: int, failed: int, error: bool) -> None:
@@ -448,6 +466,13 @@ class Metrics:
 
     def write_outcome_unknown(self, resource: str) -> None:
         self.writes_unknown.labels(resource).inc()
+
+    def refused_by_fence(self, resource: str) -> None:
+        self.fence_refusals.labels(resource).inc()
+
+    def store_fence_is(self, state: str) -> None:
+        for known in STORE_FENCE_STATES:
+            self.store_fence.labels(known).set(1 if known == state else 0)
 
     def bound(self, outcome: str, reason: str = "") -> None:
         self.binds.labels(outcome).inc()

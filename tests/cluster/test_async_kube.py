@@ -20,7 +20,7 @@ import pytest
 import trustme
 from kubernetes import client as k8s
 
-from extender.cluster.api import ApiAlreadyExists, ApiConflict, ApiNotFound, ClusterAPIError
+from extender.cluster.api import ApiAlreadyExists, ApiConflict, ApiNotFound, ClusterAPIError, FencedByStore
 from extender.cluster.async_kube import CONNECT_ATTEMPTS, AsyncKube
 
 
@@ -104,6 +104,15 @@ def call(kube: AsyncKube, *requests: Callable[[AsyncKube], Any]) -> list[Any]:
     return asyncio.run(run())
 
 
+#: kube-apiserver's words for a refusal by the shipped policy (manifests/leader-fence.yaml).
+FENCE_REFUSAL = (
+    'resourceclaims.resource.k8s.io "c" is forbidden: ValidatingAdmissionPolicy '
+    "'dra-extender-leader-writes' with binding 'dra-extender-leader-writes' denied request: "
+    "dra-extender: not the leader: Lease dra-extender/dra-extender-scheduler is held by b_1, "
+    "this write comes from pod a"
+)
+
+
 def put(kube: AsyncKube) -> Any:
     return kube.request("PUT", "/apis/x/c", body={"metadata": {"name": "c", "resourceVersion": "7"}})
 
@@ -162,8 +171,30 @@ def test_no_token_configured_sends_no_authorization_header() -> None:
         (404, {"kind": "Status", "reason": "NotFound", "message": "gone"}, ApiNotFound, 404, "404: gone"),
         (500, {"kind": "Status", "message": "etcd down"}, ClusterAPIError, 500, "500: etcd down"),
         (403, "not a status", ClusterAPIError, 403, "403 Forbidden"),
+        (
+            403,
+            {"kind": "Status", "reason": "Forbidden", "message": FENCE_REFUSAL},
+            FencedByStore,
+            403,
+            f"403: {FENCE_REFUSAL}",
+        ),
+        (
+            403,
+            {"kind": "Status", "reason": "Forbidden", "message": "another policy denied request: no"},
+            ClusterAPIError,
+            403,
+            "403: another policy denied request: no",
+        ),
     ],
-    ids=["already-exists", "conflict", "not-found", "server-error", "non-status-body"],
+    ids=[
+        "already-exists",
+        "conflict",
+        "not-found",
+        "server-error",
+        "non-status-body",
+        "store-fence",
+        "other-403",
+    ],
 )
 def test_error_answers_map_to_the_api_error_hierarchy(
     status: int, body: Any, expected: type[ClusterAPIError], code: int, text: str
@@ -172,6 +203,22 @@ def test_error_answers_map_to_the_api_error_hierarchy(
     with server(seen) as url:
         (result,) = call(AsyncKube(configuration(url)), put)
     assert type(result) is expected and result.code == code and str(result) == text
+
+
+def test_a_write_the_store_fence_refuses_tells_the_replica_to_stand_down_once() -> None:
+    told: list[tuple[str, str]] = []
+    seen = Seen(answer=(403, {"kind": "Status", "reason": "Forbidden", "message": FENCE_REFUSAL}))
+    with server(seen) as url:
+        kube = AsyncKube(configuration(url), fenced=lambda resource, why: told.append((resource, why)))
+
+        def write_claim(kube: AsyncKube) -> Any:
+            path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c"
+            return kube.request("PUT", path, body={"metadata": {"name": "c", "resourceVersion": "7"}})
+
+        (result,) = call(kube, write_claim)
+    assert isinstance(result, FencedByStore)
+    assert told == [("resourceclaims", f"403: {FENCE_REFUSAL}")]
+    assert [m for m, *_ in seen.requests] == ["PUT"]  # refused at admission: not sent again
 
 
 def test_a_write_whose_answer_is_lost_is_not_sent_again_behind_the_writers_back() -> None:

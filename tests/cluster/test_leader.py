@@ -101,3 +101,14 @@ def test_a_released_lease_is_taken_over_without_the_delay(fake: FakeApiServer) -
     clock_b.now += 1.0  # the released lease lasts one second
     assert b.try_acquire_or_renew()
     assert b.may_write() is None
+
+
+def test_a_replica_the_api_server_refuses_as_not_leading_stops_writing_at_once(fake: FakeApiServer) -> None:
+    # The store fence (manifests/*leader-fence.yaml) refused one of its writes: another replica
+    # holds the Lease. It stops before its next renewal would have found out.
+    clock = Clock()
+    a = elector(fake, "a", clock)
+    assert a.try_acquire_or_renew() and a.may_write() is None
+    a.deposed("403: ... denied request: dra-extender: not the leader")
+    assert a.may_write() == "this replica does not hold the Lease (or its renewal lapsed)"
+    assert not a.is_leader()

@@ -16,6 +16,13 @@ from tests.deploy.test_manifests import VERSIONS
 from tests.shared import REPO
 
 SIDECAR, STANDALONE = "manifests", "manifests/standalone"
+CLUSTER_SCOPED = (
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+)
 
 
 @lru_cache(maxsize=4)
@@ -50,7 +57,7 @@ def test_objects_keep_their_namespaces() -> None:
     reader = one("RoleBinding", "dra-extender-authentication-reader")
     assert reader["metadata"]["namespace"] == "kube-system"
     for doc in rendered():
-        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding") and doc != reader:
+        if doc["kind"] not in CLUSTER_SCOPED and doc != reader:
             assert doc["metadata"]["namespace"] == "dra-extender", doc["metadata"]["name"]
 
 

@@ -37,6 +37,8 @@ KINDS: dict[str, tuple[str, bool]] = {
     "ResourceClaimTemplate": ("resourceclaimtemplates", True),
     "DeviceTaintRule": ("devicetaintrules", False),
     "PodGroup": ("podgroups", True),
+    "ValidatingAdmissionPolicy": ("validatingadmissionpolicies", False),
+    "ValidatingAdmissionPolicyBinding": ("validatingadmissionpolicybindings", False),
 }
 
 #: The apiVersion the tests use for each kind unless an object names its own.
@@ -58,6 +60,8 @@ DEFAULT_VERSIONS: dict[str, str] = {
     "DeviceTaintRule": "resource.k8s.io/v1beta2",
     # 1.36 serves PodGroups as v1alpha2 (GenericWorkload and runtime-config); 1.37 as v1beta1.
     "PodGroup": "scheduling.k8s.io/v1alpha2",
+    "ValidatingAdmissionPolicy": "admissionregistration.k8s.io/v1",
+    "ValidatingAdmissionPolicyBinding": "admissionregistration.k8s.io/v1",
 }
 
 

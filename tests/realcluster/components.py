@@ -123,7 +123,16 @@ def scheduler(
 class Extender:
     """``dra-extender serve --kubeconfig`` as the sidecar's ServiceAccount."""
 
-    def __init__(self, plane: ControlPlane, *args: str, name: str = "dra-extender") -> None:
+    def __init__(
+        self,
+        plane: ControlPlane,
+        *args: str,
+        name: str = "dra-extender",
+        kubeconfig: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``kubeconfig``: another identity than the sidecar's (a pod-bound token, say);
+        ``env``: more environment (``POD_NAME``, as the downward API sets it)."""
         self.plane = plane
         self.name = name
         self.args = args
@@ -137,7 +146,7 @@ class Extender:
                 "extender.cli",
                 "serve",
                 "--kubeconfig",
-                str(plane.extender_kubeconfig()),
+                str(kubeconfig or plane.extender_kubeconfig()),
                 "--port",
                 "0",
                 "--ops-port",
@@ -147,6 +156,7 @@ class Extender:
                 *args,
             ],
             plane.folder / f"{name}.log",
+            env=env,
         )
 
     def start(self, *, ready: bool = True) -> Extender:
@@ -185,9 +195,14 @@ class Extender:
 
 @contextlib.contextmanager
 def extender(
-    plane: ControlPlane, *args: str, name: str = "dra-extender", ready: bool = True
+    plane: ControlPlane,
+    *args: str,
+    name: str = "dra-extender",
+    ready: bool = True,
+    kubeconfig: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[Extender]:
-    e = Extender(plane, *args, name=name)
+    e = Extender(plane, *args, name=name, kubeconfig=kubeconfig, env=env)
     try:
         yield e.start(ready=ready)
     finally:

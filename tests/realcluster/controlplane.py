@@ -32,6 +32,8 @@ from tests.realcluster.binaries import Binaries
 
 EXTENDER_NAMESPACE = "dra-extender"
 EXTENDER_ACCOUNT = "dra-extender"
+#: The standalone deployment's account (its tests apply what manifests/standalone/ makes).
+STANDALONE_ACCOUNT = "dra-extender-standalone"
 
 
 #: The one resource.k8s.io resource kube-apiserver 1.36 serves only behind runtime-config.
@@ -226,7 +228,10 @@ class ControlPlane:
                     "rules": [
                         {
                             "level": "Metadata",
-                            "users": [f"system:serviceaccount:{EXTENDER_NAMESPACE}:{EXTENDER_ACCOUNT}"],
+                            "users": [
+                                f"system:serviceaccount:{EXTENDER_NAMESPACE}:{EXTENDER_ACCOUNT}",
+                                f"system:serviceaccount:{EXTENDER_NAMESPACE}:{STANDALONE_ACCOUNT}",
+                            ],
                             "verbs": ["create", "update", "patch", "delete"],
                         },
                         {"level": "None"},

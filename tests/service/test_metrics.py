@@ -38,6 +38,8 @@ FAMILIES = {
     "dra_extender_cel_compile_errors": "counter",
     "dra_extender_cel_evaluation_errors": "counter",
     "dra_extender_write_outcome_unknown": "counter",
+    "dra_extender_writes_refused_by_fence": "counter",
+    "dra_extender_store_fence": "gauge",
     "dra_extender_device_classes_not_compiling": "gauge",
     "dra_extender_ready": "gauge",
     "dra_extender_leader": "gauge",
