@@ -11,7 +11,9 @@ three of the API server's (tests/integration/test_bind_faults_stress.py), drawn 
 answers, refused writes, garbage, lagging, dropped or expired watches, a short outage. Then the faults stop, every replica runs, and the loop retries until no
 unbound pod fits. On the fake API server's own store afterwards: no device in two claims, every
 bound pod's claims allocated on its node and reserved for it, no claim of an unbound pod holding
-devices, and no request left unanswered by a replica that was neither frozen nor killed.
+devices, no request left unanswered (or its connection broken) by a replica that was neither
+frozen nor killed, no answer that no fault explains (:data:`EXPECTED_BIND_ERRORS`), every
+replica that was not killed still running, and no traceback in any replica's log.
 
 ``DRA_CHAOS_SEEDS`` runs more seeds (``DRA_CHAOS_SEEDS=5``); seeds that found a bug stay in
 ``REGRESSIONS``.
@@ -20,8 +22,10 @@ devices, and no request left unanswered by a replica that was neither frozen nor
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -50,6 +54,48 @@ LEASE = [*SHORT_LEASE, "--cache-stale-after", "3"]
 REGRESSIONS: list[int] = []
 SEEDS = sorted({*REGRESSIONS, *range(1, 1 + int(os.environ.get("DRA_CHAOS_SEEDS", "2")))})
 HTTP_TIMEOUT = 10.0
+#: A Python traceback, printed or logged (the text log quotes it): never in a replica's log.
+TRACEBACK = "Traceback (most recent call last)"
+
+#: The bind errors this chaos explains (a verb's answer that matches none is recorded), each a
+#: legitimate outcome of a fault the test injects; "" is a bind that completed. An internal
+#: error or a traceback is never one, whatever it is wrapped in.
+EXPECTED_BIND_ERRORS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (why, re.compile(pattern))
+    for why, pattern in (
+        # It stopped leading, or waits out a takeover, between the filter and the bind.
+        ("fenced", r"^this dra-extender replica may not bind: "),
+        # An earlier attempt bound it: its answer lost, or a frozen replica's bind ended late.
+        ("already-bound", r"^pod is (already|being) bound to "),
+        # A bind meanwhile took the devices the filter saw free.
+        ("devices-taken", r"^cannot bind to \S+: "),
+        # A write the API server refused (the injected 403/409/422/500/503, a conflict), lost or
+        # answered with garbage; the writes made before it are released.
+        ("api-fault", r"^binding pod to \S+ failed: "),
+        # An earlier write's answer was lost, and the API server cannot say yet how it ended.
+        ("earlier-write-unsettled", r"^an earlier write of resourceclaim \S+ .*is not settled: "),
+        # Its watches lagged, were dropped or expired, or the API server was away.
+        ("stale-cache", r"^the DRA extender's cache is stale "),
+    )
+)
+UNEXPLAINED = re.compile(rf"internal error|{re.escape(TRACEBACK)}")
+
+
+def unexpected_answer(status: int, body: str) -> str | None:
+    """What is wrong with a verb's answer (None: nothing). A 503 is a replica that does not
+    decide now (it stopped leading); any other status but 200 is a bug, as is a bind error
+    :data:`EXPECTED_BIND_ERRORS` does not explain."""
+    try:
+        error = str(json.loads(body).get("Error") or "")
+    except (ValueError, AttributeError):
+        return f"{status} {body[:300]!r}"
+    if status == 503 and error.startswith("this dra-extender replica does not decide now: "):
+        return None
+    if status != 200 or UNEXPLAINED.search(error):
+        return f"{status} {error[:300]!r}"
+    if error and not any(pattern.search(error) for _, pattern in EXPECTED_BIND_ERRORS):
+        return f"{status} {error[:300]!r}"
+    return None
 
 
 def cluster() -> tuple[list[dict[str, Any]], list[str]]:
@@ -87,6 +133,7 @@ class Replica:
     #: (from, to) monotonic windows when it was frozen, and when it was killed.
     frozen: list[tuple[float, float]] = field(default_factory=list)
     killed_at: float | None = None
+    tracebacks: list[str] = field(default_factory=list)
 
     def ready(self) -> bool:
         if self.killed_at is not None:
@@ -95,6 +142,18 @@ class Replica:
             return httpx.get(self.url + "/readyz", timeout=1).status_code == 200
         except httpx.HTTPError:
             return False
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def scan(self) -> list[str]:
+        """The lines of its log that show a Python traceback, so far. :func:`server_process`
+        keeps only its last 200 lines: :meth:`Scheduler.round` calls this after each round."""
+        lines: list[str] = list(self.process.output_lines)  # type: ignore[attr-defined]
+        for line in lines:
+            if TRACEBACK in line and line.rstrip()[:500] not in self.tracebacks:
+                self.tracebacks.append(line.rstrip()[:500])
+        return self.tracebacks
 
     def excused(self, start: float, end: float) -> bool:
         """A request to it in [start, end] may go unanswered: it was frozen or killed meanwhile."""
@@ -143,6 +202,11 @@ class Scheduler:
         self.replicas = replicas
         self.rng = rng
         self.hangs: list[str] = []
+        #: Answers no fault explains (see :func:`unexpected_answer`).
+        self.unexpected: list[str] = []
+        #: (replica, from, to, what): connections broken without an answer; judged once the
+        #: chaos is over, when every window the replica was frozen in is known.
+        self.broken: list[tuple[Replica, float, float, str]] = []
 
     def schedule(self, name: str) -> bool:
         """One attempt; True when some node passed the filter."""
@@ -155,23 +219,40 @@ class Scheduler:
             with httpx.Client(base_url=replica.url, timeout=HTTP_TIMEOUT) as http:
                 answer = http.post("/scheduler/filter", content=args_names(spec, NODES))
                 if answer.status_code != 200:
+                    self.judge(f"filter {name}", replica, answer)
                     return True  # refused (a replica that stopped leading): try again
                 passing = answer.json()["NodeNames"] or []
                 if not passing:
                     return False
                 target = self.rng.choice(passing)
-                http.post("/scheduler/bind", content=binding(name, f"uid-{name}", target))
+                answer = http.post("/scheduler/bind", content=binding(name, f"uid-{name}", target))
+                self.judge(f"bind {name} to {target}", replica, answer)
             return True
         except httpx.TimeoutException:
             if not replica.excused(started, time.monotonic()):
                 self.hangs.append(f"{name} on {replica.url}")
             return True
-        except httpx.TransportError:
+        except httpx.TransportError as exc:
+            self.broken.append((replica, started, time.monotonic(), f"{name}: {exc!r}"))
             return True
+
+    def judge(self, what: str, replica: Replica, answer: httpx.Response) -> None:
+        wrong = unexpected_answer(answer.status_code, answer.text)
+        if wrong is not None:
+            self.unexpected.append(f"{what} on {replica.url}: {wrong}")
+
+    def unexcused_breaks(self) -> list[str]:
+        """Broken connections of a replica that was neither frozen nor killed meanwhile."""
+        return [f"{what} on {r.url}" for r, start, end, what in self.broken if not r.excused(start, end)]
 
     def round(self, names: list[str]) -> list[bool]:
         with ThreadPoolExecutor(8) as pool:
-            return list(pool.map(self.schedule, names))
+            fits = list(pool.map(self.schedule, names))
+        with self.replicas.lock:
+            every = list(self.replicas.all)
+        for replica in every:
+            replica.scan()
+        return fits
 
     def unbound(self, names: list[str]) -> list[str]:
         return [n for n in names if not self.fake.get("Pod", n, "default")["spec"].get("nodeName")]
@@ -275,3 +356,8 @@ def test_chaos_never_gives_a_device_twice_and_settles(seed: int, tmp_path: Path)
         assert not any(scheduler.schedule(n) for n in unbound), f"{context}: pods that fit stay unbound"
         assert holding_devices_while_unbound(fake, unbound) == [], context
         assert len(names) - len(unbound) >= 20, context  # 24 devices: most pods got one
+        assert scheduler.unexpected == [], context
+        assert scheduler.unexcused_breaks() == [], context
+        # Only a kill ends a replica (a frozen one is thawed), and none ever raised unhandled.
+        assert [r.url for r in replicas.all if r.killed_at is None and not r.alive()] == [], context
+        assert {r.url: r.scan() for r in replicas.all if r.scan()} == {}, context

@@ -18,6 +18,8 @@ def workload_with(shape: ClaimShape) -> Workload:
     for s in base.slices:  # node-0's gpu-3: tainted, for the taint case
         if s["metadata"]["name"] == f"{NODE}-gpus":
             s["spec"]["devices"][3]["taints"] = [{"key": "example.com/degraded", "effect": "NoSchedule"}]
+            # node-0's GPUs are H100s (i % 3 == 0); gpu-2 an A100, for the class cases.
+            s["spec"]["devices"][2]["attributes"]["model"] = {"string": "a100"}
     return Workload(0, base.nodes, base.slices, {shape.name: shape}, {}, [PodShape("p", claims=[shape.name])])
 
 
@@ -69,6 +71,19 @@ CASES = {
         [("gpu", "gpu-0")],  # node-0's GPUs are H100s
         "does not match",
     ),
+    # The request's DeviceClass is judged too, not only its own selectors: gpu-h100 selects the
+    # driver's H100s, so an A100 of the same driver, or another driver's device, is not of it.
+    "right class": (ClaimShape("c", [Request("gpu", "gpu-h100")]), [("gpu", "gpu-0")], None),
+    "wrong class": (
+        ClaimShape("c", [Request("gpu", "gpu-h100")]),
+        [("gpu", "gpu-2")],
+        "gpu-2 does not match request gpu",
+    ),
+    "another driver's class": (
+        ClaimShape("c", [Request("nic", "nic")]),
+        [("nic", "gpu-0")],
+        "gpu-0 does not match request nic",
+    ),
 }
 
 
@@ -77,9 +92,7 @@ def test_the_judge(case: str) -> None:
     shape, devices, expected = CASES[case]
     workload = workload_with(shape)
     problems = allocation_problems(workload, outcome(workload, *devices))
-    if (
-        case == "wrong class" or expected is None
-    ):  # node-0 has H100s (i % 3 == 0): correct; node-1's would not be
+    if expected is None:
         assert problems == []
     else:
         assert any(expected in p for p in problems), problems

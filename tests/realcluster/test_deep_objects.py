@@ -64,6 +64,7 @@ def test_a_deeply_nested_claim_is_unreadable_and_nothing_else_stops(
     cluster: ControlPlane, depth: int
 ) -> None:
     api = cluster.api
+    audit_from = len(cluster.audit_events())
     cluster.add_node("node-a")
     api.create(gpu_class())
     api.create(gpu_slice("node-a", gpus=2))
@@ -85,3 +86,4 @@ def test_a_deeply_nested_claim_is_unreadable_and_nothing_else_stops(
         assert "deep" in text and nesting.REASON in text, text[:2000]
         assert "Traceback" not in ext.log()
     assert store_violations(api) == []
+    assert cluster.refused_writes(audit_from) == []

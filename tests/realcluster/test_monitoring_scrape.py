@@ -24,6 +24,7 @@ def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
 
 def test_the_rules_and_dashboard_read_metrics_the_real_components_expose(cluster: ControlPlane) -> None:
     api = cluster.api
+    audit_from = len(cluster.audit_events())
     cluster.add_node("node-a")
     api.create(gpu_class())
     api.create(gpu_slice("node-a", gpus=2))
@@ -58,6 +59,7 @@ def test_the_rules_and_dashboard_read_metrics_the_real_components_expose(cluster
     assert list(ready.values()) == [1.0]
     synced = samples(extender_text, "dra_extender_informer_synced")
     assert synced and set(synced.values()) == {1.0}
+    assert cluster.refused_writes(audit_from) == []
 
 
 def test_kube_scheduler_metrics_need_a_token_allowed_to_get_them(cluster: ControlPlane) -> None:

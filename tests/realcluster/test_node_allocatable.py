@@ -63,6 +63,7 @@ def user(name: str) -> dict[str, Any]:
 @pytest.mark.parametrize("mode", ["in-tree", "extender"])
 def test_devices_count_as_node_cpu(cluster: ControlPlane, mode: str) -> None:
     api = cluster.api
+    audit_from = len(cluster.audit_events())
     cluster.add_node("node-a", cpu="7")
     api.create(gpu_class())
     api.create(cpu_slice("node-a"))
@@ -89,3 +90,4 @@ def test_devices_count_as_node_cpu(cluster: ControlPlane, mode: str) -> None:
     second = api.get("ResourceClaim", "second", "default")
     assert second is not None and not (second.get("status") or {}).get("allocation")
     assert store_violations(api) == []
+    assert cluster.refused_writes(audit_from) == []

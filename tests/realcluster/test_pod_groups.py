@@ -81,6 +81,7 @@ def group_reservation(api: Api) -> dict[str, str]:
 @pytest.mark.parametrize("mode", ["in-tree", "extender"])
 def test_a_claim_the_group_names_is_reserved_for_the_group(cluster: ControlPlane, mode: str) -> None:
     api = cluster.api
+    audit_from = len(cluster.audit_events())
     cluster.add_node("node-a")
     cluster.add_node("node-b")
     api.create(gpu_class())
@@ -96,11 +97,13 @@ def test_a_claim_the_group_names_is_reserved_for_the_group(cluster: ControlPlane
     assert status["reservedFor"] == [group_reservation(api)]
     assert [r["device"] for r in status["allocation"]["devices"]["results"]] == ["gpu-0"]
     assert store_violations(api) == []
+    assert cluster.refused_writes(audit_from) == []
 
 
 @pytest.mark.parametrize("mode", ["in-tree", "extender"])
 def test_a_template_claim_made_for_the_group_is_shared(cluster: ControlPlane, mode: str) -> None:
     api = cluster.api
+    audit_from = len(cluster.audit_events())
     cluster.add_node("node-a")
     api.create(gpu_class())
     api.create(gpu_slice("node-a", gpus=2))
@@ -125,12 +128,14 @@ def test_a_template_claim_made_for_the_group_is_shared(cluster: ControlPlane, mo
     assert made["status"]["reservedFor"] == [group_reservation(api)]
     assert len(made["status"]["allocation"]["devices"]["results"]) == 1
     assert store_violations(api) == []
+    assert cluster.refused_writes(audit_from) == []
 
 
 def test_a_pod_whose_group_is_missing_waits_with_upstream_s_words(cluster: ControlPlane) -> None:
     """No PodGroup object: the extender answers what kube-scheduler's lister says, on every
     node; the pod stays pending (GangScheduling off, so nothing parks it before filter)."""
     api = cluster.api
+    audit_from = len(cluster.audit_events())
     cluster.add_node("node-a")
     api.create(gpu_class())
     api.create(gpu_slice("node-a", gpus=1))
@@ -151,6 +156,7 @@ def test_a_pod_whose_group_is_missing_waits_with_upstream_s_words(cluster: Contr
             what="FailedScheduling naming the missing PodGroup",
         )
     assert not stored(api, "Pod", "lonely")["spec"].get("nodeName")
+    assert cluster.refused_writes(audit_from) == []
 
 
 def test_the_real_scheduler_refuses_the_gate_alone_as_we_do(plane: ControlPlane) -> None:
@@ -182,6 +188,7 @@ def test_an_idle_group_s_stranded_claim_is_released_and_allocated_afresh(
     not deallocate after another client's patch), a later attempt deallocates the claim, and the
     next one allocates it on node-a and reserves it for the group again."""
     api = cluster.api
+    audit_from = len(cluster.audit_events())
     cluster.add_node("node-a")
     api.create(gpu_class())
     api.create(gpu_slice("node-a", gpus=1))
@@ -213,3 +220,4 @@ def test_an_idle_group_s_stranded_claim_is_released_and_allocated_afresh(
         ("node-a", "gpu-0")
     ]
     assert store_violations(api) == []
+    assert cluster.refused_writes(audit_from) == []

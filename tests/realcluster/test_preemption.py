@@ -78,6 +78,7 @@ def test_device_preemption_against_kube_scheduler_136_is_not_a_retry_loop(cluste
     scenario does not reproduce the storm itself: it checks the fallback against the real
     API server and the retry rate under the real scheduler.)"""
     api = cluster.api
+    audit_from = len(cluster.audit_events())
     cluster.add_node("node-a")
     api.create(gpu_class())
     api.create(gpu_slice("node-a", gpus=1))
@@ -99,3 +100,4 @@ def test_device_preemption_against_kube_scheduler_136_is_not_a_retry_loop(cluste
     assert filters <= 10, filters
     assert "--device-preemption is off: the API server is 1.36" in log
     assert bound(api) == {"holder": "node-a"}  # nothing was evicted for a device it cannot free
+    assert cluster.refused_writes(audit_from) == []
