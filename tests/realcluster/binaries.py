@@ -16,10 +16,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 REQUIRED = ("kube-apiserver", "kube-scheduler")
+#: The minor versions whose flags, gates and served APIs the harness is written for
+#: (controlplane.py: 1.36 serves DeviceTaintRules at v1beta2 behind --runtime-config, say).
+KNOWN_MINORS = (36,)
 OPTIONAL = ("kube-controller-manager",)
 
 HOW_TO_PROVIDE = (
@@ -39,6 +43,20 @@ class Binaries:
     kube_controller_manager: Path | None
     #: Where kube-apiserver was found.
     folder: Path
+    #: ``kube-apiserver --version``'s, as (major, minor, patch).
+    version: tuple[int, int, int] = (0, 0, 0)
+
+
+def version_of(kube_apiserver: Path) -> tuple[int, int, int] | None:
+    """``kube-apiserver --version`` ("Kubernetes v1.36.2") as numbers; None when it says otherwise."""
+    try:
+        out = subprocess.run(
+            [str(kube_apiserver), "--version"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"v(\d+)\.(\d+)\.(\d+)", out)
+    return (int(found[1]), int(found[2]), int(found[3])) if found else None
 
 
 def _version_key(path: Path) -> tuple[int, ...]:
@@ -78,6 +96,15 @@ def find(env: dict[str, str] | None = None) -> Binaries | str:
             if found is None:
                 return f"no etcd beside {folder} nor on PATH: {HOW_TO_PROVIDE}"
             etcd = Path(found)
+        version = version_of(folder / "kube-apiserver")
+        if version is None:
+            return f"{folder / 'kube-apiserver'} --version names no version: {HOW_TO_PROVIDE}"
+        if version[1] not in KNOWN_MINORS:
+            known = ", ".join(f"1.{m}" for m in KNOWN_MINORS)
+            return (
+                f"the binaries in {folder} are v{'.'.join(map(str, version))}; the real-control-plane "
+                f"harness is written for {known} (its flags and gates: tests/realcluster/controlplane.py)"
+            )
         kcm = folder / "kube-controller-manager"
         return Binaries(
             etcd=etcd,
@@ -85,6 +112,7 @@ def find(env: dict[str, str] | None = None) -> Binaries | str:
             kube_scheduler=folder / "kube-scheduler",
             kube_controller_manager=kcm if _executable(kcm) else None,
             folder=folder,
+            version=version,
         )
     looked = ", ".join(str(f) for f in folders)
     return f"no folder with {' and '.join(REQUIRED)} (looked in {looked}): {HOW_TO_PROVIDE}"
