@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -32,6 +33,13 @@ from tests.realcluster.binaries import Binaries
 
 EXTENDER_NAMESPACE = "dra-extender"
 EXTENDER_ACCOUNT = "dra-extender"
+#: kube-scheduler's Lease identity starts with it (``<hostname>_<uuid>``).
+HOSTNAME = socket.gethostname()
+#: The sidecar pod this machine plays: named as its hostname where a pod can be (then the
+#: sidecar's store fence is applied too); otherwise a name of ours, and no fence.
+SIDECAR_POD = (
+    HOSTNAME if re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", HOSTNAME) else "dra-extender-sidecar"
+)
 #: The standalone deployment's account (its tests apply what manifests/standalone/ makes).
 STANDALONE_ACCOUNT = "dra-extender-standalone"
 
@@ -352,9 +360,9 @@ class ControlPlane:
                 "Role",
                 "RoleBinding",
                 "ConfigMap",
-            ):
+            ) or (doc["kind"].startswith("ValidatingAdmissionPolicy") and SIDECAR_POD == HOSTNAME):
                 admin.create(dict(doc))
-        self.extender_token = self.token(EXTENDER_NAMESPACE, EXTENDER_ACCOUNT)
+        self.extender_token = self.token(EXTENDER_NAMESPACE, EXTENDER_ACCOUNT, pod=self._sidecar_pod())
         # kube-controller-manager's serviceaccount controller would make it; the ServiceAccount
         # admission plugin refuses pods without it.
         admin.create(
@@ -370,17 +378,42 @@ class ControlPlane:
         assert self.admin is not None, "control plane not started"
         return self.admin
 
-    def token(self, namespace: str, account: str) -> str:
+    def token(self, namespace: str, account: str, *, pod: dict[str, Any] | None = None) -> str:
+        """A token of ``account``; bound to ``pod``, as a pod's projected token is, if given."""
+        spec: dict[str, Any] = {"expirationSeconds": 86400}
+        if pod is not None:
+            meta = pod["metadata"]
+            spec["boundObjectRef"] = {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "name": meta["name"],
+                "uid": meta["uid"],
+            }
         answer = self.api.request(
             "POST",
             f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
-            json={
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenRequest",
-                "spec": {"expirationSeconds": 86400},
-            },
+            json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec},
         )
         return str(answer["status"]["token"])
+
+    def _sidecar_pod(self) -> dict[str, Any]:
+        """The Pod object this machine's kube-scheduler and extender play: the sidecar
+        deployment's pod. Its name is the hostname, which kube-scheduler's Lease identity starts
+        with (``<hostname>_<uuid>``), so the sidecar's store fence (manifests/leader-fence.yaml,
+        applied above as `kubectl apply -k manifests/` does) admits this pair's writes while its
+        kube-scheduler leads or no Lease exists. Nothing runs it (no scheduler picks it up)."""
+        return self.api.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": SIDECAR_POD, "namespace": EXTENDER_NAMESPACE},
+                "spec": {
+                    "serviceAccountName": EXTENDER_ACCOUNT,
+                    "schedulerName": "nobody",
+                    "containers": [{"name": "dra-extender", "image": "dra-extender"}],
+                },
+            }
+        )
 
     def kubeconfig(self, name: str, *, token: str | None = None, cert: str | None = None) -> Path:
         """A kubeconfig for this API server: a bearer token, or a client certificate of ours."""

@@ -16,11 +16,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.deploy.test_rendered import STANDALONE, rendered
 from tests.realcluster.api import Api, ApiError
 from tests.realcluster.components import Extender, extender
-from tests.realcluster.controlplane import EXTENDER_NAMESPACE, STANDALONE_ACCOUNT, ControlPlane
+from tests.realcluster.controlplane import (
+    EXTENDER_NAMESPACE,
+    HOSTNAME,
+    SIDECAR_POD,
+    STANDALONE_ACCOUNT,
+    ControlPlane,
+)
 from tests.realcluster.workload import gpu_class, gpu_slice, one_gpu_claim, pod_with_claims, store_violations
 
 LEASE = "dra-extender"  # the shipped binding's paramRef (the extender's default Lease name)
@@ -288,3 +295,14 @@ def test_a_replica_whose_token_is_not_pod_bound_says_the_fence_cannot_hold(clust
         with extender(cluster, *SLOW_ELECTION, name="fence-unbound", kubeconfig=kubeconfig, ready=False) as r:
             cluster.api.wait_for(lambda: fence_state(r) == "unusable", timeout=60, what="fence unusable")
             assert "token is not bound to a pod" in r.log()
+
+
+def test_the_suites_sidecar_runs_under_the_sidecar_fence_as_shipped(cluster: ControlPlane) -> None:
+    # The harness applies manifests/leader-fence.yaml and gives the sidecar pod-bound tokens, as a
+    # cluster does (controlplane.py): every real-cluster test's writes pass through the policy.
+    if SIDECAR_POD != HOSTNAME:
+        pytest.skip(f"this machine's hostname {HOSTNAME!r} is no pod name: the sidecar fence is not applied")
+    with extender(cluster) as sidecar:
+        cluster.api.wait_for(
+            lambda: fence_state(sidecar) == "enforced", timeout=60, what="sidecar fence enforced"
+        )
