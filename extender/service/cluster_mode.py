@@ -51,6 +51,8 @@ from extender.service.worker import Batches, EngineWorker
 log = logging.getLogger("dra_extender")
 #: How long a graceful shutdown waits for the Lease to be released.
 RELEASE_WAIT_SECONDS = 5.0
+#: How often delete protection that protects nothing is looked for (:meth:`ClusterMode.sweep_finalizers`).
+FINALIZER_SWEEP_SECONDS = 5.0
 #: How often the store fence's installation is read again.
 STORE_FENCE_CHECK_SECONDS = 300.0
 
@@ -311,6 +313,7 @@ class ClusterMode:
         )
         # Informer events change the cache on the engine's loop, between decisions, in bursts.
         self.changes = Batches(self.worker)
+        self._sweeping: asyncio.Task[None] | None = None
 
     def service(self) -> Service:
         leading = self.elector.is_leader if self.elector is not None else (lambda: True)
@@ -331,6 +334,20 @@ class ClusterMode:
 
     async def startup(self) -> None:
         threading.Thread(target=self.start_watching, name="discovery", daemon=True).start()
+        self._sweeping = asyncio.get_running_loop().create_task(self.sweep_finalizers())
+
+    async def sweep_finalizers(self) -> None:
+        """Every :data:`FINALIZER_SWEEP_SECONDS`, on the engine's loop: delete protection that
+        protects nothing, left by a replica deposed between its finalizer and its allocation,
+        is removed once it has stood longer than twice the write window (no write of a deposed
+        replica can still land by then)."""
+        grace = 2 * write_window(self.config.api_timeout)
+        while not self.stop.is_set():
+            await asyncio.sleep(FINALIZER_SWEEP_SECONDS)
+            try:
+                await self.engine.binder.sweep_finalizers(grace)
+            except Exception:  # never let the sweep die: it runs for the life of the service
+                log.exception("sweeping stale finalizers")
 
     def start_watching(self) -> None:
         """Discovery, the release to decide as, then the informers and the election (on a
@@ -437,6 +454,8 @@ class ClusterMode:
 
     async def shutdown(self) -> None:
         self.stop.set()
+        if self._sweeping is not None:
+            self._sweeping.cancel()
         await self.kube_api.close()  # no write is sent from here on
         if self.elector is not None and self.elector.is_leader():
             # A successor that finds the Lease released writes at once: release it only when

@@ -22,6 +22,9 @@ Objects = dict[str, list[dict[str, Any]]]
 """The store's objects by resource: ``resourceclaims``, ``pods``, ``resourceslices``."""
 
 
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+
+
 def _objects(fake: FakeApiServer) -> Objects:
     with fake.store.cond:
         out: Objects = {"resourceclaims": [], "pods": [], "resourceslices": []}
@@ -70,6 +73,18 @@ def pod_claim_names(pod: dict[str, Any]) -> list[str]:
     if extended:
         names.append(extended)
     return names
+
+
+def protecting_nothing(fake: FakeApiServer) -> list[str]:
+    """Claims with the delete-protection finalizer that are not allocated and reserved for
+    nobody: what a bind deposed between its two writes leaves (the leader removes it)."""
+    out = []
+    for c in _objects(fake)["resourceclaims"]:
+        status = c.get("status") or {}
+        finalizers = c["metadata"].get("finalizers") or []
+        if DELETE_PROTECTION in finalizers and not status.get("allocation") and not status.get("reservedFor"):
+            out.append(f"{c['metadata']['namespace']}/{c['metadata']['name']}")
+    return out
 
 
 def violations(fake: FakeApiServer, *, allow_unbound: set[str] | None = None) -> list[str]:

@@ -72,6 +72,8 @@ EXPECTED_BIND_ERRORS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # A write the API server refused (the injected 403/409/422/500/503, a conflict), lost or
         # answered with garbage; the writes made before it are released.
         ("api-fault", r"^binding pod to \S+ failed: "),
+        # The Binding's answer was lost and the pod cannot be read back: its claims stay reserved.
+        ("binding-outcome-unknown", r"^binding pod to \S+: outcome unknown "),
         # An earlier write's answer was lost, and the API server cannot say yet how it ended.
         ("earlier-write-unsettled", r"^an earlier write of resourceclaim \S+ .*is not settled: "),
         # Its watches lagged, were dropped or expired, or the API server was away.

@@ -35,7 +35,7 @@ import httpx
 
 from tests.builders import claim, device, device_class, exact, node, pod, resource_slice
 from tests.fakeapi.server import FakeApiServer
-from tests.integration.invariants import violations
+from tests.integration.invariants import protecting_nothing, violations
 from tests.integration.servers import SHORT_LEASE, server_process
 from tests.integration.test_serve_cluster import kubeconfig, wait_until
 from tests.service.fixtures import binding
@@ -146,6 +146,9 @@ def test_a_frozen_leader_never_gives_a_device_twice(tmp_path: Path) -> None:
                 unbound |= {f"a{i}", f"b{i}"}
                 problems = violations(fake, allow_unbound=unbound)
                 assert problems == [], (label, problems)
+            # Nothing left behind: the delete protection a deposed leader added to a claim it never
+            # allocated is removed by the leader once no write of the deposed one can land.
+            wait_until(lambda: not protecting_nothing(fake), timeout=45)
     # Each run: the standby bound b exactly when a's devices were not both taken in the store;
     # the old leader's answer is one its fence or b explains, and "" only if a holds both.
     for label, a_error, b_error, a_devices in outcomes:

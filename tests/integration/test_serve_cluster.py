@@ -75,10 +75,11 @@ def test_cycle_against_the_api_server(fake: FakeApiServer, tmp_path: Path) -> No
             "/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3")
         ).json() == {"Error": ""}
         # Exactly the in-tree writes: finalizer (Update), allocation + reservation (UpdateStatus), Binding.
+        # (A SelfSubjectReview is a POST that stores nothing: the store fence check's question.)
         writes = [
             (m, p.split("?")[0])
             for m, p, _ in fake.requests
-            if m in ("PUT", "POST", "PATCH") and "events" not in p
+            if m in ("PUT", "POST", "PATCH") and "events" not in p and "selfsubjectreviews" not in p
         ]
         base = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/trainer-gpus"
         assert writes == [

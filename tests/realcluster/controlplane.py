@@ -396,24 +396,29 @@ class ControlPlane:
         )
         return str(answer["status"]["token"])
 
-    def _sidecar_pod(self) -> dict[str, Any]:
-        """The Pod object this machine's kube-scheduler and extender play: the sidecar
-        deployment's pod. Its name is the hostname, which kube-scheduler's Lease identity starts
-        with (``<hostname>_<uuid>``), so the sidecar's store fence (manifests/leader-fence.yaml,
-        applied above as `kubectl apply -k manifests/` does) admits this pair's writes while its
-        kube-scheduler leads or no Lease exists. Nothing runs it (no scheduler picks it up)."""
+    def replica_pod(self, name: str, account: str) -> dict[str, Any]:
+        """A Pod object a replica plays, in the extender's namespace, that a token of
+        ``account`` can be bound to (:meth:`token`). Nothing runs it: no scheduler picks it up."""
         return self.api.create(
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": SIDECAR_POD, "namespace": EXTENDER_NAMESPACE},
+                "metadata": {"name": name, "namespace": EXTENDER_NAMESPACE},
                 "spec": {
-                    "serviceAccountName": EXTENDER_ACCOUNT,
+                    "serviceAccountName": account,
                     "schedulerName": "nobody",
                     "containers": [{"name": "dra-extender", "image": "dra-extender"}],
                 },
             }
         )
+
+    def _sidecar_pod(self) -> dict[str, Any]:
+        """The sidecar deployment's pod, which this machine's kube-scheduler and extender play.
+        Its name is the hostname, which kube-scheduler's Lease identity starts with
+        (``<hostname>_<uuid>``), so the sidecar's store fence (manifests/leader-fence.yaml,
+        applied above as `kubectl apply -k manifests/` does) admits this pair's writes while its
+        kube-scheduler leads or no Lease exists."""
+        return self.replica_pod(SIDECAR_POD, EXTENDER_ACCOUNT)
 
     def kubeconfig(self, name: str, *, token: str | None = None, cert: str | None = None) -> Path:
         """A kubeconfig for this API server: a bearer token, or a client certificate of ours."""

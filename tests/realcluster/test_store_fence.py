@@ -74,33 +74,13 @@ def standalone_fence(cluster: ControlPlane) -> Iterator[None]:
 
 
 def replica_pod(cluster: ControlPlane, name: str, account: str = STANDALONE_ACCOUNT) -> dict[str, Any]:
-    """A Pod object the replica's token is bound to (no scheduler picks it up: nothing runs it)."""
-    return cluster.api.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": EXTENDER_NAMESPACE},
-            "spec": {
-                "serviceAccountName": account,
-                "schedulerName": "nobody",
-                "containers": [{"name": "extender", "image": "dra-extender"}],
-            },
-        }
-    )
+    """A Pod object the replica's token is bound to."""
+    return cluster.replica_pod(name, account)
 
 
 def pod_token(cluster: ControlPlane, pod: dict[str, Any] | None, account: str = STANDALONE_ACCOUNT) -> str:
     """A token of ``account``, bound to ``pod`` (None: bound to nothing)."""
-    spec: dict[str, Any] = {"expirationSeconds": 3600}
-    if pod is not None:
-        meta = pod["metadata"]
-        spec["boundObjectRef"] = {"kind": "Pod", "apiVersion": "v1", "name": meta["name"], "uid": meta["uid"]}
-    answer = cluster.api.request(
-        "POST",
-        f"/api/v1/namespaces/{EXTENDER_NAMESPACE}/serviceaccounts/{account}/token",
-        json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec},
-    )
-    return str(answer["status"]["token"])
+    return cluster.token(EXTENDER_NAMESPACE, account, pod=pod)
 
 
 def as_token(cluster: ControlPlane, token: str) -> Api:

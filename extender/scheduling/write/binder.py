@@ -30,6 +30,7 @@ from extender.scheduling.decide.bind_plan import BindPlan
 from extender.scheduling.decide.binding import pod_binding_state
 from extender.scheduling.decide.decision import NodeDecision
 from extender.scheduling.decide.post_filter import Release
+from extender.scheduling.decide.stale_finalizers import stale_finalizers
 from extender.scheduling.decision_log import DecisionLog
 from extender.scheduling.inflight import catch_up
 from extender.scheduling.inflight.assumed import AssumedWrite
@@ -94,6 +95,8 @@ class Binder:
         )
         #: Background work started by decisions (deallocating stale claims).
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Claims whose finalizer protects nothing, and since when (:meth:`sweep_finalizers`).
+        self._finalizer_seen: dict[Key, float] = {}
 
     def reconfigure(self, config: EngineConfig) -> None:
         """Write as ``config`` says from now on (another Kubernetes release read at start)."""
@@ -372,6 +375,26 @@ class Binder:
             return group is not None and self.tracker.group_busy(self.state, pod, group)
 
         self._spawn(post_filter.carry_out(self.api, pod, release, group_busy))
+
+    async def sweep_finalizers(self, grace: float, most: int = 20) -> int:
+        """Remove delete protection that protects nothing, left by a bind deposed between its
+        finalizer and its allocation (:mod:`~extender.scheduling.decide.stale_finalizers`):
+        ``most`` claims a call, only while this replica may write and trusts its cache. How
+        many were removed."""
+        if self.fence() is not None or self.cache_stale() is not None:
+            self._finalizer_seen.clear()  # a new leader starts counting afresh
+            return 0
+        stale = stale_finalizers(
+            self.state.claims.values(),
+            lambda key: bool(self.tracker.assumed.of(key)),
+            self.clock(),
+            self._finalizer_seen,
+            grace,
+        )
+        removed = 0
+        for claim in stale[:most]:
+            removed += await stale_claims.drop_finalizer(self.api, claim)
+        return removed
 
     async def background_done(self) -> None:
         """Wait for the background writes started so far (PostFilter's; tests and shutdown)."""

@@ -8,11 +8,13 @@ import logging
 from collections.abc import Callable, Sequence
 
 from extender.cluster.api import ApiConflict, ClusterAPI, ClusterAPIError
+from extender.cluster.memstore import clone
 from extender.cluster.state import Key
 from extender.model.core import Pod
-from extender.model.dra import ResourceClaim, parse_resource_claim
+from extender.model.dra import DELETE_PROTECTION_FINALIZER, ResourceClaim, parse_resource_claim
 from extender.model.errors import ObjectError
 from extender.model.scheduling import PodGroup
+from extender.scheduling.decide.stale_finalizers import protects_nothing
 from extender.scheduling.write import extended_writes
 from extender.scheduling.write.claim_writes import deallocated
 
@@ -49,6 +51,34 @@ async def deallocate_failed(api: ClusterAPI, pod: Pod, key: Key) -> None:
             pod.name,
         )
         return
+
+
+async def drop_finalizer(api: ClusterAPI, claim: ResourceClaim) -> bool:
+    """Remove the delete protection of a claim that is not allocated and reserved for nobody
+    (:mod:`extender.scheduling.decide.stale_finalizers`), read fresh and under its
+    resourceVersion: a bind that allocates it meanwhile wins. Whether it was removed."""
+    namespace, name = claim.key
+    try:
+        current = parse_resource_claim(await api.get_claim(namespace, name))
+    except (ClusterAPIError, ObjectError):
+        return False
+    if current.uid != claim.uid or not protects_nothing(current):
+        return False
+    updated = clone(current.raw)
+    meta = updated.setdefault("metadata", {})
+    meta["finalizers"] = [f for f in current.finalizers if f != DELETE_PROTECTION_FINALIZER]
+    try:
+        await api.update_claim(updated)
+    except ClusterAPIError as exc:
+        log.info("not removing the finalizer of resourceclaim %s/%s: %s", namespace, name, exc)
+        return False
+    log.info(
+        "removed the delete-protection finalizer of resourceclaim %s/%s: not allocated, reserved for "
+        "nobody (a bind left it behind)",
+        namespace,
+        name,
+    )
+    return True
 
 
 async def still_unbound(api: ClusterAPI, pod: Pod) -> bool:

@@ -1,0 +1,49 @@
+"""Claims whose delete protection protects nothing: the ``resource.kubernetes.io/delete-protection``
+finalizer on a claim that is not allocated and reserved for nobody.
+
+A bind adds the finalizer with one write and the allocation with the next. A replica deposed
+between the two (frozen, cut off, refused by the store fence) leaves the finalizer behind: with
+kube-controller-manager that is only untidy, without it the claim can never be deleted. The
+leader removes it once the claim has stood so for ``grace`` seconds (longer than any write of a
+deposed replica can still land) and no write of its own is settling it.
+
+Pure: the cache's claims in, the claims to free out; the caller keeps ``first_seen``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, MutableMapping
+
+from extender.cluster.state import Key
+from extender.model.dra import DELETE_PROTECTION_FINALIZER, ResourceClaim
+
+
+def protects_nothing(claim: ResourceClaim) -> bool:
+    return (
+        DELETE_PROTECTION_FINALIZER in claim.finalizers
+        and claim.allocation is None
+        and not claim.reserved_for
+    )
+
+
+def stale_finalizers(
+    claims: Iterable[ResourceClaim],
+    settling: Callable[[Key], bool],
+    now: float,
+    first_seen: MutableMapping[Key, float],
+    grace: float,
+) -> list[ResourceClaim]:
+    """The claims whose finalizer protects nothing, and has for ``grace`` seconds, that no write
+    of this replica is settling. ``first_seen``: when each such claim was first found so
+    (claims no longer so are dropped from it); ``now``: the same clock's seconds."""
+    found: dict[Key, ResourceClaim] = {
+        c.key: c for c in claims if protects_nothing(c) and not settling(c.key)
+    }
+    for key in [k for k in first_seen if k not in found]:
+        del first_seen[key]
+    out = []
+    for key, claim in found.items():
+        since = first_seen.setdefault(key, now)
+        if now - since >= grace:
+            out.append(claim)
+    return out
