@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.realcluster.api import Api, ApiError, tls_context
 from tests.realcluster.binaries import Binaries
+from tests.realcluster.proxy import Proxy
 
 EXTENDER_NAMESPACE = "dra-extender"
 EXTENDER_ACCOUNT = "dra-extender"
@@ -183,7 +184,10 @@ class ControlPlane:
         feature_gates: str = "",
         controller_manager: bool = True,
         runtime_config: str = "",
+        etcd_proxy: bool = False,
     ) -> None:
+        """``etcd_proxy``: kube-apiserver reaches etcd through :attr:`etcd_link`, a proxy the
+        test can slow or hold (tests/realcluster/proxy.py)."""
         self.binaries = binaries
         self.want_controller_manager = controller_manager
         self.folder = folder
@@ -192,6 +196,7 @@ class ControlPlane:
         self.runtime_config = runtime_config
         self.certs = Certificates(folder / "pki")
         self.etcd_port = free_port()
+        self.etcd_link: Proxy | None = Proxy(self.etcd_port) if etcd_proxy else None
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.audit_log = folder / "audit.log"
@@ -249,7 +254,7 @@ class ControlPlane:
         )
         command = [
             str(self.binaries.kube_apiserver),
-            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_link.port if self.etcd_link else self.etcd_port}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
             f"--secure-port={self.port}",
@@ -293,6 +298,8 @@ class ControlPlane:
     def start(self) -> None:
         self.etcd.start()
         wait_http(f"http://127.0.0.1:{self.etcd_port}/health", timeout=30, process=self.etcd)
+        if self.etcd_link is not None:
+            self.etcd_link.__enter__()
         self.start_apiserver()
         self.admin = Api(self.url, ca=str(self.certs.ca_file), cert=self.certs.pair("admin"))
         self._bootstrap()
@@ -343,6 +350,8 @@ class ControlPlane:
         if self.controller_manager is not None:
             self.controller_manager.stop()
         self.apiserver.stop()
+        if self.etcd_link is not None:
+            self.etcd_link.__exit__(None, None, None)
         self.etcd.stop()
 
     def _bootstrap(self) -> None:

@@ -1,5 +1,6 @@
-"""A TCP proxy between one replica and kube-apiserver that can hold its traffic: the network's
-part in the fencing trials (a partition, a retransmitting connection, a stalled load balancer).
+"""A TCP proxy that can hold or slow the traffic through it: the network's part in the fencing
+trials (a partition, a retransmitting connection, a stalled load balancer between a replica and
+kube-apiserver) and in the slow-etcd runs (between kube-apiserver and etcd).
 
 While held, the bytes the replica sends are kept, in order, and nothing reaches kube-apiserver;
 answers already on their way back still arrive. :meth:`Proxy.release` lets the kept bytes go on,
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from types import TracebackType
 
 #: Seconds the connection toward kube-apiserver stays open after the replica closed its side.
@@ -33,6 +35,8 @@ class Proxy:
         self._lock = threading.Lock()
         #: Bytes sent toward kube-apiserver while held, counted (the trials check a write was held).
         self.held_bytes = 0
+        #: Seconds each chunk waits before it goes on, both ways (a slow link or a slow disk).
+        self.delay = 0.0
 
     @property
     def url(self) -> str:
@@ -87,6 +91,8 @@ class Proxy:
                     self._open.wait()
                 if self._stopped.is_set():
                     break
+                if self.delay:
+                    time.sleep(self.delay)
                 sink.sendall(data)
             if outgoing:
                 self._stopped.wait(LINGER)  # the replica gave up: kube-apiserver still answers
