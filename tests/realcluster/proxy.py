@@ -48,6 +48,17 @@ class Proxy:
     def release(self) -> None:
         self._open.set()
 
+    def drop(self) -> None:
+        """Break every connection through it (both ends see them reset), and hold what the
+        connections made from now on carry until :meth:`release`."""
+        self.hold()
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for s in sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
     def __enter__(self) -> Proxy:
         threading.Thread(target=self._accept, name="proxy", daemon=True).start()
         return self

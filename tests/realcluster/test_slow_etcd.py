@@ -1,7 +1,7 @@
 """A slow, then unreachable etcd under kube-apiserver, mid-burst (issue 40, item 3): the real
 kube-scheduler and the extender start on a burst of pending pods while every chunk between
-kube-apiserver and etcd waits 100 ms; 2 s in it waits 1 s, 4 s in etcd is cut off, 7 s in it is
-healthy again. Afterwards every pod that fits
+kube-apiserver and etcd waits 100 ms; 2 s in it waits 1 s, 4 s in its connections are dropped and
+none gets through until 7 s in, when it is healthy again. Afterwards every pod that fits
 is bound, no device is in two claims, and no claim is left holding devices for an unbound pod.
 The times are printed (`-s`): how many pods were bound while the link was bad, and how long
 after it healed the last one was."""
@@ -42,7 +42,7 @@ def degrade(plane: ControlPlane, started: float, healed: list[float]) -> None:
     for at, what in PHASES:
         time.sleep(max(0.0, started + at - time.monotonic()))
         if what == "cut":
-            link.hold()
+            link.drop()
         else:
             link.delay = {"100ms": 0.1, "1s": 1.0, "healthy": 0.0}[what]
             link.release()
