@@ -40,6 +40,16 @@ ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 class FenceState:
     state: str
     detail: str
+    #: Enforced: the Lease the fence checks (namespace, name), and this replica's pod.
+    lease: tuple[str, str] | None = None
+    pod: str = ""
+
+    def admits(self, holder: str | None) -> bool:
+        """Whether the fence would admit this replica's writes with the Lease held by ``holder``
+        (not enforced: it admits everything)."""
+        if self.state != "enforced":
+            return True
+        return bool(holder) and str(holder).startswith(self.pod + "_")
 
     def __post_init__(self) -> None:
         if self.state not in STATES:
@@ -107,6 +117,8 @@ def judge(
     return FenceState(
         "enforced",
         f"binding {(binding.get('metadata') or {}).get('name')} on Lease {ns}/{name}, pod {writer.pod}",
+        (ns, name),
+        writer.pod,
     )
 
 

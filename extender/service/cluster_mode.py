@@ -314,6 +314,8 @@ class ClusterMode:
         # Informer events change the cache on the engine's loop, between decisions, in bursts.
         self.changes = Batches(self.worker)
         self._sweeping: asyncio.Task[None] | None = None
+        #: What the store fence check found last (:meth:`watch_store_fence`).
+        self.fence_state = store_fence.FenceState("unknown", "not read yet")
 
     def service(self) -> Service:
         leading = self.elector.is_leader if self.elector is not None else (lambda: True)
@@ -345,9 +347,25 @@ class ClusterMode:
         while not self.stop.is_set():
             await asyncio.sleep(FINALIZER_SWEEP_SECONDS)
             try:
-                await self.engine.binder.sweep_finalizers(grace)
+                if await self._fence_admits_us():
+                    await self.engine.binder.sweep_finalizers(grace)
             except Exception:  # never let the sweep die: it runs for the life of the service
                 log.exception("sweeping stale finalizers")
+
+    async def _fence_admits_us(self) -> bool:
+        """Without an election of its own (the sidecar), whether the store fence would admit this
+        replica's writes now: the standby pod's extender does not sweep. With one, the process
+        fence decides (the binder checks it)."""
+        fence = self.fence_state
+        if self.elector is not None or fence.lease is None:
+            return True
+        ns, name = fence.lease
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}"
+        try:
+            lease = await asyncio.to_thread(self.raw.request, "GET", path)
+        except ClusterAPIError:
+            return False
+        return fence.admits((lease.get("spec") or {}).get("holderIdentity"))
 
     def start_watching(self) -> None:
         """Discovery, the release to decide as, then the informers and the election (on a
@@ -386,6 +404,7 @@ class ClusterMode:
         last = None
         while True:
             found = store_fence.read(self.raw, identity, lease)
+            self.fence_state = found
             self.metrics.store_fence_is(found.state)
             if found != last:
                 level = logging.INFO if found.state == "enforced" else logging.WARNING

@@ -94,3 +94,32 @@ def test_the_two_fences_check_the_same_rule() -> None:
 def test_a_state_is_one_of_the_four() -> None:
     with pytest.raises(ValueError, match="not one of"):
         FenceState("maybe", "")
+
+
+def test_an_enforced_fence_names_its_lease_and_pod() -> None:
+    found = judge(Writer(SIDECAR_USER, "sched-1"), None, None, POLICIES, BINDINGS)
+    assert (found.state, found.lease, found.pod) == (
+        "enforced",
+        ("dra-extender", "dra-extender-scheduler"),
+        "sched-1",
+    )
+
+
+ADMITS = {
+    "the holder's own pod": ("sched-1_abc", True),
+    "another pod": ("sched-2_abc", False),
+    "a pod whose name extends ours": ("sched-10_abc", False),
+    "nobody": ("", False),
+    "no holder field": (None, False),
+}
+
+
+@pytest.mark.parametrize(("holder", "admitted"), ADMITS.values(), ids=ADMITS.keys())
+def test_an_enforced_fence_admits_only_the_holders_pod(holder: str | None, admitted: bool) -> None:
+    # What the sidecar's extender asks before its sweep: the standby pod's writes would be refused.
+    fence = judge(Writer(SIDECAR_USER, "sched-1"), None, None, POLICIES, BINDINGS)
+    assert fence.admits(holder) is admitted
+
+
+def test_a_fence_not_enforced_admits_everyone() -> None:
+    assert FenceState("absent", "").admits(None) and FenceState("unknown", "").admits("x_1")

@@ -677,9 +677,7 @@ def preemption(
             n: len(run.decisions.of("filter", f"{NAMESPACE}/{n}")) if run.decisions else 0 for n in high
         }
         errors, _ = bind_failures(run, lambda name: name.startswith("high-"))
-        events = sorted(
-            {f"{m[:200]}" for _, m, _ in failed_scheduling(api, lambda name: name.startswith("high-"))}
-        )
+        events = sorted({m for _, m, _ in failed_scheduling(api, lambda name: name.startswith("high-"))})
         refused = run.refused_writes()
         gaps = run.decisions.gaps if run.decisions else 0
         metric = extender_bind_failure_metric(run.extender)
