@@ -84,6 +84,9 @@ class ClusterState:
     deleted_pods: dict[str, tuple[str, int]] = field(default_factory=dict)
     #: Claims that exist but cannot be read: key -> why.
     broken_claims: dict[Key, str] = field(default_factory=dict)
+    #: Claims whose delete protection protects nothing (``ResourceClaim.protects_nothing``),
+    #: kept as claims are stored and removed: the stale-finalizer sweep reads these, not every claim.
+    unprotecting: set[Key] = field(default_factory=set)
     #: Human-readable problems met while loading (skipped objects, unknown kinds).
     problems: list[str] = field(default_factory=list)
     #: Bumped on every change; ``inventory_version`` only when slices, classes or taint rules
@@ -163,6 +166,7 @@ class ClusterState:
                 return
             if kind == "ResourceClaim":
                 self.claims.pop((namespace, name), None)
+                self.unprotecting.discard((namespace, name))
                 self.broken_claims[(namespace, name)] = str(exc)
                 self.changed_claims.add((namespace, name))
                 self._changed(kind)
@@ -196,6 +200,7 @@ class ClusterState:
                     del self.deleted_pods[next(iter(self.deleted_pods))]
         if kind == "ResourceClaim":
             self.broken_claims.pop((namespace, name), None)
+            self.unprotecting.discard((namespace, name))
             self.changed_claims.add((namespace, name))
             self.observed(kind, str((obj.get("metadata") or {}).get("resourceVersion") or ""))
         self._changed(kind, name)
@@ -276,6 +281,10 @@ class ClusterState:
         table[key] = record
         if kind == "ResourceClaim":
             self.broken_claims.pop((namespace, name), None)
+            if record.protects_nothing:
+                self.unprotecting.add((namespace, name))
+            else:
+                self.unprotecting.discard((namespace, name))
 
     def _keep_holding(self, obj: dict[str, Any], why: str) -> bool:
         """A claim too deep to read still holds its devices (the in-tree plugin, written in Go,

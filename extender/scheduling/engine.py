@@ -209,7 +209,7 @@ class Engine:
                 now=self.wall_clock(),
             )
             if release is not None:
-                self.binder.release(pod, release)
+                self.binder.post_filter(pod, release)
         self._filtered(pod, result, lookup, started)
         return result
 

@@ -7,37 +7,31 @@ kube-controller-manager that is only untidy, without it the claim can never be d
 leader removes it once the claim has stood so for ``grace`` seconds (longer than any write of a
 deposed replica can still land) and no write of its own is settling it.
 
-Pure: the cache's claims in, the claims to free out; the caller keeps ``first_seen``.
+Pure: the cache in, the claims to free out; the caller keeps ``first_seen``. The cache indexes
+the candidates as claims change, so a sweep costs the candidates, not every claim.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, MutableMapping
 
-from extender.cluster.state import Key
-from extender.model.dra import DELETE_PROTECTION_FINALIZER, ResourceClaim
-
-
-def protects_nothing(claim: ResourceClaim) -> bool:
-    return (
-        DELETE_PROTECTION_FINALIZER in claim.finalizers
-        and claim.allocation is None
-        and not claim.reserved_for
-    )
+from extender.cluster.state import ClusterState, Key
+from extender.model.dra import ResourceClaim
 
 
 def stale_finalizers(
-    claims: Iterable[ResourceClaim],
+    state: ClusterState,
     settling: Callable[[Key], bool],
     now: float,
     first_seen: MutableMapping[Key, float],
     grace: float,
 ) -> list[ResourceClaim]:
-    """The claims whose finalizer protects nothing, and has for ``grace`` seconds, that no write
-    of this replica is settling. ``first_seen``: when each such claim was first found so
+    """The cached claims whose finalizer protects nothing (``ResourceClaim.protects_nothing``,
+    indexed by the cache as ``state.unprotecting``), and has for ``grace`` seconds, that no
+    write of this replica is settling. ``first_seen``: when each such claim was first found so
     (claims no longer so are dropped from it); ``now``: the same clock's seconds."""
-    found: dict[Key, ResourceClaim] = {
-        c.key: c for c in claims if protects_nothing(c) and not settling(c.key)
+    found = {
+        key: state.claims[key] for key in state.unprotecting if key in state.claims and not settling(key)
     }
     for key in [k for k in first_seen if k not in found]:
         del first_seen[key]

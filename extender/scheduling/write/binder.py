@@ -364,7 +364,7 @@ class Binder:
 
     # --- stale allocations (upstream PostFilter) ---------------------------------------------------
 
-    def release(self, pod: Pod, release: Release) -> None:
+    def post_filter(self, pod: Pod, release: Release) -> None:
         """PostFilter's write (:mod:`post_filter`), in the background: the filter's answer does
         not wait for it. Not from a replica that may not write."""
         if self.fence() is not None:
@@ -385,7 +385,7 @@ class Binder:
             self._finalizer_seen.clear()  # a new leader starts counting afresh
             return 0
         stale = stale_finalizers(
-            self.state.claims.values(),
+            self.state,
             lambda key: bool(self.tracker.assumed.of(key)),
             self.clock(),
             self._finalizer_seen,

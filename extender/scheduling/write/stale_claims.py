@@ -14,7 +14,6 @@ from extender.model.core import Pod
 from extender.model.dra import DELETE_PROTECTION_FINALIZER, ResourceClaim, parse_resource_claim
 from extender.model.errors import ObjectError
 from extender.model.scheduling import PodGroup
-from extender.scheduling.decide.stale_finalizers import protects_nothing
 from extender.scheduling.write import extended_writes
 from extender.scheduling.write.claim_writes import deallocated
 
@@ -62,7 +61,7 @@ async def drop_finalizer(api: ClusterAPI, claim: ResourceClaim) -> bool:
         current = parse_resource_claim(await api.get_claim(namespace, name))
     except (ClusterAPIError, ObjectError):
         return False
-    if current.uid != claim.uid or not protects_nothing(current):
+    if current.uid != claim.uid or not current.protects_nothing:
         return False
     updated = clone(current.raw)
     meta = updated.setdefault("metadata", {})
