@@ -13,6 +13,7 @@ from typing import Any
 from extender.model import nesting
 from extender.model.core import Node, Pod, parse_node, parse_pod
 from extender.model.dra import (
+    DELETE_PROTECTION_FINALIZER,
     DeviceClass,
     ResourceClaim,
     ResourceClaimTemplate,
@@ -58,6 +59,16 @@ def object_key(obj: dict[str, Any]) -> Key:
 
 #: How many deleted pods :attr:`ClusterState.deleted_pods` remembers.
 DELETED_PODS_KEPT = 1024
+
+
+def protects_nothing(claim: ResourceClaim) -> bool:
+    """The claim's delete protection protects nothing: the finalizer is there, but it is not
+    allocated and reserved for nobody (a bind deposed between its two writes left it)."""
+    return (
+        DELETE_PROTECTION_FINALIZER in claim.finalizers
+        and claim.allocation is None
+        and not claim.reserved_for
+    )
 
 
 @dataclass
@@ -281,7 +292,7 @@ class ClusterState:
         table[key] = record
         if kind == "ResourceClaim":
             self.broken_claims.pop((namespace, name), None)
-            if record.protects_nothing:
+            if protects_nothing(record):
                 self.unprotecting.add((namespace, name))
             else:
                 self.unprotecting.discard((namespace, name))

@@ -518,16 +518,6 @@ class ResourceClaim:
     def key(self) -> tuple[str, str]:
         return (self.namespace, self.name)
 
-    @property
-    def protects_nothing(self) -> bool:
-        """Its delete protection protects nothing: the finalizer is there, but the claim is not
-        allocated and reserved for nobody (a bind deposed between its two writes left it)."""
-        return (
-            DELETE_PROTECTION_FINALIZER in self.finalizers
-            and self.allocation is None
-            and not self.reserved_for
-        )
-
     def reserved_for_uid(self, uid: str) -> bool:
         return any(entry.get("uid") == uid for entry in self.reserved_for)
 

@@ -26,7 +26,7 @@ def stale_finalizers(
     first_seen: MutableMapping[Key, float],
     grace: float,
 ) -> list[ResourceClaim]:
-    """The cached claims whose finalizer protects nothing (``ResourceClaim.protects_nothing``,
+    """The cached claims whose finalizer protects nothing (:func:`~extender.cluster.state.protects_nothing`,
     indexed by the cache as ``state.unprotecting``), and has for ``grace`` seconds, that no
     write of this replica is settling. ``first_seen``: when each such claim was first found so
     (claims no longer so are dropped from it); ``now``: the same clock's seconds."""

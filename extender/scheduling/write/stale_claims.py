@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from extender.cluster.api import ApiConflict, ClusterAPI, ClusterAPIError
 from extender.cluster.memstore import clone
-from extender.cluster.state import Key
+from extender.cluster.state import Key, protects_nothing
 from extender.model.core import Pod
 from extender.model.dra import DELETE_PROTECTION_FINALIZER, ResourceClaim, parse_resource_claim
 from extender.model.errors import ObjectError
@@ -61,7 +61,7 @@ async def drop_finalizer(api: ClusterAPI, claim: ResourceClaim) -> bool:
         current = parse_resource_claim(await api.get_claim(namespace, name))
     except (ClusterAPIError, ObjectError):
         return False
-    if current.uid != claim.uid or not current.protects_nothing:
+    if current.uid != claim.uid or not protects_nothing(current):
         return False
     updated = clone(current.raw)
     meta = updated.setdefault("metadata", {})
