@@ -107,6 +107,16 @@ class Engine:
         self.binder.reconfigure(config)
         self.config = config
 
+    def entries(self) -> dict[str, int]:
+        """How many entries each map of in-flight state holds, by map: the tracker's, the
+        binder's and the verbs' own memories (``dra_extender_in_flight_entries``)."""
+        return {
+            **self.tracker.entries(),
+            **self.binder.entries(),
+            "timed_out_nodes": len(self._timeouts),
+            "claims_waited_in_vain": len(self._stuck),
+        }
+
     def snapshot(self) -> Snapshot:
         """The snapshot a decision would be made on now (views and benchmarks read it)."""
         return self.snapshots.current()

@@ -320,6 +320,7 @@ class ClusterMode:
     def service(self) -> Service:
         leading = self.elector.is_leader if self.elector is not None else (lambda: True)
         self.metrics.watch_health(lambda: self.not_ready() is None, leading, self.informers)
+        self.metrics.watch_entries(self.engine.entries)
         return Service(
             engine=self.engine,
             metrics=self.metrics,

@@ -107,6 +107,7 @@ def in_flight(engine: Engine) -> dict[str, Any]:
             }
             for r in writes
         ],
+        "entries": engine.entries(),
     }
 
 

@@ -421,8 +421,16 @@ class Metrics:
             "Claim writes the cache does not show yet (their devices are held).",
             registry=self.registry,
         )
+        self.in_flight_entries = Gauge(
+            "dra_extender_in_flight_entries",
+            "Entries in each map of in-flight state (binds, claim writes, expected binds, "
+            "remembered preemptions ...): flat under steady load, back to their floor at rest.",
+            ["map"],
+            registry=self.registry,
+        )
         self._cache_sizes = cache_sizes
         self._in_flight_count = in_flight
+        self._entries: Callable[[], dict[str, int]] = dict
         # Every label value known up front, so each series exists (at 0) before its first event.
         for verb in VERBS:
             self.latency.labels(verb)
@@ -497,8 +505,14 @@ class Metrics:
         """Expose readiness, leadership and the informers' state (read at each scrape)."""
         self.registry.register(HealthCollector(ready, leader, informers))
 
+    def watch_entries(self, entries: Callable[[], dict[str, int]]) -> None:
+        """Expose the in-flight maps' sizes (``Engine.entries``, read at each scrape)."""
+        self._entries = entries
+
     def render(self) -> bytes:
         for kind, count in self._cache_sizes().items():
             self.cache_objects.labels(kind).set(count)
         self.in_flight.set(self._in_flight_count())
+        for name, count in self._entries().items():
+            self.in_flight_entries.labels(name).set(count)
         return generate_latest(self.registry)

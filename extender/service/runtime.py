@@ -109,6 +109,7 @@ def build_embedded(
     log.info("deciding as Kubernetes %s", config.engine.release.name)
     service = Service(engine=engine, metrics=metrics, ready=lambda: True, mode="embedded", worker=worker)
     metrics.watch_health(lambda: True, lambda: True, list)  # the store is the cache: no informers
+    metrics.watch_entries(engine.entries)
     return service, store
 
 

@@ -28,6 +28,7 @@ FAMILIES = {
     "dra_extender_bad_requests": "counter",
     "dra_extender_cache_objects": "gauge",
     "dra_extender_in_flight_allocations": "gauge",
+    "dra_extender_in_flight_entries": "gauge",
     "dra_extender_build_info": "gauge",
     "dra_extender_filter_cut_short": "counter",
     "dra_extender_preempt": "counter",
@@ -99,6 +100,53 @@ def test_families_types_and_no_created_series_before_any_request() -> None:
     assert max(b for b in buckets if b != float("inf")) >= 120
     (build,) = samples(text)["dra_extender_build_info"]
     assert build.value == 1 and build.labels["version"] and build.labels["python"]
+
+
+#: The in-flight maps every replica reports (``Engine.entries``), each a series from the start.
+IN_FLIGHT_MAPS = {
+    "binds",
+    "claim_records",
+    "claims_touched",
+    "claims_dirty",
+    "claims_creating",
+    "holds",
+    "expected_binds",
+    "seen_pods",
+    "placing",
+    "group_filters",
+    "preemptions",
+    "unanswered_bindings",
+    "background_writes",
+    "finalizers_watched",
+    "timed_out_nodes",
+    "claims_waited_in_vain",
+}
+
+
+def test_in_flight_entries_follow_a_filter_and_a_bind_and_match_the_inflight_view() -> None:
+    async def body(r: Running) -> list[tuple[str, dict[str, int]]]:
+        seen = []
+
+        async def look(when: str) -> None:
+            text = (await r.client.get("/metrics")).text
+            entries = {s.labels["map"]: int(s.value) for s in samples(text)["dra_extender_in_flight_entries"]}
+            view = (await r.client.get("/debug/inflight")).json()
+            assert entries == view["entries"], when
+            seen.append((when, entries))
+
+        await look("at rest")
+        await r.client.post("/scheduler/filter", content=args_names(TRAINER, EXAMPLE_NODES))
+        await look("filtered")
+        await r.client.post("/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3"))
+        await look("bound")
+        return seen
+
+    (rest, filtered, bound) = run_with_service(body)
+    assert set(rest[1]) == IN_FLIGHT_MAPS and not any(rest[1].values()), rest
+    # The filter remembered the pod as sent and expects its bind.
+    assert filtered[1]["seen_pods"] == 1 and filtered[1]["expected_binds"] == 1, filtered
+    # The bind is done (no bind in flight) and nothing else waits for it.
+    assert bound[1]["binds"] == 0 and bound[1]["expected_binds"] == 0, bound
 
 
 def test_made_up_node_names_are_not_counted() -> None:

@@ -24,6 +24,9 @@ class TimeoutMemo:
         self._ttl = ttl
         self._memo: dict[Hashable, dict[str, tuple[float, Assessment]]] = {}
 
+    def __len__(self) -> int:
+        return len(self._memo)
+
     def wrap(
         self, assess: Callable[[Node], Assessment], claims_key: Hashable
     ) -> Callable[[Node], Assessment]:

@@ -112,6 +112,17 @@ class AssumedClaims:
         #: Pod UID -> its held records (see :meth:`hold`), oldest pod first.
         self._holds: dict[str, list[AssumedWrite]] = {}
 
+    def entries(self) -> dict[str, int]:
+        """How many entries each of its maps holds (read by /metrics from the HTTP thread: each
+        ``len`` is one step under the GIL)."""
+        return {
+            "claim_records": len(self._records),
+            "claims_touched": len(self.touched),
+            "claims_dirty": len(self._dirty),
+            "claims_creating": len(self._creating),
+            "holds": len(self._holds),
+        }
+
     def __len__(self) -> int:
         # Read by /metrics from the HTTP thread: copy the view first (one step under the GIL).
         records = [r for by_pod in list(self._records.values()) for r in list(by_pod.values())]

@@ -234,6 +234,9 @@ class Stuck:
         self.clock, self.seconds, self.size = clock, seconds, size
         self._until: dict[str, float] = {}
 
+    def __len__(self) -> int:
+        return len(self._until)
+
     def __contains__(self, uid: object) -> bool:
         until = self._until.get(uid) if isinstance(uid, str) else None
         return until is not None and until > self.clock()

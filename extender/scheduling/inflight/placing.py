@@ -23,6 +23,9 @@ class Placing:
         placed = dataclasses.replace(pod, node_name=node, node_allocatable=tuple(statuses))
         self._pods[pod.uid] = (placed, now)
 
+    def __len__(self) -> int:
+        return len(self._pods)
+
     def discard(self, uid: str) -> None:
         self._pods.pop(uid, None)
 

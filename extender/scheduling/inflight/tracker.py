@@ -55,6 +55,9 @@ class GroupActivity:
             for key, _ in sorted(self._passed.items(), key=lambda kv: kv[1])[:5_000]:
                 del self._passed[key]
 
+    def __len__(self) -> int:
+        return len(self._passed)
+
     def recent(self, namespace: str, group: str, now: float) -> bool:
         since = self._passed.get((namespace, group))
         return since is not None and now - since < PASSED_FILTER_GRACE
@@ -83,6 +86,20 @@ class Tracker:
         self._binding_unknown: dict[str, float] = {}
 
     # --- reading ----------------------------------------------------------------------------------
+
+    def entries(self) -> dict[str, int]:
+        """How many entries each in-flight map holds: each is bounded or emptied as binds
+        settle, so these are flat under steady load (the soak checks it; a metric shows it)."""
+        return {
+            "binds": len(self.binds),
+            **self.assumed.entries(),
+            "expected_binds": len(self.expected),
+            "seen_pods": len(self.seen),
+            "placing": len(self.placing),
+            "group_filters": len(self.groups),
+            "preemptions": len(self.preempted),
+            "unanswered_bindings": len(self._binding_unknown),
+        }
 
     def nominations(self, config: EngineConfig) -> Nominations | None:
         """Whose nominations keep devices (with device preemption only): pods of the schedulers

@@ -136,6 +136,9 @@ class Preempted:
     ) -> None:
         self._by_pod: TTLCache[str, dict[str, frozenset[str]]] = TTLCache(size, seconds, timer=clock)
 
+    def __len__(self) -> int:
+        return len(self._by_pod)
+
     def remember(self, pod_uid: str, victims: Mapping[str, Iterable[str]]) -> None:
         self._by_pod[pod_uid] = {node: frozenset(uids) for node, uids in victims.items()}
 

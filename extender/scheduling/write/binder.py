@@ -98,6 +98,10 @@ class Binder:
         #: Claims whose finalizer protects nothing, and since when (:meth:`sweep_finalizers`).
         self._finalizer_seen: dict[Key, float] = {}
 
+    def entries(self) -> dict[str, int]:
+        """How many entries its maps hold (see :meth:`Tracker.entries`)."""
+        return {"background_writes": len(self._tasks), "finalizers_watched": len(self._finalizer_seen)}
+
     def reconfigure(self, config: EngineConfig) -> None:
         """Write as ``config`` says from now on (another Kubernetes release read at start)."""
         self.config = config
