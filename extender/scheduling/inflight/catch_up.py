@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from extender.cluster.state import ClusterState, is_newer
 from extender.model.core import Pod
@@ -36,6 +36,8 @@ from extender.model.dra import ResourceClaim
 #: How many pods' request versions are remembered (a bind follows its filter within
 #: kube-scheduler's scheduling and binding cycles: far fewer pods in between).
 SEEN_PODS = 4096
+#: How many entries :class:`SeenPods` gains between two looks for pods that are gone.
+PRUNE_STEP = 256
 #: How long a pod whose filter waited in vain is not waited for again (seconds).
 STUCK_SECONDS = 60.0
 #: How soon a wait looks at the cache again, and how seldom at most (seconds).
@@ -60,11 +62,14 @@ def newer(a: Pod | None, b: Pod | None) -> Pod | None:
 
 class SeenPods:
     """The newest version of each pod that kube-scheduler sent in a request, by UID: the last
-    ``size`` pods (no clock: an old entry loses to the cache's newer version anyway)."""
+    ``size`` pods (no clock: an old entry loses to the cache's newer version anyway). A bind is
+    the only reader, so a pod's entry goes when its bind is over and when the pod is gone."""
 
     def __init__(self, size: int = SEEN_PODS) -> None:
         self.size = size
         self._pods: dict[str, Pod] = {}
+        #: Entries at the last look for pods that are gone (:meth:`forget_gone`).
+        self._looked_at = 0
 
     def __len__(self) -> int:
         return len(self._pods)
@@ -76,6 +81,18 @@ class SeenPods:
         self._pods[pod.uid] = newer(kept, pod) or pod
         if len(self._pods) > self.size:
             del self._pods[next(iter(self._pods))]
+
+    def forget(self, uid: str) -> None:
+        self._pods.pop(uid, None)
+
+    def forget_gone(self, gone: Mapping[str, object]) -> None:
+        """Drop the pods the cache saw deleted (``ClusterState.deleted_pods``), once the map has
+        grown by ``PRUNE_STEP`` entries since the last look: amortized, it costs nothing per call."""
+        if len(self._pods) < self._looked_at + PRUNE_STEP:
+            return
+        for uid in [u for u in self._pods if u in gone]:
+            del self._pods[uid]
+        self._looked_at = len(self._pods)
 
     def newest(self, cached: Pod | None, uid: str) -> Pod | None:
         """The cache's pod, with the claim statuses of the version a request carried when that

@@ -168,6 +168,7 @@ class Tracker:
         if self.assumed.holding:
             self.assumed.expire_holds(self.clock() - hold_seconds)
         self.assumed.settle(state.claims, state.claims_seen_rv, state.changed_claims)
+        self.seen.forget_gone(state.deleted_pods)
 
     def binding_unanswered(self, pod_uid: str) -> None:
         self._binding_unknown[pod_uid] = self.clock()
@@ -176,6 +177,7 @@ class Tracker:
         """A bind is over, however it ended: its entry goes, a failed one's placed pod too
         (unless its Binding may still land), and its unsent writes are forgotten."""
         del self.binds[pod_uid]
+        self.seen.forget(pod_uid)  # its bind was the one reader; a retry is sent afresh
         if failed and pod_uid not in self._binding_unknown:
             self.placing.discard(pod_uid)
         self.assumed.interrupted(pod_uid)

@@ -108,6 +108,26 @@ def test_seen_pods_are_bounded() -> None:
     assert len(seen) == 2 and seen.newest(pods[0], "uid-worker") is pods[0]
 
 
+def seen_pod(uid: str) -> Pod:
+    raw = pod(uid)
+    return parse_pod({**raw, "metadata": {**raw["metadata"], "uid": uid}})
+
+
+def test_seen_pods_forget_the_pods_the_cache_saw_deleted_once_they_have_grown_a_step() -> None:
+    seen = catch_up.SeenPods()
+    uids = [f"uid-{i}" for i in range(catch_up.PRUNE_STEP)]
+    gone = {uid: ("", 0) for uid in uids[::2]}
+    for uid in uids[:-1]:
+        seen.remember(seen_pod(uid))
+    seen.forget_gone(gone)  # not grown a step yet: nothing looked at
+    assert len(seen) == catch_up.PRUNE_STEP - 1
+    seen.remember(seen_pod(uids[-1]))
+    seen.forget_gone(gone)
+    assert len(seen) == catch_up.PRUNE_STEP - len(gone)
+    seen.forget(uids[1])
+    assert len(seen) == catch_up.PRUNE_STEP - len(gone) - 1
+
+
 LAGS = [
     ("a claim the status names is missing", True, 5, "", True, True),
     ("the claims cache is past the pod: a spec claim does not exist", False, 5, "9", True, False),
