@@ -25,13 +25,11 @@ import json
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -39,6 +37,7 @@ from bench.allocator_bench import cluster
 from bench.scheduling_bench import GPUS_PER_NODE, NICS_PER_NODE, SHAPES
 from tests.integration import invariants
 from tests.realcluster import binaries as found
+from tests.realcluster.bind_watch import BindWatch
 from tests.realcluster.components import Extender, Scheduler, scheduler_config
 from tests.realcluster.conftest import empty
 from tests.realcluster.controlplane import ControlPlane
@@ -99,51 +98,6 @@ def create_pods(plane: ControlPlane, shape: str, count: int) -> None:
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, range(count)))
-
-
-class BindWatch:
-    """Counts pods as they get a node, from a watch (no polling of thousands of pods)."""
-
-    def __init__(self, plane: ControlPlane) -> None:
-        self.plane = plane
-        self.bound: set[str] = set()
-        self.last_bind = 0.0
-        self.stop = threading.Event()
-        listed = plane.api.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", params={"limit": "1"})
-        self.rv = listed["metadata"]["resourceVersion"]
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        http = self.plane.api.http
-        while not self.stop.is_set():
-            params = {"watch": "1", "resourceVersion": self.rv, "allowWatchBookmarks": "true"}
-            try:
-                with http.stream(
-                    "GET",
-                    f"/api/v1/namespaces/{NAMESPACE}/pods",
-                    params=params,
-                    timeout=httpx.Timeout(5, read=None),
-                ) as answer:
-                    for line in answer.iter_lines():
-                        if self.stop.is_set():
-                            return
-                        if line:
-                            self._event(json.loads(line))
-            except httpx.HTTPError as exc:
-                print(f"pod watch restarted at {self.rv}: {exc!r}", file=sys.stderr)
-
-    def _event(self, event: dict[str, Any]) -> None:
-        obj = event.get("object") or {}
-        self.rv = (obj.get("metadata") or {}).get("resourceVersion", self.rv)
-        if event.get("type") in ("ADDED", "MODIFIED") and (obj.get("spec") or {}).get("nodeName"):
-            name = obj["metadata"]["name"]
-            if name not in self.bound:
-                self.bound.add(name)
-                self.last_bind = time.monotonic()
-
-    def close(self) -> None:
-        self.stop.set()
 
 
 def cpu_seconds(pid: int, part: str = "all") -> float:

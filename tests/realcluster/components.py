@@ -8,6 +8,7 @@ for the in-tree comparison, with the extender removed and DynamicResources enabl
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 import time
@@ -52,7 +53,9 @@ def scheduler_config(
 
 class Scheduler:
     """A kube-scheduler process; its /metrics and /readyz are reachable without credentials
-    (``open_metrics`` False: /metrics wants a token allowed to GET it, as in a pod)."""
+    (``open_metrics`` False: /metrics wants a token allowed to GET it, as in a pod).
+    ``hostname``: the host name it sees (a UTS namespace of its own), as a pod's container sees
+    the pod's name; its Lease identity is ``<hostname>_<uuid>``."""
 
     def __init__(
         self,
@@ -61,6 +64,7 @@ class Scheduler:
         name: str = "kube-scheduler",
         feature_gates: str = "",
         open_metrics: bool = True,
+        hostname: str | None = None,
     ):
         self.plane = plane
         self.port = free_port()
@@ -71,6 +75,7 @@ class Scheduler:
         self.process = Process(
             name,
             [
+                *(in_uts_namespace(hostname) if hostname else []),
                 str(plane.binaries.kube_scheduler),
                 f"--config={config_file}",
                 "--bind-address=127.0.0.1",
@@ -102,6 +107,13 @@ class Scheduler:
 
     def log(self) -> str:
         return self.process.log.read_text(errors="replace")
+
+
+def in_uts_namespace(hostname: str) -> list[str]:
+    """A command prefix: run it with ``hostname`` as its host name, in a UTS namespace of its own
+    (the same process, exec'd: signals reach it). Unprivileged, in a user namespace too."""
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    return ["unshare", *user, "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname]
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ a token from the TokenRequest API, never as the admin.
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime
 import os
 import re
@@ -43,6 +44,18 @@ SIDECAR_POD = (
 )
 #: The standalone deployment's account (its tests apply what manifests/standalone/ makes).
 STANDALONE_ACCOUNT = "dra-extender-standalone"
+#: The standalone deployment's Lease: the shipped fence binding's paramRef (the extender's
+#: default Lease name).
+STANDALONE_LEASE = "dra-extender"
+#: The objects `kubectl apply -k manifests/standalone/` makes that the standalone runs need.
+STANDALONE_APPLIED = (
+    "ServiceAccount",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+)
 
 
 #: The one resource.k8s.io resource kube-apiserver 1.36 serves only behind runtime-config.
@@ -565,6 +578,30 @@ class ControlPlane:
         self.api.create(
             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": name}}
         )
+
+
+@contextlib.contextmanager
+def standalone_fence(plane: ControlPlane) -> Iterator[None]:
+    """The standalone deployment's account, roles and fence, installed once and kept (they
+    concern only that account, which only the standalone runs use); the Lease is removed afterwards.
+
+    Not deleted and made again per test: on kube-apiserver v1.36.2 a binding made again under the
+    same name was seen judging with a stale parameter (a Lease already gone: admitted, where the
+    Lease as it was would have refused). A deployment applies the policy once.
+    """
+    from tests.deploy.test_rendered import STANDALONE, rendered
+
+    for doc in rendered(STANDALONE):
+        if doc["kind"] in STANDALONE_APPLIED:
+            try:
+                plane.api.create(copy.deepcopy(dict(doc)))
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
+    try:
+        yield
+    finally:
+        plane.api.delete("Lease", STANDALONE_LEASE, EXTENDER_NAMESPACE)
 
 
 @contextlib.contextmanager

@@ -31,9 +31,10 @@ from tests.realcluster.controlplane import (
     EXTENDER_NAMESPACE,
     STANDALONE_ACCOUNT,
     ControlPlane,
+    standalone_fence,
 )
 from tests.realcluster.proxy import Proxy
-from tests.realcluster.test_store_fence import LEASE, pod_token, remove_claim, replica_pod, standalone_fence
+from tests.realcluster.test_store_fence import LEASE, pod_token, remove_claim, replica_pod
 from tests.realcluster.workload import applied, pod_with_claims
 
 TRIALS = int(os.environ.get("DRA_FENCE_TRIALS", "1"))

@@ -9,16 +9,12 @@ refuses it; the replica stands down at once, and the claim in the store is untou
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.deploy.test_rendered import STANDALONE, rendered
 from tests.realcluster.api import Api, ApiError
 from tests.realcluster.components import Extender, extender
 from tests.realcluster.controlplane import (
@@ -26,20 +22,13 @@ from tests.realcluster.controlplane import (
     HOSTNAME,
     SIDECAR_POD,
     STANDALONE_ACCOUNT,
+    STANDALONE_LEASE,
     ControlPlane,
+    standalone_fence,
 )
 from tests.realcluster.workload import gpu_class, gpu_slice, one_gpu_claim, pod_with_claims, store_violations
 
-LEASE = "dra-extender"  # the shipped binding's paramRef (the extender's default Lease name)
-#: The objects `kubectl apply -k manifests/standalone/` makes that these tests need.
-APPLIED = (
-    "ServiceAccount",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-    "ValidatingAdmissionPolicy",
-    "ValidatingAdmissionPolicyBinding",
-)
+LEASE = STANDALONE_LEASE
 #: A long renewal: the replica keeps believing it leads for a while after the Lease moved on.
 SLOW_ELECTION = (
     "--leader-elect",
@@ -49,28 +38,6 @@ SLOW_ELECTION = (
     "--leader-elect-renew-deadline=90",
     "--leader-elect-retry-period=60",
 )
-
-
-@contextlib.contextmanager
-def standalone_fence(cluster: ControlPlane) -> Iterator[None]:
-    """The standalone deployment's account, roles and fence, installed once and kept (they
-    concern only that account, which only these tests use); the Lease is removed afterwards.
-
-    Not deleted and made again per test: on kube-apiserver v1.36.2 a binding made again under the
-    same name was seen judging with a stale parameter (a Lease already gone: admitted, where the
-    Lease as it was would have refused). A deployment applies the policy once.
-    """
-    for doc in rendered(STANDALONE):
-        if doc["kind"] in APPLIED:
-            try:
-                cluster.api.create(copy.deepcopy(dict(doc)))
-            except ApiError as exc:
-                if exc.code != 409:
-                    raise
-    try:
-        yield
-    finally:
-        cluster.api.delete("Lease", LEASE, EXTENDER_NAMESPACE)
 
 
 def replica_pod(cluster: ControlPlane, name: str, account: str = STANDALONE_ACCOUNT) -> dict[str, Any]:
