@@ -35,7 +35,8 @@ class Proxy:
         self._lock = threading.Lock()
         #: Bytes sent toward kube-apiserver while held, counted (the trials check a write was held).
         self.held_bytes = 0
-        #: Seconds each chunk waits before it goes on, both ways (a slow link or a slow disk).
+        #: Seconds each chunk waits before it goes on, both ways (a slow link or a slow disk); a
+        #: chunk toward kube-apiserver still on its way when :meth:`hold` is called is held.
         self.delay = 0.0
 
     @property
@@ -97,13 +98,13 @@ class Proxy:
                 data = source.recv(65536)
                 if not data:
                     break
+                if self.delay:
+                    time.sleep(self.delay)
                 if outgoing and not self._open.is_set():
                     self.held_bytes += len(data)
                     self._open.wait()
                 if self._stopped.is_set():
                     break
-                if self.delay:
-                    time.sleep(self.delay)
                 sink.sendall(data)
             if outgoing:
                 self._stopped.wait(LINGER)  # the replica gave up: kube-apiserver still answers

@@ -6,6 +6,11 @@ arrives. With the standalone deployment's store fence installed as `kubectl appl
 two claims. Without it (the control case) the same trial does end with one GPU in two claims:
 the trial reproduces the hazard it guards against.
 
+Variants (:data:`VARIANTS`): the write released before the old leader resumes, 1 s after, with
+the leader only cut off, after kube-scheduler's bind timeout; and the Binding held instead of the
+allocation (the allocation landed; the successor binds the same pod again, as kube-scheduler's
+retry asks, and the old leader's late Binding is refused).
+
 The suite runs one trial per variant (marked slow: about 20 s each); `DRA_FENCE_TRIALS=20`
 runs more (the note's figures).
 """
@@ -52,18 +57,34 @@ ELECTION = (
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 
 
+#: kube-scheduler gives up on an extender's bind after the shipped httpTimeout (10 s).
+BIND_TIMEOUT = 10.0
+#: Seconds each chunk of the leader's traffic is slowed by for the Binding variant: long enough
+#: to hold the Binding after the allocation lands, short enough for its Lease renewals (a
+#: renewal's round trip must stay well within its 2 s renew deadline).
+SLOW_LINK = 0.3
+
+
 @dataclass(frozen=True)
 class Variant:
     #: The old leader is frozen (SIGSTOP) while its write is held; else only cut off.
     freeze: bool
     #: The held write goes on before the old leader resumes (else 1 s after).
     release_first: bool
+    #: What the network holds: the allocation write, or the Binding sent after it landed.
+    held: str = "allocation"
+    #: The held write goes on only after kube-scheduler's bind timeout has passed since it left.
+    past_bind_timeout: bool = False
 
 
 VARIANTS = {
     "frozen, write released before it resumes": Variant(freeze=True, release_first=True),
     "frozen, write released 1 s after it resumes": Variant(freeze=True, release_first=False),
     "cut off, not frozen": Variant(freeze=False, release_first=True),
+    "frozen, write released after the bind timeout": Variant(
+        freeze=True, release_first=True, past_bind_timeout=True
+    ),
+    "frozen, the Binding held": Variant(freeze=True, release_first=True, held="binding"),
 }
 
 
@@ -116,6 +137,36 @@ def writing(replica: Extender, claim: str) -> bool:
     """The replica has assumed its write of ``claim`` (it is on its way to the API server)."""
     writes = replica.get("/debug/inflight")["claimWrites"]
     return any(w["claim"] == f"default/{claim}" and w["allocating"] for w in writes)
+
+
+def allocated(cluster: ControlPlane, claim: str) -> bool:
+    found = cluster.api.get("ResourceClaim", claim, "default") or {}
+    return bool((found.get("status") or {}).get("allocation"))
+
+
+def before_the_bind(proxy: Proxy, variant: Variant) -> None:
+    """Ready the network for the write it is to hold: held from now on (the allocation), or
+    slowed by :data:`SLOW_LINK` a chunk each way (the Binding: see :func:`hold_the_write`)."""
+    if variant.held == "allocation":
+        proxy.hold()
+    else:
+        proxy.delay = SLOW_LINK
+
+
+def hold_the_write(cluster: ControlPlane, proxy: Proxy, a: Extender, variant: Variant, claim: str) -> None:
+    """Until the leader has sent the write the network holds: its allocation of ``claim`` (it
+    has assumed it: the write is on its way, held), or what it sends after the allocation
+    landed, the Binding among it (held from the moment the allocation is in the store: the
+    leader's answer is still on the slowed link then, and its next request will be too)."""
+    if variant.held == "allocation":
+        cluster.api.wait_for(lambda: writing(a, claim), what="a's allocation write sent")
+        return
+    deadline = time.monotonic() + 30
+    while not allocated(cluster, claim):
+        assert time.monotonic() < deadline, "a's allocation did not land"
+        time.sleep(0.01)
+    proxy.hold()
+    proxy.delay = 0.0
 
 
 def holders_of_the_gpu(cluster: ControlPlane, names: tuple[str, ...]) -> list[str]:
@@ -173,21 +224,26 @@ def trial(
         with Proxy(cluster.port) as proxy, replicas(cluster, proxy, account) as (a, b_):
             cluster.api.wait_for(lambda: cached(a, names) and cached(b_, names), what="claims cached")
             warm(a)
-            proxy.hold()
+            before_the_bind(proxy, variant)
 
             def send() -> None:
                 old_answer.append(bind(a, pods[0]))
 
             sender = threading.Thread(target=send, daemon=True)
             sender.start()
-            cluster.api.wait_for(lambda: writing(a, names[0]), what="a's allocation write sent")
-            time.sleep(0.5)  # its bytes are at the proxy, held
+            hold_the_write(cluster, proxy, a, variant, names[0])
+            sent = time.monotonic()
+            time.sleep(1.5)  # its bytes are at the proxy, held
             assert proxy.held_bytes > 0
             if variant.freeze:
                 a.process.signal(signal.SIGSTOP)
             try:
                 cluster.api.wait_for(lambda: ready(b_), timeout=60, what="b leading")
-                new_answer = bind(b_, pods[1])
+                # kube-scheduler sends the successor the next pod; with the Binding held, the
+                # first pod again (its bind timed out): its claim is allocated for it already.
+                new_answer = bind(b_, pods[0] if variant.held == "binding" else pods[1])
+                if variant.past_bind_timeout:
+                    time.sleep(max(0.0, sent + BIND_TIMEOUT + 1.0 - time.monotonic()))
                 if variant.freeze and not variant.release_first:
                     a.process.signal(signal.SIGCONT)
                     time.sleep(1.0)
