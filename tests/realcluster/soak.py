@@ -141,6 +141,16 @@ class SoakResult:
                 out[name] = max(out.get(name, 0), count)
         return out
 
+    def grown(self) -> dict[str, tuple[int, int]]:
+        """Maps whose peak in the last third of the run passed their peak in the middle third
+        (by more than a quarter, and 8 entries): still growing after warm-up. Every map here is
+        bounded by what happened within a time (a pod's bind, a preemption's 10 minutes), so
+        it is flat once the run is longer than that."""
+        third = self.seconds / 3
+        middle = self.peaks([s for s in self.samples if third <= s.at < 2 * third])
+        last = self.peaks([s for s in self.samples if s.at >= 2 * third])
+        return {n: (middle.get(n, 0), c) for n, c in last.items() if c > middle.get(n, 0) * 1.25 + 8}
+
     def over_bounds(self) -> dict[str, int]:
         """Maps whose peak passed their bound (:data:`CAPPED`, or the cluster's pod count)."""
         bound = FILL + HIGH + FILL
@@ -156,6 +166,7 @@ class SoakResult:
             "rss_growth_after_warm_up_mib": self.rss_growth_mib(1 / 3),
             "peaks_warm_up": self.peaks([s for s in self.samples if s.at < self.seconds / 3]),
             "peaks_after": self.peaks(self.after_warm_up(1 / 3)),
+            "grown_middle_to_last_third": self.grown(),
             "held_for_unbound_at_rest_max": max((r.held_for_unbound for r in self.rests), default=0),
             "not_empty_at_rest": [(r.cycle, r.not_empty) for r in self.rests if r.not_empty],
             "violations": [v for r in self.rests for v in r.violations],

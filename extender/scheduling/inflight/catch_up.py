@@ -85,13 +85,16 @@ class SeenPods:
     def forget(self, uid: str) -> None:
         self._pods.pop(uid, None)
 
-    def forget_gone(self, gone: Mapping[str, object]) -> None:
-        """Drop the pods the cache saw deleted (``ClusterState.deleted_pods``), once the map has
-        grown by ``PRUNE_STEP`` entries since the last look: amortized, it costs nothing per call."""
+    def forget_gone(self, cached: Mapping[tuple[str, str], Pod]) -> None:
+        """Drop the pods no bind will ask for: gone from the cache (``ClusterState.pods``), or
+        bound. Once the map has grown by ``PRUNE_STEP`` entries since the last look: amortized,
+        it costs next to nothing per call."""
         if len(self._pods) < self._looked_at + PRUNE_STEP:
             return
-        for uid in [u for u in self._pods if u in gone]:
-            del self._pods[uid]
+        for uid, pod in list(self._pods.items()):
+            now = cached.get((pod.namespace, pod.name))
+            if now is None or now.uid != uid or now.node_name:
+                del self._pods[uid]
         self._looked_at = len(self._pods)
 
     def newest(self, cached: Pod | None, uid: str) -> Pod | None:
@@ -259,8 +262,12 @@ class Stuck:
         return until is not None and until > self.clock()
 
     def mark(self, uid: str) -> None:
+        now = self.clock()
         self._until.pop(uid, None)
-        self._until[uid] = self.clock() + self.seconds
+        # Oldest first (each ends ``seconds`` after it was marked): the ended ones go from the front.
+        while self._until and next(iter(self._until.values())) <= now:
+            del self._until[next(iter(self._until))]
+        self._until[uid] = now + self.seconds
         if len(self._until) > self.size:
             del self._until[next(iter(self._until))]
 

@@ -168,7 +168,7 @@ class Tracker:
         if self.assumed.holding:
             self.assumed.expire_holds(self.clock() - hold_seconds)
         self.assumed.settle(state.claims, state.claims_seen_rv, state.changed_claims)
-        self.seen.forget_gone(state.deleted_pods)
+        self.seen.forget_gone(state.pods)
 
     def binding_unanswered(self, pod_uid: str) -> None:
         self._binding_unknown[pod_uid] = self.clock()

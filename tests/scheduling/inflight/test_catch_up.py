@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -113,19 +114,45 @@ def seen_pod(uid: str) -> Pod:
     return parse_pod({**raw, "metadata": {**raw["metadata"], "uid": uid}})
 
 
-def test_seen_pods_forget_the_pods_the_cache_saw_deleted_once_they_have_grown_a_step() -> None:
+def test_seen_pods_forget_the_pods_gone_or_bound_once_they_have_grown_a_step() -> None:
     seen = catch_up.SeenPods()
-    uids = [f"uid-{i}" for i in range(catch_up.PRUNE_STEP)]
-    gone = {uid: ("", 0) for uid in uids[::2]}
-    for uid in uids[:-1]:
-        seen.remember(seen_pod(uid))
-    seen.forget_gone(gone)  # not grown a step yet: nothing looked at
+    pods = [seen_pod(f"uid-{i}") for i in range(catch_up.PRUNE_STEP)]
+    # In the cache: every third pod as sent, every third bound, every third gone (or another
+    # pod of that name, with another UID).
+    cached = {}
+    for i, p in enumerate(pods):
+        if i % 3 == 0:
+            cached[(p.namespace, p.name)] = p
+        elif i % 3 == 1:
+            cached[(p.namespace, p.name)] = dataclasses.replace(p, node_name="gpu-node-1")
+        elif i % 6 == 2:
+            cached[(p.namespace, p.name)] = dataclasses.replace(p, uid="uid-another")
+    for p in pods[:-1]:
+        seen.remember(p)
+    seen.forget_gone(cached)  # not grown a step yet: nothing looked at
     assert len(seen) == catch_up.PRUNE_STEP - 1
-    seen.remember(seen_pod(uids[-1]))
-    seen.forget_gone(gone)
-    assert len(seen) == catch_up.PRUNE_STEP - len(gone)
-    seen.forget(uids[1])
-    assert len(seen) == catch_up.PRUNE_STEP - len(gone) - 1
+    seen.remember(pods[-1])
+    seen.forget_gone(cached)
+    kept = [p for i, p in enumerate(pods) if i % 3 == 0]
+    assert len(seen) == len(kept)
+    assert all(seen.newest(p, p.uid) is p for p in kept)
+    seen.forget(kept[0].uid)
+    assert len(seen) == len(kept) - 1
+
+
+def test_pods_waited_for_in_vain_are_forgotten_once_their_while_has_passed() -> None:
+    now = [0.0]
+    stuck = catch_up.Stuck(lambda: now[0], seconds=60.0)
+    for i in range(10):
+        stuck.mark(f"uid-{i}")
+        now[0] += 10.0
+    # At 100: uid-i was marked at 10 i and ends at 10 i + 60. The last mark (at 90) dropped
+    # uid-0..uid-3; uid-4 has just ended, uid-5.. have not.
+    assert "uid-9" in stuck and "uid-5" in stuck and "uid-4" not in stuck
+    assert len(stuck) == 6
+    now[0] += 60.0
+    stuck.mark("uid-last")
+    assert len(stuck) == 1
 
 
 LAGS = [
