@@ -32,6 +32,7 @@ import signal
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -71,6 +72,17 @@ SCHEDULER_ELECTION = {"leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod
 SCHEDULER_LEASE = "dra-extender-scheduler"
 #: What the store fence's refusals say (manifests/*/leader-fence.yaml).
 FENCE_REFUSAL = "dra-extender: not the leader"
+
+
+def written(refused: str) -> str:
+    """``update /apis/.../namespaces/ns/resourceclaims/name/status?...: 403 ...`` -> the verb and
+    the resource: ``update resourceclaims/status``."""
+    verb, _, rest = refused.partition(" ")
+    parts = rest.split("?")[0].split(":")[0].split("/")
+    if "namespaces" in parts:
+        parts = parts[parts.index("namespaces") + 2 :]
+    resource = "/".join([parts[0], *parts[2:]]) if parts else "?"
+    return f"{verb} {resource}"
 
 
 def ready(url: str) -> bool:
@@ -276,6 +288,8 @@ class FailoverResult:
     def summary(self) -> dict[str, Any]:
         out = {k: v for k, v in vars(self).items() if k not in ("faults", "fenced", "abandoned")}
         out["fenced"], out["abandoned"] = len(self.fenced), len(self.abandoned)
+        # "update resourceclaims/status": how many of each write the fence refused.
+        out["fenced_writes"] = dict(Counter(written(r) for r in self.fenced))
         out["faults"] = [vars(f) for f in self.faults]
         return out
 
