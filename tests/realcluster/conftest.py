@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +77,11 @@ def empty(api: Api) -> None:
             if exc.code != 404:  # a kind this API server does not serve (DeviceTaintRule, gate off)
                 raise
             continue
-        for obj in objects:
-            name = obj["metadata"]["name"]
-            if kind == "PriorityClass" and name.startswith("system-"):
-                continue
-            api.delete(kind, name)
+        names = [o["metadata"]["name"] for o in objects]
+        if kind == "PriorityClass":
+            names = [n for n in names if not n.startswith("system-")]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda name: api.delete(kind, name), names))  # noqa: B023
 
     def emptied() -> bool:
         return not any(api.list(kind, ns) for ns in TEST_NAMESPACES for kind in ("Pod", "ResourceClaim"))

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import threading
 import time
 from collections import Counter
@@ -85,9 +84,10 @@ def written(refused: str) -> str:
     return f"{verb} {resource}"
 
 
-def ready(url: str) -> bool:
+def ready(replica: Extender) -> bool:
+    """Its /readyz answers 200: the Service would send it connections."""
     try:
-        return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+        return httpx.get(f"{replica.ops_url}/readyz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -100,37 +100,36 @@ def standing_by(replica: Extender) -> bool:
 
 
 class ReadyService:
-    """One address in front of the standalone replicas: a TCP forwarder that sends each new
-    connection to a replica whose /readyz answers 200, looked at every ``period`` seconds; with
-    none ready the connection is closed at once. Connections already made stay where they are
-    (kube-proxy does not move them either)."""
+    """One address in front of the standalone replicas: each new connection goes to a replica
+    whose /readyz answers 200, looked at every ``period`` seconds; with none ready it is closed
+    at once. Connections already made stay where they are (kube-proxy does not move them either).
+    """
 
     def __init__(self, members: Callable[[], list[Extender]], period: float = 0.25) -> None:
         self.members = members
         self.period = period
         self._ready: list[tuple[str, int]] = []
         self._stop = threading.Event()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
+        self._proxy = Proxy(lambda: self._ready[0] if self._ready else None)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://127.0.0.1:{self._proxy.port}"
 
     def __enter__(self) -> ReadyService:
         self._look()
         threading.Thread(target=self._follow, name="service-endpoints", daemon=True).start()
-        threading.Thread(target=self._accept, name="service", daemon=True).start()
+        self._proxy.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._listener.close()
+        self._proxy.__exit__(None, None, None)
 
     def _look(self) -> None:
         found = []
         for e in list(self.members()):
-            if e.url and e.ops_url and ready(e.ops_url):
+            if e.url and e.ops_url and ready(e):
                 host, _, port = e.url.removeprefix("http://").partition(":")
                 found.append((host, int(port)))
         self._ready = found
@@ -138,36 +137,6 @@ class ReadyService:
     def _follow(self) -> None:
         while not self._stop.wait(self.period):
             self._look()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            targets = self._ready
-            try:
-                if not targets:
-                    raise OSError("no ready endpoint")
-                upstream = socket.create_connection(targets[0], timeout=2)
-                upstream.settimeout(None)
-            except OSError:
-                client.close()
-                continue
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=pump, args=(source, sink), daemon=True).start()
-
-
-def pump(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (source, sink):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
 
 
 class Member(Protocol):
@@ -215,7 +184,7 @@ class Replica(Pod):
         ).start(ready=False)
 
     def leading(self) -> bool:
-        return ready(self.extender.ops_url)
+        return ready(self.extender)
 
     def signal(self, sig: signal.Signals) -> None:
         self.extender.process.signal(sig)

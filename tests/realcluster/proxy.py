@@ -17,6 +17,7 @@ import contextlib
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 
 #: Seconds the connection toward kube-apiserver stays open after the replica closed its side.
@@ -24,8 +25,10 @@ LINGER = 5.0
 
 
 class Proxy:
-    def __init__(self, target_port: int) -> None:
-        self.target = ("127.0.0.1", target_port)
+    def __init__(self, target: int | Callable[[], tuple[str, int] | None]) -> None:
+        """``target``: the port on 127.0.0.1 every connection goes to, or a function choosing
+        where each new one goes (None: nowhere, the connection is closed at once)."""
+        self.target = target if callable(target) else (lambda: ("127.0.0.1", target))
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._open = threading.Event()
@@ -80,8 +83,12 @@ class Proxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            target = self.target()
             try:
-                server = socket.create_connection(self.target)
+                if target is None:
+                    raise OSError("nowhere to go")
+                server = socket.create_connection(target, timeout=2)
+                server.settimeout(None)
             except OSError:
                 client.close()
                 continue

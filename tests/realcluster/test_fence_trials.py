@@ -38,6 +38,7 @@ from tests.realcluster.controlplane import (
     ControlPlane,
     standalone_fence,
 )
+from tests.realcluster.failover import ready
 from tests.realcluster.proxy import Proxy
 from tests.realcluster.test_store_fence import LEASE, pod_token, remove_claim, replica_pod
 from tests.realcluster.workload import applied, pod_with_claims
@@ -111,13 +112,6 @@ def bind(replica: Extender, pod: dict[str, Any]) -> str:
     meta = pod["metadata"]
     body = {"PodName": meta["name"], "PodNamespace": "default", "PodUID": meta["uid"], "Node": NODE}
     return str(httpx.post(f"{replica.url}/scheduler/bind", json=body, timeout=60).json()["Error"])
-
-
-def ready(replica: Extender) -> bool:
-    try:
-        return httpx.get(f"{replica.ops_url}/readyz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def warm(replica: Extender) -> None:

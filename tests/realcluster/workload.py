@@ -11,6 +11,7 @@ import contextlib
 import copy
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tests import builders as b
@@ -195,15 +196,20 @@ def remove(api: Api, kinds: tuple[str, ...], namespaces: tuple[str, ...]) -> Non
     """Every object of these namespaced kinds, claims' finalizers first (no controller removes
     them here); the schedulers' and extenders' Leases in dra-extender, so that a new one need not
     wait them out."""
-    for namespace in namespaces:
-        for kind in kinds:
-            for obj in api.list(kind, namespace):
-                name = obj["metadata"]["name"]
-                if kind == "Lease" and not name.startswith("test-"):
-                    continue
-                if obj["metadata"].get("finalizers"):
-                    with contextlib.suppress(ApiError):
-                        api.patch(kind, name, namespace, {"metadata": {"finalizers": None}})
-                api.delete(kind, name, namespace)
+
+    def one(kind: str, namespace: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        if kind == "Lease" and not name.startswith("test-"):
+            return
+        if obj["metadata"].get("finalizers"):
+            with contextlib.suppress(ApiError):
+                api.patch(kind, name, namespace, {"metadata": {"finalizers": None}})
+        api.delete(kind, name, namespace)
+
+    # Several at a time: the failover runs leave hundreds of pods and claims.
+    with ThreadPoolExecutor(8) as pool:
+        for namespace in namespaces:
+            for kind in kinds:
+                list(pool.map(lambda obj: one(kind, namespace, obj), api.list(kind, namespace)))  # noqa: B023
     for lease in api.list("Lease", "dra-extender"):
         api.delete("Lease", lease["metadata"]["name"], "dra-extender")
