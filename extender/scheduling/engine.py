@@ -113,7 +113,7 @@ class Engine:
         return {
             **self.tracker.entries(),
             **self.binder.entries(),
-            "timed_out_nodes": len(self._timeouts),
+            "timed_out_claim_sets": len(self._timeouts),
             "claims_waited_in_vain": len(self._stuck),
         }
 

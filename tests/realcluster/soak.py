@@ -80,7 +80,7 @@ CAPPED = {
     "claims_waited_in_vain": SEEN_PODS,
     "preemptions": MAX_REMEMBERED_PREEMPTIONS,
     "expected_binds": PRUNE_AT + FILL,
-    "timed_out_nodes": MAX_REMEMBERED_TIMEOUTS,
+    "timed_out_claim_sets": MAX_REMEMBERED_TIMEOUTS,
     "claims_touched": 2 * (FILL + HIGH),
     "finalizers_watched": 2 * (FILL + HIGH),
 }

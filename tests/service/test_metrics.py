@@ -118,7 +118,7 @@ IN_FLIGHT_MAPS = {
     "unanswered_bindings",
     "background_writes",
     "finalizers_watched",
-    "timed_out_nodes",
+    "timed_out_claim_sets",
     "claims_waited_in_vain",
 }
 
