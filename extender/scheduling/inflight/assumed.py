@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.cluster.state import is_newer
-from extender.model.dra import Allocation, ResourceClaim, parse_allocation, parse_resource_claim
+from extender.model.dra import Allocation, DeviceID, ResourceClaim, parse_allocation, parse_resource_claim
 from extender.model.errors import ObjectError
 from extender.model.reader import Reader
 
@@ -324,6 +324,22 @@ class AssumedClaims:
             if record.devices is not None and record.state not in (WriteState.WRITTEN, WriteState.HELD):
                 return record
         return None
+
+
+def taken_by_others(claims: Iterable[ResourceClaim], key: Key, devices: Allocation) -> set[DeviceID]:
+    """The devices ``devices`` (an allocation of claim ``key``) takes that another of ``claims``
+    holds: a device either takes whole (a share of a device shared by ID can sit beside
+    others; admin access takes nothing)."""
+    mine = set(devices.exclusive)
+    shared = {r.id for r in devices.shares}
+    out: set[DeviceID] = set()
+    for claim in claims:
+        other = claim.allocation
+        if other is None or claim.key == key:
+            continue
+        out |= mine & ({*other.exclusive} | {r.id for r in other.shares})
+        out |= shared & set(other.exclusive)
+    return out
 
 
 class Overlay(Mapping[Key, ResourceClaim]):

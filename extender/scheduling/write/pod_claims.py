@@ -20,7 +20,7 @@ from extender.model.errors import ObjectError
 from extender.scheduling.config import EngineConfig, Observer
 from extender.scheduling.decide.bind_plan import BindPlan, ExtendedClaim
 from extender.scheduling.inflight import catch_up
-from extender.scheduling.inflight.assumed import AssumedWrite, WriteState
+from extender.scheduling.inflight.assumed import AssumedWrite, WriteState, taken_by_others
 from extender.scheduling.inflight.tracker import Tracker
 from extender.scheduling.write import extended_writes, pod_status_writes
 from extender.scheduling.write.claim_writes import (
@@ -82,6 +82,15 @@ class PodClaimWrites:
                     return problem
             if claim is None:
                 continue  # gone: settled with the next snapshot
+            if record.devices is not None and claim.allocation is None:
+                taken = taken_by_others(self.state.claims.values(), record.key, record.devices)
+                if taken:
+                    # The cache shows the claim as the write found it and another claim holding
+                    # its devices: a later leader allocated them, having waited out this write
+                    # (and the store fence refuses it if it arrives now). Sending it again would
+                    # give those devices twice: forget it, and the bind decides afresh.
+                    self.tracker.assumed.forget(record)
+                    continue
             error = await self._write_claim(pod, claim, record.allocation, record, again=True)
             if error:
                 return (
