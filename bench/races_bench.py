@@ -194,10 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tables_from:
         print(tables_from(args.tables_from))
         return 0
-    located = found.find()
-    if isinstance(located, str):
-        print(f"real control plane: {located}", file=sys.stderr)
-        return 2
+    located = found.for_bench()
     if located.kube_controller_manager is None:
         print("races need kube-controller-manager (template claims, released reservations)", file=sys.stderr)
         return 2

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
@@ -58,10 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--json", help="write the summary and every sample here")
     args = parser.parse_args(argv)
-    located = found.find()
-    if isinstance(located, str):
-        print(f"real control plane: {located}", file=sys.stderr)
-        return 2
+    located = found.for_bench()
     with tempfile.TemporaryDirectory() as folder, running(located, Path(folder)) as plane:
         r = soak(plane, args.minutes * 60)
     summary = r.summary()

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +83,15 @@ def candidate_folders(env: dict[str, str] | None = None) -> list[Path]:
 
 def _executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
+
+
+def for_bench() -> Binaries:
+    """The binaries for a benchmark command; without them, the reason on stderr and exit status 2."""
+    located = find()
+    if isinstance(located, str):
+        print(f"real control plane: {located}", file=sys.stderr)
+        raise SystemExit(2)
+    return located
 
 
 def find(env: dict[str, str] | None = None) -> Binaries | str:
