@@ -28,13 +28,21 @@ CLUSTER = ("ResourceSlice", "DeviceClass", "DeviceTaintRule", "Node", "PriorityC
 TEST_NAMESPACES = ("default", "team-a")
 
 
+#: The long fault runs (minutes of leases lapsing and pods arriving, mostly waiting): a group of
+#: their own, so that a second worker runs them on a control plane of its own while the first
+#: runs the rest (one group took the suite past ten minutes on two cores).
+FAULT_RUNS = {"test_failover.py", "test_soak.py", "test_fence_trials.py"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
-        if here in Path(str(item.fspath)).parents:
+        path = Path(str(item.fspath))
+        if here in path.parents:
             item.add_marker(pytest.mark.realcluster)
-            # One worker runs them all: they share the session's etcd and kube-apiserver.
-            item.add_marker(pytest.mark.xdist_group("realcluster"))
+            # One worker runs each group: its tests share that worker's etcd and kube-apiserver.
+            group = "realcluster-faults" if path.name in FAULT_RUNS else "realcluster"
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
