@@ -86,12 +86,20 @@ def add_finalizer(cluster: ControlPlane, api: Api, name: str) -> str:
 
 
 def remove_claim(cluster: ControlPlane, name: str) -> None:
-    """Delete a claim, with the finalizers the tests added (the admin's writes are not fenced)."""
-    claim = cluster.api.get("ResourceClaim", name, "default")
-    if claim is None:
-        return
-    claim["metadata"]["finalizers"] = []
-    cluster.api.update(claim)
+    """Delete a claim, with the finalizers the tests added (the admin's writes are not fenced).
+    Read again on a conflict: kube-controller-manager's resourceclaim controller drops the
+    reservation of a pod deleted just before."""
+    for _ in range(5):
+        claim = cluster.api.get("ResourceClaim", name, "default")
+        if claim is None:
+            return
+        claim["metadata"]["finalizers"] = []
+        try:
+            cluster.api.update(claim)
+            break
+        except ApiError as exc:
+            if exc.code != 409:
+                raise
     cluster.api.delete("ResourceClaim", name, "default")
 
 
