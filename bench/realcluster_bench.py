@@ -25,6 +25,7 @@ import json
 import statistics
 import tempfile
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from typing import Any
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench import profile as profiler
 from bench.allocator_bench import cluster
 from bench.scheduling_bench import GPUS_PER_NODE, NICS_PER_NODE, SHAPES
 from tests.integration import invariants
@@ -150,7 +152,13 @@ def histogram_quantiles(
 
 
 def run_mode(
-    plane: ControlPlane, shape: str, nodes: int, *, with_extender: bool, extender_args: tuple[str, ...] = ()
+    plane: ControlPlane,
+    shape: str,
+    nodes: int,
+    *,
+    with_extender: bool,
+    extender_args: tuple[str, ...] = (),
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     api = plane.api
     count = pods_for(shape, nodes)
@@ -168,6 +176,7 @@ def run_mode(
         pids["dra-extender"] = ext.process.pid
     before = {k: cpu_seconds(p) for k, p in pids.items()}
     system_before = {k: cpu_seconds(p, "system") for k, p in pids.items()}
+    spy = profiler.record(ext.process.pid, profile) if ext is not None and profile is not None else None
     started = time.monotonic()
     sched.start()
     pids["kube-scheduler"] = sched.process.pid
@@ -178,6 +187,7 @@ def run_mode(
     time.sleep(1.0)  # late binds (there should be none beyond the pods that fit)
     after = {k: cpu_seconds(p) for k, p in pids.items()}
     system_after = {k: cpu_seconds(p, "system") for k, p in pids.items()}
+    profiler.stop(spy)
     before.setdefault("kube-scheduler", 0.0)
     metrics = sched.metrics()
     events = api.list("Event", NAMESPACE)
@@ -193,9 +203,18 @@ def run_mode(
             {str(e.get("message"))[:160] for e in events if e.get("reason") == "FailedScheduling"}
         )[:10],
         "cpu_s": {k: round(after[k] - before[k], 2) for k in pids},
+        # From the process's start to ready: imports, the first lists, the informers' sync.
+        "startup_cpu_s": round(before["dra-extender"], 2) if ext is not None else None,
         "system_cpu_s": {k: round(system_after[k] - system_before.get(k, 0.0), 2) for k in pids},
     }
     result["pods_per_s"] = round(result["bound"] / result["wall_s"], 1) if result["wall_s"] > 0 else 0.0
+    if ext is not None:
+        result["extender_ms_per_pod"] = round(
+            1000 * result["cpu_s"]["dra-extender"] / max(1, result["bound"]), 2
+        )
+    if spy is not None and profile is not None and profile.exists():
+        result["profile"] = str(profile)
+        result["profile_shares"] = dict(profiler.shares(profile.read_text().splitlines()))
     p50, p99, n = histogram_quantiles(metrics, "scheduler_pod_scheduling_sli_duration_seconds")
     result["sli_ms"] = {"p50": round(p50 * 1000, 1), "p99": round(p99 * 1000, 1), "count": n}
     for point in ("PreBind", "Bind"):
@@ -251,6 +270,8 @@ def report(r: dict[str, Any]) -> str:
         f"SLI p50/p99 {r['sli_ms']['p50']}/{r['sli_ms']['p99']} ms\n"
         f"{'':>14}CPU s: {cpu}"
     )
+    if "extender_ms_per_pod" in r:
+        line += f"; extender {r['extender_ms_per_pod']} ms/pod (start-up {r['startup_cpu_s']} s)"
     if "extender_bind_ms" in r:
         line += f"; extender bind p50/p99 {r['extender_bind_ms']['p50']}/{r['extender_bind_ms']['p99']} ms"
         line += (
@@ -261,6 +282,9 @@ def report(r: dict[str, Any]) -> str:
         line += f"; PreBind p50/p99 {r['prebind_ms']['p50']}/{r['prebind_ms']['p99']} ms"
     for message in r["failed_scheduling_messages"]:
         line += f"\n{'':>14}FailedScheduling: {message}"
+    if "profile_shares" in r:
+        samples = Counter(r["profile_shares"])
+        line += f"\n{'':>14}profile ({r['profile']}):\n" + profiler.table(samples, r["cpu_s"]["dra-extender"])
     if r["store_violations"]:
         line += f"\n{'':>14}STORE VIOLATIONS: {r['store_violations']}"
     return line
@@ -284,12 +308,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", help="write the results here")
     parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="sample the extender with py-spy during each run (raw stacks into DIR) and print the "
+        "share of each phase",
+    )
+    parser.add_argument(
         "--extender-args",
         default="",
         help="flags for dra-extender serve, one string ('--hold-after-prioritize 1')",
     )
     args = parser.parse_args(argv)
     located = found.for_bench()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     results = []
     with tempfile.TemporaryDirectory() as folder:
         # No kube-controller-manager: the claims are created directly, and it would only add
@@ -312,6 +345,11 @@ def main(argv: list[str] | None = None) -> int:
                                 nodes,
                                 with_extender=with_extender,
                                 extender_args=tuple(args.extender_args.split()),
+                                profile=(
+                                    args.profile / f"extender-{nodes}-{shape}-{repeat}.txt"
+                                    if args.profile
+                                    else None
+                                ),
                             )
                             print(report(r), flush=True)
                             pair[with_extender] = r
