@@ -1,21 +1,32 @@
-"""The real kube-scheduler with the in-tree DynamicResources plugin vs. with dra-extender, on
-the same workload, the same real kube-apiserver and etcd, one after the other in one run.
+"""The real kube-scheduler deciding with the in-tree DynamicResources plugin, with dra-extender,
+and with an extender that decides nothing (the floor), on the same workload, the same real
+kube-apiserver and etcd, one after the other in one run.
 
-Per node count (N nodes x 8 GPUs + 2 NICs, the scheduling bench's cluster) and pod shape
-(``one-gpu``, ``four-gpus-numa``, ``gpu-nic-pcieroot``): every GPU's worth of pods plus 5 that
-cannot fit, each pod with a ResourceClaim of its own, all created before kube-scheduler starts.
-Both runs use the shipped ``scheduler-config/second-scheduler.yaml`` with the same client
-settings (qps and burst 5000, as kube-scheduler's own scheduler_perf does), the in-tree run with
-the extender removed and DynamicResources enabled.
+Per size (N nodes x 8 GPUs + 2 NICs, the scheduling bench's cluster, or N x 1: one GPU slice
+per node, kubernetes#136588's shape) and pod shape (``one-gpu``, ``four-gpus-numa``,
+``gpu-nic-pcieroot``): every GPU's worth of pods plus 5 that cannot fit, each pod with a
+ResourceClaim of its own, all created (by 8 parallel clients, the time reported apart) before
+kube-scheduler starts. Every run uses the shipped ``scheduler-config/second-scheduler.yaml``
+with the same client settings (qps and burst 5000, as kube-scheduler's own scheduler_perf
+does), the in-tree run with the extender removed and DynamicResources enabled.
+
+The floor (bench/null_extender.py) passes every node, scores 0 and writes only the Binding, on
+the extender's own HTTP stack and API client: what the extender protocol costs before any
+decision. It binds the 5 pods that do not fit too, and it makes one write per pod where the
+in-tree plugin and the extender make two (the claim's status, then the Binding).
 
 Reported per run: pods bound and pods/s from kube-scheduler's start to the last bind (seen on a
-pod watch), FailedScheduling events, the CPU seconds of kube-scheduler, kube-apiserver, etcd
-and the extender, the pods' scheduling SLI p50/p99 (queue to bound) and the Bind/PreBind
+pod watch), kube-scheduler's attempts by result, FailedScheduling events, the CPU seconds of
+kube-scheduler, kube-apiserver, etcd and the extender (and the extender's CPU per bound pod,
+its start-up apart), the pods' scheduling SLI p50/p99 (queue to bound) and the Bind/PreBind
 extension points from kube-scheduler's metrics, the extender's own bind p50/p99, and the store
 checked afterwards (no device twice, every bound pod's claim allocated on its node).
+``--profile DIR`` samples the extender with py-spy (bench/profile.py) and prints each phase's
+share of its CPU.
 
 Needs the real binaries (tests/realcluster/binaries.py says where they are looked for).
-Run: ``python -m bench.realcluster_bench`` (``--nodes 100 500``, ``--shapes``, ``--json FILE``).
+Run: ``python -m bench.realcluster_bench`` (``--nodes 100 500 1000x8 5000x1``, ``--shapes``,
+``--modes``, ``--repeat N``, ``--json FILE``).
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -49,17 +61,25 @@ UNFIT = 5
 CLIENT_QPS = 5000.0
 
 
-def pods_for(shape: str, nodes: int) -> int:
+MODES = ("in-tree", "extender", "floor")
+EXTENDER = "dra-extender"
+
+
+def pods_for(shape: str, nodes: int, gpus_per_node: int = GPUS_PER_NODE) -> int:
+    """Every GPU's worth of pods plus UNFIT; UNFIT or fewer: the size cannot hold the shape."""
     _, gpus, nics = SHAPES[shape]
-    capacity = nodes * GPUS_PER_NODE // gpus
+    capacity = nodes * gpus_per_node // gpus
     if nics:
-        capacity = min(capacity, nodes * NICS_PER_NODE // nics)
+        capacity = min(capacity, nodes * NICS_PER_NODE // nics) if gpus_per_node > 1 else 0
     return capacity + UNFIT
 
 
-def create_cluster(plane: ControlPlane, nodes: int) -> None:
+def create_cluster(plane: ControlPlane, nodes: int, gpus_per_node: int = GPUS_PER_NODE) -> None:
+    """Nodes with a GPU slice each, and a NIC slice each where they have more than one GPU."""
     api = plane.api
-    objects = cluster(nodes, GPUS_PER_NODE, 0.0)
+    objects = cluster(nodes, gpus_per_node, 0.0)
+    if gpus_per_node == 1:
+        objects = [o for o in objects if not o["metadata"]["name"].endswith("-nic")]
     node_objects = [o for o in objects if o["kind"] == "Node"]
     with ThreadPoolExecutor(8) as pool:
         list(
@@ -156,16 +176,21 @@ def run_mode(
     shape: str,
     nodes: int,
     *,
-    with_extender: bool,
+    mode: str,
+    gpus_per_node: int = GPUS_PER_NODE,
     extender_args: tuple[str, ...] = (),
     profile: Path | None = None,
 ) -> dict[str, Any]:
     api = plane.api
-    count = pods_for(shape, nodes)
+    count = pods_for(shape, nodes, gpus_per_node)
+    created = time.monotonic()
     create_pods(plane, shape, count)
+    creation_s = time.monotonic() - created
     ext: Extender | None = None
-    if with_extender:
+    if mode == "extender":
         ext = Extender(plane, *extender_args).start()
+    elif mode == "floor":
+        ext = null_extender(plane).start()
     config = scheduler_config(
         plane.extender_kubeconfig(), extender_url=ext.url if ext else None, client_qps=CLIENT_QPS
     )
@@ -173,14 +198,15 @@ def run_mode(
     sched = Scheduler(plane, config)
     pids = {"kube-apiserver": plane.apiserver.pid, "etcd": plane.etcd.pid}
     if ext is not None:
-        pids["dra-extender"] = ext.process.pid
+        pids[EXTENDER] = ext.process.pid
     before = {k: cpu_seconds(p) for k, p in pids.items()}
     system_before = {k: cpu_seconds(p, "system") for k, p in pids.items()}
     spy = profiler.record(ext.process.pid, profile) if ext is not None and profile is not None else None
     started = time.monotonic()
     sched.start()
     pids["kube-scheduler"] = sched.process.pid
-    fit = count - UNFIT
+    # The floor passes every node: it binds the pods that do not fit too (no device is given).
+    fit = count if mode == "floor" else count - UNFIT
     deadline = started + 60 + count / 10
     while len(watch.bound) < fit and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -192,8 +218,10 @@ def run_mode(
     metrics = sched.metrics()
     events = api.list("Event", NAMESPACE)
     result: dict[str, Any] = {
-        "mode": "dra-extender" if with_extender else "in-tree",
+        "mode": mode,
         "nodes": nodes,
+        "gpus_per_node": gpus_per_node,
+        "creation_s": round(creation_s, 1),
         "shape": shape,
         "pods": count,
         "bound": len(watch.bound),
@@ -204,17 +232,21 @@ def run_mode(
         )[:10],
         "cpu_s": {k: round(after[k] - before[k], 2) for k in pids},
         # From the process's start to ready: imports, the first lists, the informers' sync.
-        "startup_cpu_s": round(before["dra-extender"], 2) if ext is not None else None,
+        "startup_cpu_s": round(before[EXTENDER], 2) if ext is not None else None,
         "system_cpu_s": {k: round(system_after[k] - system_before.get(k, 0.0), 2) for k in pids},
     }
     result["pods_per_s"] = round(result["bound"] / result["wall_s"], 1) if result["wall_s"] > 0 else 0.0
     if ext is not None:
-        result["extender_ms_per_pod"] = round(
-            1000 * result["cpu_s"]["dra-extender"] / max(1, result["bound"]), 2
-        )
+        result["extender_ms_per_pod"] = round(1000 * result["cpu_s"][EXTENDER] / max(1, result["bound"]), 2)
     if spy is not None and profile is not None and profile.exists():
         result["profile"] = str(profile)
         result["profile_shares"] = dict(profiler.shares(profile.read_text().splitlines()))
+    result["attempts"] = {
+        sample.labels["result"]: int(sample.value)
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == "scheduler_schedule_attempts_total" and sample.value
+    }
     p50, p99, n = histogram_quantiles(metrics, "scheduler_pod_scheduling_sli_duration_seconds")
     result["sli_ms"] = {"p50": round(p50 * 1000, 1), "p99": round(p99 * 1000, 1), "count": n}
     for point in ("PreBind", "Bind"):
@@ -222,7 +254,7 @@ def run_mode(
             metrics, "scheduler_framework_extension_point_duration_seconds", {"extension_point": point}
         )
         result[f"{point.lower()}_ms"] = {"p50": round(p50 * 1000, 2), "p99": round(p99 * 1000, 2), "count": n}
-    if ext is not None:
+    if ext is not None and mode == "extender":
         ext_metrics = ext.metrics()
         result["extender_calls"] = {
             verb: histogram_quantiles(ext_metrics, "dra_extender_request_duration_seconds", {"verb": verb})[2]
@@ -249,12 +281,25 @@ def run_mode(
         "pods": api.list("Pod", NAMESPACE),
         "resourceslices": api.list("ResourceSlice"),
     }
-    result["store_violations"] = invariants.check(objects)[:5]
+    result["store_violations"] = invariants.check(objects)[:5] if mode != "floor" else []
     watch.close()
     sched.stop()
     if ext is not None:
         ext.stop()
     return result
+
+
+def null_extender(plane: ControlPlane) -> Extender:
+    """The floor's extender (bench/null_extender.py), started as the extender is."""
+    floor = Extender(plane, name="null-extender")
+    floor.process.command = [
+        sys.executable,
+        "-m",
+        "bench.null_extender",
+        "--kubeconfig",
+        str(plane.extender_kubeconfig()),
+    ]
+    return floor
 
 
 def clear_pods(plane: ControlPlane) -> None:
@@ -267,7 +312,7 @@ def report(r: dict[str, Any]) -> str:
     line = (
         f"{r['mode']:>13} {r['nodes']:>4} nodes {r['shape']:<16} {r['bound']}/{r['pods']} bound in "
         f"{r['wall_s']:.1f} s = {r['pods_per_s']:.1f} pods/s, FailedScheduling {r['failed_scheduling']}, "
-        f"SLI p50/p99 {r['sli_ms']['p50']}/{r['sli_ms']['p99']} ms\n"
+        f"SLI p50/p99 {r['sli_ms']['p50']}/{r['sli_ms']['p99']} ms, attempts {r['attempts']}\n"
         f"{'':>14}CPU s: {cpu}"
     )
     if "extender_ms_per_pod" in r:
@@ -284,27 +329,52 @@ def report(r: dict[str, Any]) -> str:
         line += f"\n{'':>14}FailedScheduling: {message}"
     if "profile_shares" in r:
         samples = Counter(r["profile_shares"])
-        line += f"\n{'':>14}profile ({r['profile']}):\n" + profiler.table(samples, r["cpu_s"]["dra-extender"])
+        line += f"\n{'':>14}profile ({r['profile']}):\n" + profiler.table(samples, r["cpu_s"][EXTENDER])
     if r["store_violations"]:
         line += f"\n{'':>14}STORE VIOLATIONS: {r['store_violations']}"
     return line
 
 
+def size(text: str) -> tuple[int, int]:
+    """``NODES`` or ``NODESxGPUS`` (GPUs per node; 8 unless given)."""
+    nodes, _, gpus = text.partition("x")
+    if not nodes.isdigit() or (gpus and not gpus.isdigit()):
+        raise argparse.ArgumentTypeError(f"a size is NODES or NODESxGPUS, not {text!r}")
+    return int(nodes), int(gpus or GPUS_PER_NODE)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, nargs="+", default=[100, 500])
+    parser.add_argument(
+        "--nodes",
+        type=size,
+        nargs="+",
+        default=[(100, 8), (500, 8)],
+        metavar="NODES[xGPUS]",
+        help="cluster sizes: 100 or 100x8 (8 GPUs and 2 NICs per node); 5000x1: one GPU slice per "
+        "node, no NICs (kubernetes#136588's shape). Default: 100 500",
+    )
     parser.add_argument(
         "--shapes",
         nargs="+",
         default=["one-gpu", "four-gpus-numa", "gpu-nic-pcieroot"],
         choices=sorted(SHAPES),
+        help="pod shapes; those a size cannot hold (four GPUs on a one-GPU node) are skipped",
+    )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=list(MODES),
+        choices=MODES,
+        help="in-tree: the DynamicResources plugin; extender: dra-extender; floor: an extender that "
+        "decides nothing (bench/null_extender.py), what the protocol itself costs. Default: all",
     )
     parser.add_argument(
         "--repeat",
         type=int,
         default=1,
-        help="pairs per shape, the order alternating (in-tree first, then extender first): the "
-        "median ratio is printed (runs on a shared machine vary by 1.5x)",
+        help="rounds per shape, the order of the modes rotating between rounds: the median "
+        "ratio to in-tree is printed (runs on a shared machine vary by 1.5x)",
     )
     parser.add_argument("--json", help="write the results here")
     parser.add_argument(
@@ -323,48 +393,64 @@ def main(argv: list[str] | None = None) -> int:
     located = found.for_bench()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-    results = []
+    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as folder:
         # No kube-controller-manager: the claims are created directly, and it would only add
-        # its own load to both runs.
+        # its own load to every run.
         plane = ControlPlane(located, Path(folder), controller_manager=False)
         try:
             plane.start()
-            for nodes in args.nodes:
+            for nodes, gpus in args.nodes:
                 empty(plane.api)
-                create_cluster(plane, nodes)
+                created = time.monotonic()
+                create_cluster(plane, nodes, gpus)
+                print(
+                    f"{nodes} nodes x {gpus} GPUs: cluster objects created in "
+                    f"{time.monotonic() - created:.1f} s",
+                    flush=True,
+                )
                 for shape in args.shapes:
-                    ratios = []
+                    if pods_for(shape, nodes, gpus) <= UNFIT:
+                        continue
+                    ratios: dict[str, list[float]] = {m: [] for m in args.modes if m != "in-tree"}
                     for repeat in range(args.repeat):
-                        order = (False, True) if repeat % 2 == 0 else (True, False)
-                        pair = {}
-                        for with_extender in order:
+                        shift = repeat % len(args.modes)
+                        round_results = {}
+                        for mode in args.modes[shift:] + args.modes[:shift]:
                             r = run_mode(
                                 plane,
                                 shape,
                                 nodes,
-                                with_extender=with_extender,
+                                mode=mode,
+                                gpus_per_node=gpus,
                                 extender_args=tuple(args.extender_args.split()),
                                 profile=(
-                                    args.profile / f"extender-{nodes}-{shape}-{repeat}.txt"
-                                    if args.profile
+                                    args.profile / f"{mode}-{nodes}x{gpus}-{shape}-{repeat}.txt"
+                                    if args.profile and mode != "in-tree"
                                     else None
                                 ),
                             )
                             print(report(r), flush=True)
-                            pair[with_extender] = r
+                            round_results[mode] = r
+                            results.append(r)
                             clear_pods(plane)
-                        base = pair[False]["pods_per_s"]
-                        ratio = pair[True]["pods_per_s"] / base if base else 0.0
-                        ratios.append(ratio)
-                        print(f"{'':>14}extender / in-tree: {ratio:.2f}x", flush=True)
-                        results += [pair[False], pair[True]]
-                    if len(ratios) > 1:
-                        listed = ", ".join(f"{r:.2f}" for r in ratios)
+                        base = round_results.get("in-tree", {}).get("pods_per_s")
+                        for mode in ratios:
+                            if base:
+                                ratios[mode].append(round_results[mode]["pods_per_s"] / base)
                         print(
-                            f"{'':>14}median of {len(ratios)}: {statistics.median(ratios):.2f}x ({listed})",
+                            f"{'':>14}"
+                            + ", ".join(f"{m} / in-tree: {r[-1]:.2f}x" for m, r in ratios.items() if r),
                             flush=True,
                         )
+                    for mode, values in ratios.items():
+                        if len(values) > 1:
+                            listed = ", ".join(f"{v:.2f}" for v in values)
+                            print(
+                                f"{'':>14}{mode} / in-tree, median of {len(values)}: "
+                                f"{statistics.median(values):.2f}x ({listed})",
+                                flush=True,
+                            )
         finally:
             plane.stop()
     if args.json:
