@@ -54,6 +54,7 @@ from tests.realcluster.bind_watch import BindWatch
 from tests.realcluster.components import Extender, Scheduler, scheduler_config
 from tests.realcluster.conftest import empty
 from tests.realcluster.controlplane import ControlPlane
+from tests.realcluster.proxy import Proxy
 from tests.realcluster.workload import PAUSE, remove
 
 NAMESPACE = "default"
@@ -180,6 +181,7 @@ def run_mode(
     gpus_per_node: int = GPUS_PER_NODE,
     extender_args: tuple[str, ...] = (),
     profile: Path | None = None,
+    api_delay: float = 0.0,
 ) -> dict[str, Any]:
     api = plane.api
     count = pods_for(shape, nodes, gpus_per_node)
@@ -187,10 +189,11 @@ def run_mode(
     create_pods(plane, shape, count)
     creation_s = time.monotonic() - created
     ext: Extender | None = None
+    link = slow_link(plane, api_delay) if api_delay and mode != "in-tree" else None
     if mode == "extender":
-        ext = Extender(plane, *extender_args).start()
+        ext = Extender(plane, *extender_args, kubeconfig=link[1] if link else None).start()
     elif mode == "floor":
-        ext = null_extender(plane).start()
+        ext = null_extender(plane, link[1] if link else None).start()
     config = scheduler_config(
         plane.extender_kubeconfig(), extender_url=ext.url if ext else None, client_qps=CLIENT_QPS
     )
@@ -227,6 +230,16 @@ def run_mode(
         "bound": len(watch.bound),
         "wall_s": round((watch.last_bind or time.monotonic()) - started, 2),
         "failed_scheduling": sum(1 for e in events if e.get("reason") == "FailedScheduling"),
+        # A failed attempt of a pod that was bound later: with an extender, a bind that outlasted
+        # kube-scheduler's httpTimeout (its writes landed after kube-scheduler gave up on it).
+        "failed_then_bound": len(
+            {
+                e["involvedObject"]["name"]
+                for e in events
+                if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] in watch.bound
+            }
+        ),
+        "api_delay_s": api_delay,
         "failed_scheduling_messages": sorted(
             {str(e.get("message"))[:160] for e in events if e.get("reason") == "FailedScheduling"}
         )[:10],
@@ -286,10 +299,12 @@ def run_mode(
     sched.stop()
     if ext is not None:
         ext.stop()
+    if link is not None:
+        link[0].__exit__(None, None, None)
     return result
 
 
-def null_extender(plane: ControlPlane) -> Extender:
+def null_extender(plane: ControlPlane, kubeconfig: Path | None = None) -> Extender:
     """The floor's extender (bench/null_extender.py), started as the extender is."""
     floor = Extender(plane, name="null-extender")
     floor.process.command = [
@@ -297,9 +312,21 @@ def null_extender(plane: ControlPlane) -> Extender:
         "-m",
         "bench.null_extender",
         "--kubeconfig",
-        str(plane.extender_kubeconfig()),
+        str(kubeconfig or plane.extender_kubeconfig()),
     ]
     return floor
+
+
+def slow_link(plane: ControlPlane, delay: float) -> tuple[Proxy, Path]:
+    """A proxy between the extender and kube-apiserver that delays every request ``delay``
+    seconds (a loaded API server; watch events still flow), and the extender's kubeconfig
+    through it."""
+    proxy = Proxy(plane.port).__enter__()
+    proxy.request_delay = delay
+    kubeconfig = plane.extender_kubeconfig()
+    slowed = kubeconfig.with_name("dra-extender-slowed.kubeconfig")
+    slowed.write_text(kubeconfig.read_text().replace(plane.url, proxy.url))
+    return proxy, slowed
 
 
 def clear_pods(plane: ControlPlane) -> None:
@@ -312,7 +339,8 @@ def report(r: dict[str, Any]) -> str:
     line = (
         f"{r['mode']:>13} {r['nodes']:>4} nodes {r['shape']:<16} {r['bound']}/{r['pods']} bound in "
         f"{r['wall_s']:.1f} s = {r['pods_per_s']:.1f} pods/s, FailedScheduling {r['failed_scheduling']}, "
-        f"SLI p50/p99 {r['sli_ms']['p50']}/{r['sli_ms']['p99']} ms, attempts {r['attempts']}\n"
+        f"SLI p50/p99 {r['sli_ms']['p50']}/{r['sli_ms']['p99']} ms, attempts {r['attempts']}, "
+        f"failed then bound {r['failed_then_bound']}\n"
         f"{'':>14}CPU s: {cpu}"
     )
     if "extender_ms_per_pod" in r:
@@ -378,6 +406,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", help="write the results here")
     parser.add_argument(
+        "--api-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="the extender's (and the floor's) traffic to kube-apiserver goes through a proxy that "
+        "delays every request this long: an API server slower than kube-scheduler decides",
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         metavar="DIR",
@@ -423,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
                                 nodes,
                                 mode=mode,
                                 gpus_per_node=gpus,
+                                api_delay=args.api_delay,
                                 extender_args=tuple(args.extender_args.split()),
                                 profile=(
                                     args.profile / f"{mode}-{nodes}x{gpus}-{shape}-{repeat}.txt"

@@ -31,3 +31,6 @@ DEFAULT_MAX_STATE_BYTES = 64 * 1024 * 1024
 #: counts as stale.
 DEFAULT_API_TIMEOUT = 30.0
 DEFAULT_CACHE_STALE_AFTER = 30.0
+
+#: kube-scheduler's httpTimeout for the extender, as scheduler-config/ ships it (seconds).
+DEFAULT_SCHEDULER_HTTP_TIMEOUT = 10.0

@@ -20,6 +20,7 @@ from extender.cluster.kube import KubeConfigError, load_configuration, running_i
 from extender.defaults import DEFAULT_API_TIMEOUT, DEFAULT_CACHE_STALE_AFTER, DEFAULT_SCHEDULER_NAME
 from extender.scheduling.config import EngineConfig
 from extender.service.app import create_app, create_ops_app
+from extender.service.bind_pressure import BindPressure
 from extender.service.cluster_mode import build_cluster
 from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
 from extender.service.logs import configure_logging
@@ -201,6 +202,7 @@ def settings(args: argparse.Namespace, config: ServeConfig) -> dict[str, object]
         "maxConnections": args.max_connections,
         "maxConcurrency": args.max_concurrency,
         "maxBinds": args.max_binds,
+        "schedulerHttpTimeout": args.scheduler_http_timeout or "off",
     }
 
 
@@ -223,7 +225,10 @@ def _serve(args: argparse.Namespace) -> int:
     except (FeatureGateError, StateFileError, KubeConfigError, ClusterAPIError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    app = create_app(service, prefix=config.prefix, max_body_bytes=config.max_body_bytes)
+    pressure = BindPressure(args.scheduler_http_timeout) if args.scheduler_http_timeout else None
+    app = create_app(
+        service, prefix=config.prefix, max_body_bytes=config.max_body_bytes, bind_pressure=pressure
+    )
     gc.collect()
     gc.freeze()  # the loaded state is long-lived: keep it out of the collector's way (GC tails)
     logging.getLogger("dra_extender").info(

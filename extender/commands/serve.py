@@ -26,6 +26,7 @@ from extender.defaults import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_REQUESTS,
     DEFAULT_RELEASE_WAIT,
+    DEFAULT_SCHEDULER_HTTP_TIMEOUT,
     DEFAULT_SCHEDULER_NAME,
     SCORE_POLICIES,
 )
@@ -110,6 +111,15 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=DEFAULT_MAX_BINDS,
         help="binds in flight at once, counted apart so that binds never crowd out filter and "
         f"prioritize; more get 503 (default {DEFAULT_MAX_BINDS})",
+    )
+    serve.add_argument(
+        "--scheduler-http-timeout",
+        type=non_negative_seconds,
+        default=DEFAULT_SCHEDULER_HTTP_TIMEOUT,
+        help="kube-scheduler's httpTimeout for this extender (scheduler-config/): while binds queue "
+        "because the API server is slow, filter answers are held back (at most a fifth of it each) "
+        "so that no bind outlasts it, and pods wait in kube-scheduler's queue instead of failing "
+        f"their bind; seconds (default {DEFAULT_SCHEDULER_HTTP_TIMEOUT:g}, as shipped; 0: never hold)",
     )
     serve.add_argument(
         "--max-connections",

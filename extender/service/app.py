@@ -26,6 +26,7 @@ from extender.model.errors import ObjectError
 from extender.scheduling.decide.extended import may_request
 from extender.scheduling.engine import Engine
 from extender.service import debug, wire
+from extender.service.bind_pressure import BindPressure
 from extender.service.metrics import Metrics
 from extender.service.worker import EngineWorker
 
@@ -114,8 +115,12 @@ class Verbs:
     #: ExtenderBindingArgs is four short strings: a bind body is a few hundred bytes.
     BIND_BODY_BYTES = 64 * 1024
 
-    def __init__(self, service: Service, max_body_bytes: int) -> None:
+    def __init__(
+        self, service: Service, max_body_bytes: int, bind_pressure: BindPressure | None = None
+    ) -> None:
         self.engine = service.engine
+        #: Binds counted, filters held while binds queue (None: never held).
+        self.pressure = bind_pressure
         self.metrics = service.metrics
         self.worker = service.worker
         self.max_body_bytes = max_body_bytes
@@ -139,7 +144,12 @@ class Verbs:
     async def handle(self, verb: str, body: bytes, peer: str | None) -> tuple[int, bytes]:
         started = time.perf_counter()
         if verb == "bind":
-            answer = await self._bind(body, peer)
+            token = self.pressure.started() if self.pressure is not None else 0
+            try:
+                answer = await self._bind(body, peer)
+            finally:
+                if self.pressure is not None:
+                    self.pressure.ended(token)
         elif verb == "preempt":
             answer = await self._preempt(body, peer)
         else:
@@ -174,6 +184,8 @@ class Verbs:
             reason = f"the DRA extender is not ready: {why}"
             self.metrics.filter_cut_short("not_ready")
             return 200, wire.encode_filter_result(args, [], {}, dict.fromkeys(args.node_names, reason), "")
+        if self.pressure is not None and (held := await self.pressure.room()):
+            self.metrics.filter_held.observe(held)
         result = await self.worker.run(engine.filter_request(pod, args.node_names, args.raw_node_labels))
         return 200, wire.encode_filter_result(
             args, result.passed, result.failed, result.unresolvable, result.error
@@ -219,7 +231,11 @@ class Verbs:
 
 
 def create_app(
-    service: Service, *, prefix: str = "/scheduler", max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    service: Service,
+    *,
+    prefix: str = "/scheduler",
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    bind_pressure: BindPressure | None = None,
 ) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -244,7 +260,7 @@ def create_app(
     engine, worker = service.engine, service.worker
     prefix = verb_prefix(prefix)
 
-    verbs = Verbs(service, max_body_bytes)
+    verbs = Verbs(service, max_body_bytes, bind_pressure)
 
     async def answer(request: Request, verb: str) -> Response:
         peer = request.client.host if request.client else None

@@ -318,6 +318,13 @@ class Metrics:
             registry=self.registry,
             buckets=LATENCY_BUCKETS,
         )
+        self.filter_held = Histogram(
+            "dra_extender_filter_held_seconds",
+            "Time a filter answer was held back because binds queued (--scheduler-http-timeout; "
+            "extender/service/bind_pressure.py); only filters that were held are observed.",
+            registry=self.registry,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0),
+        )
         self.filter_nodes = Counter(
             "dra_extender_filter_nodes_total",
             "Nodes judged by filter, by outcome (names the cache does not know are not counted).",

@@ -41,6 +41,9 @@ class Proxy:
         #: Seconds each chunk waits before it goes on, both ways (a slow link or a slow disk); a
         #: chunk toward kube-apiserver still on its way when :meth:`hold` is called is held.
         self.delay = 0.0
+        #: Seconds each chunk toward kube-apiserver waits (requests only: a slow API server,
+        #: whose watch streams still flow).
+        self.request_delay = 0.0
 
     @property
     def url(self) -> str:
@@ -105,8 +108,8 @@ class Proxy:
                 data = source.recv(65536)
                 if not data:
                     break
-                if self.delay:
-                    time.sleep(self.delay)
+                if self.delay or (outgoing and self.request_delay):
+                    time.sleep(self.delay + (self.request_delay if outgoing else 0.0))
                 if outgoing and not self._open.is_set():
                     self.held_bytes += len(data)
                     self._open.wait()

@@ -1,0 +1,124 @@
+"""Back-pressure from binds to filter (extender/service/bind_pressure.py), on a clock the test
+moves: when filters are held, for how long, and what lets them go."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from extender.service.bind_pressure import MIN_IN_FLIGHT, RATE_WINDOW, UNKNOWN_RATE_IN_FLIGHT, BindPressure
+
+TIMEOUT = 10.0  # kube-scheduler's httpTimeout as shipped: binds are held above 3 s expected
+
+
+@dataclass
+class Clock:
+    now: float = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pressure() -> tuple[BindPressure, Clock]:
+    clock = Clock()
+    return BindPressure(TIMEOUT, clock=clock), clock
+
+
+def completed(p: BindPressure, clock: Clock, count: int, over: float) -> None:
+    """``count`` binds that each took ``over`` seconds, ending evenly over the last ``over``."""
+    tokens = [p.started() for _ in range(count)]
+    for token in tokens:
+        clock.now += over / count
+        p.ended(token)
+
+
+#: name -> (binds completed in the last 2 s, binds in flight, age of the oldest in flight (s),
+#: held?)
+CASES: dict[str, tuple[int, int, float, bool]] = {
+    "idle": (0, 0, 0.0, False),
+    "a few slow binds are not a queue": (0, MIN_IN_FLIGHT - 1, 9.0, False),
+    "a burst just begun": (0, UNKNOWN_RATE_IN_FLIGHT - 1, 0.1, False),
+    "a burst with no completion yet, as many as the unknown rate allows": (
+        0,
+        UNKNOWN_RATE_IN_FLIGHT,
+        0.1,
+        True,
+    ),
+    "nothing completes and the oldest is past the limit": (0, MIN_IN_FLIGHT, 3.5, True),
+    "fast completions: 200 in flight at 200/s is 1 s": (400, 200, 0.0, False),
+    "slow completions: 100 in flight at 20/s is 5 s": (40, 100, 0.0, True),
+    "just under: 50 in flight at 20/s is 2.5 s": (40, 50, 0.0, False),
+    "fast completions, but the oldest is past the limit": (400, 200, 3.5, True),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_filters_are_held_when_a_new_bind_would_take_too_long(case: str) -> None:
+    done, in_flight, oldest, held = CASES[case]
+    p, clock = pressure()
+    if done:
+        completed(p, clock, done, RATE_WINDOW)
+    first = clock.now
+    for _ in range(in_flight):
+        p.started()
+    clock.now = first + oldest
+    assert p.pressed() is held, p.expected()
+
+
+def test_completions_older_than_the_window_are_forgotten() -> None:
+    p, clock = pressure()
+    completed(p, clock, 10, RATE_WINDOW)  # 5/s
+    for _ in range(UNKNOWN_RATE_IN_FLIGHT - 2):
+        p.started()
+    assert p.pressed()  # 30 in flight at 5/s: 6 s
+    clock.now += RATE_WINDOW + 0.1  # no completion for a while: the oldest's age decides
+    assert p.expected() == pytest.approx(RATE_WINDOW + 0.1)
+    assert not p.pressed()
+
+
+def test_an_unknown_token_ends_nothing() -> None:
+    p, _ = pressure()
+    token = p.started()
+    p.ended(token)
+    p.ended(token)
+    p.ended(12345)
+    assert p.in_flight == 0
+
+
+def test_a_held_filter_goes_on_when_binds_end() -> None:
+    async def scenario() -> tuple[float, bool]:
+        p = BindPressure(TIMEOUT)  # the real clock: the hold is awaited
+        tokens = [p.started() for _ in range(MIN_IN_FLIGHT)]
+        p._started = dict.fromkeys(tokens, p.clock() - 4.0)  # in flight for 4 s: over the limit
+        assert p.pressed()
+
+        async def finish() -> None:
+            await asyncio.sleep(0.1)
+            p.ended(tokens[0])  # below MIN_IN_FLIGHT: room again
+
+        ending = asyncio.create_task(finish())
+        held = await p.room()
+        await ending
+        return held, p.pressed()
+
+    held, pressed = asyncio.run(scenario())
+    assert 0.09 <= held < 1.0
+    assert not pressed
+
+
+def test_a_filter_is_held_at_most_the_hold_limit() -> None:
+    async def scenario() -> float:
+        p = BindPressure(1.0)  # a 1 s httpTimeout: limit 0.3 s, hold at most 0.2 s
+        tokens = [p.started() for _ in range(MIN_IN_FLIGHT)]
+        p._started = dict.fromkeys(tokens, p.clock() - 5.0)
+        return await p.room()
+
+    held = asyncio.run(scenario())
+    assert 0.2 <= held < 0.5
+
+
+def test_nothing_is_held_without_pressure() -> None:
+    p, _ = pressure()
+    assert asyncio.run(p.room()) == 0.0
