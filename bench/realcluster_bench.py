@@ -21,7 +21,7 @@ kube-scheduler, kube-apiserver, etcd and the extender (and the extender's CPU pe
 its start-up apart), the pods' scheduling SLI p50/p99 (queue to bound) and the Bind/PreBind
 extension points from kube-scheduler's metrics, the extender's own bind p50/p99, and the store
 checked afterwards (no device twice, every bound pod's claim allocated on its node).
-``--profile DIR`` samples the extender with py-spy (bench/profile.py) and prints each phase's
+``--profile DIR`` samples the extender's CPU (bench/profile.py) and prints each phase's
 share of its CPU.
 
 Needs the real binaries (tests/realcluster/binaries.py says where they are looked for).
@@ -191,9 +191,13 @@ def run_mode(
     ext: Extender | None = None
     link = slow_link(plane, api_delay) if api_delay and mode != "in-tree" else None
     if mode == "extender":
-        ext = Extender(plane, *extender_args, kubeconfig=link[1] if link else None).start()
+        ext = Extender(plane, *extender_args, kubeconfig=link[1] if link else None)
     elif mode == "floor":
-        ext = null_extender(plane, link[1] if link else None).start()
+        ext = null_extender(plane, link[1] if link else None)
+    if ext is not None:
+        if profile is not None:  # python -m MODULE ARGS under the sampler, idle until started
+            ext.process.command = profiler.command(profile, *ext.process.command[2:])
+        ext.start()
     config = scheduler_config(
         plane.extender_kubeconfig(), extender_url=ext.url if ext else None, client_qps=CLIENT_QPS
     )
@@ -204,7 +208,9 @@ def run_mode(
         pids[EXTENDER] = ext.process.pid
     before = {k: cpu_seconds(p) for k, p in pids.items()}
     system_before = {k: cpu_seconds(p, "system") for k, p in pids.items()}
-    spy = profiler.record(ext.process.pid, profile) if ext is not None and profile is not None else None
+    sampling = ext is not None and profile is not None
+    if sampling:
+        profiler.start(pids[EXTENDER])
     started = time.monotonic()
     sched.start()
     pids["kube-scheduler"] = sched.process.pid
@@ -216,7 +222,7 @@ def run_mode(
     time.sleep(1.0)  # late binds (there should be none beyond the pods that fit)
     after = {k: cpu_seconds(p) for k, p in pids.items()}
     system_after = {k: cpu_seconds(p, "system") for k, p in pids.items()}
-    profiler.stop(spy)
+    profiled = sampling and profile is not None and profiler.stop(pids[EXTENDER], profile)
     before.setdefault("kube-scheduler", 0.0)
     metrics = sched.metrics()
     events = api.list("Event", NAMESPACE)
@@ -251,7 +257,7 @@ def run_mode(
     result["pods_per_s"] = round(result["bound"] / result["wall_s"], 1) if result["wall_s"] > 0 else 0.0
     if ext is not None:
         result["extender_ms_per_pod"] = round(1000 * result["cpu_s"][EXTENDER] / max(1, result["bound"]), 2)
-    if spy is not None and profile is not None and profile.exists():
+    if profiled and profile is not None:
         result["profile"] = str(profile)
         result["profile_shares"] = dict(profiler.shares(profile.read_text().splitlines()))
     result["attempts"] = {
@@ -417,8 +423,8 @@ def main(argv: list[str] | None = None) -> int:
         "--profile",
         type=Path,
         metavar="DIR",
-        help="sample the extender with py-spy during each run (raw stacks into DIR) and print the "
-        "share of each phase",
+        help="sample the extender's CPU during each run (collapsed stacks into DIR, bench/profile.py) "
+        "and print the share of each phase",
     )
     parser.add_argument(
         "--extender-args",

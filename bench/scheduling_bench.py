@@ -38,6 +38,7 @@ import httpx
 import orjson
 import psutil
 
+from bench import profile as profiler
 from bench.allocator_bench import GPU, POD_CLAIMS, claim_object, cluster, pod_object
 from bench.service_bench import FLOOR_SERVER
 from tests.integration.servers import server_process
@@ -156,12 +157,15 @@ def scheduler_pods(count: int) -> list[tuple[str, dict[str, Any]]]:
 
 @contextlib.contextmanager
 def embedded_server(
-    objects: list[dict[str, Any]], directory: Path
+    objects: list[dict[str, Any]], directory: Path, profile: Path | None = None
 ) -> Iterator[tuple[str, int, Callable[[], list[str]], int | None]]:
     path = directory / "state.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-    command = [sys.executable, "-m", "extender.cli", "serve", "--port", "0", "--ops-port", "0"]
-    command += ["--state", str(path)]
+    arguments = ["serve", "--port", "0", "--ops-port", "0", "--state", str(path)]
+    if profile is not None:  # under the CPU sampler, idle until the loop starts
+        command = profiler.command(profile, "extender.cli", *arguments)
+    else:
+        command = [sys.executable, "-m", "extender.cli", *arguments]
     with server_process(command) as (url, proc):
 
         def check() -> list[str]:
@@ -172,7 +176,7 @@ def embedded_server(
 
 @contextlib.contextmanager
 def cluster_server(
-    objects: list[dict[str, Any]], directory: Path
+    objects: list[dict[str, Any]], directory: Path, profile: Path | None = None
 ) -> Iterator[tuple[str, int, Callable[[], list[str]], int | None]]:
     """The extender against the fake API server, which runs in a process of its own."""
     path = directory / "objects.json"
@@ -262,7 +266,9 @@ def debug_violations(url: str) -> list[str]:
     return problems
 
 
-def measure(mode: str, shape: str, nodes: int, wanted_pods: int) -> dict[str, Any]:
+def measure(
+    mode: str, shape: str, nodes: int, wanted_pods: int, profile: Path | None = None
+) -> dict[str, Any]:
     pods = pod_count(shape, nodes, wanted_pods)
     objects = cluster(nodes, GPUS_PER_NODE, 0.0) + workload(shape, pods)
     node_names = [f"node-{n:04d}" for n in range(nodes)]
@@ -276,7 +282,8 @@ def measure(mode: str, shape: str, nodes: int, wanted_pods: int) -> dict[str, An
             floor = Loop(floor_url, node_names, path="")
             floor_s = floor.run(spods, floor=True)
             floor_cpu = sum(psutil.Process(floor_proc.pid).cpu_times()[:2]) - floor_cpu_before
-        with server(objects, Path(tmp)) as (url, pid, check, fake_pid):
+        sampled = profile if mode == "embedded" else None
+        with server(objects, Path(tmp), sampled) as (url, pid, check, fake_pid):
             proc = psutil.Process(pid)
             fake_proc = psutil.Process(fake_pid) if fake_pid is not None else None
             rss_before = proc.memory_info().rss
@@ -284,8 +291,13 @@ def measure(mode: str, shape: str, nodes: int, wanted_pods: int) -> dict[str, An
             fake_before = sum(fake_proc.cpu_times()[:2]) if fake_proc is not None else 0.0
             client_before = time.process_time()
             loop = Loop(url, node_names)
+            if sampled is not None:
+                profiler.start(pid)
             elapsed = loop.run(spods)
             cpu = sum(proc.cpu_times()[:2]) - cpu_before
+            if sampled is not None and profiler.stop(pid, sampled):
+                samples = profiler.shares(sampled.read_text().splitlines())
+                print(f"profile ({sampled}):\n{profiler.table(samples, cpu)}", flush=True)
             client_cpu = time.process_time() - client_before
             server_bind_p50 = server_quantile(url, "bind", 0.5)
             fake_cpu = sum(fake_proc.cpu_times()[:2]) - fake_before if fake_proc is not None else None
@@ -371,13 +383,23 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
     parser.add_argument("--pods", type=int, default=2000, help="pods per run (capped by capacity)")
     parser.add_argument("--json", help="write the results to this file")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="embedded mode: sample the server's CPU during each loop (bench/profile.py) and print "
+        "the share of each phase",
+    )
     args = parser.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     modes = ["embedded", "cluster"] if args.mode == "both" else [args.mode]
     results = []
     for mode in modes:
         for nodes in args.nodes:
             for shape in args.shapes:
-                r = measure(mode, shape, nodes, args.pods)
+                profile = args.profile / f"{mode}-{nodes}-{shape}.txt" if args.profile else None
+                r = measure(mode, shape, nodes, args.pods, profile)
                 print(report(r), flush=True)
                 results.append(r)
     if args.json:
