@@ -22,6 +22,7 @@ Used by ``python -m bench.realcluster_bench --profile DIR``.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import runpy
 import signal
@@ -61,6 +62,17 @@ class Sampler:
         self.output = output
         self.samples: Counter[str] = Counter()
         self.started = 0.0
+        #: The cyclic garbage collector's passes while sampling: per generation, (count, CPU s).
+        self.collections: dict[int, list[float]] = {}
+        self._collecting = 0.0
+
+    def collected(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._collecting = time.process_time()
+            return
+        entry = self.collections.setdefault(info["generation"], [0, 0.0])
+        entry[0] += 1
+        entry[1] += time.process_time() - self._collecting
 
     def tick(self, _signum: int, frame: FrameType | None) -> None:
         stack = []
@@ -72,14 +84,25 @@ class Sampler:
 
     def start(self, *_: object) -> None:
         self.samples.clear()
+        self.collections.clear()
         self.started = time.process_time()
+        gc.callbacks.append(self.collected)
         signal.setitimer(signal.ITIMER_PROF, INTERVAL, INTERVAL)
 
     def stop(self, *_: object) -> None:
         signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        if self.collected in gc.callbacks:
+            gc.callbacks.remove(self.collected)
         cpu = time.process_time() - self.started
+        collections = ", ".join(
+            f"generation {g}: {int(n)} in {s:.3f} s" for g, (n, s) in sorted(self.collections.items())
+        )
         lines = [f"{stack} {count}" for stack, count in self.samples.most_common()]
-        self.output.write_text(f"# process CPU seconds {cpu:.3f}\n" + "\n".join(lines) + "\n")
+        self.output.write_text(
+            f"# process CPU seconds {cpu:.3f}\n# garbage collections: {collections or 'none'}\n"
+            + "\n".join(lines)
+            + "\n"
+        )
 
     def install(self) -> None:
         signal.signal(signal.SIGPROF, self.tick)
@@ -106,6 +129,11 @@ def stop(pid: int, output: Path, wait: float = 10.0) -> bool:
 def command(output: Path, module: str, *args: str) -> list[str]:
     """The command that runs ``python -m module args`` under the sampler."""
     return [sys.executable, "-m", "bench.profile", "run", str(output), module, *args]
+
+
+def header(file: Path) -> str:
+    """The profile's comment lines (process CPU, garbage collections)."""
+    return "".join(line[2:] + "\n" for line in file.read_text().splitlines() if line.startswith("# "))
 
 
 def phase_of(stack: str) -> str:
@@ -152,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         runpy.run_module(args.module, run_name="__main__", alter_sys=True)
         return 0
     for file in args.files:
-        print(f"{file}:\n{table(shares(file.read_text().splitlines()))}\n")
+        print(f"{file}:\n{header(file)}{table(shares(file.read_text().splitlines()))}\n")
     return 0
 
 

@@ -260,6 +260,7 @@ def run_mode(
     if profiled and profile is not None:
         result["profile"] = str(profile)
         result["profile_shares"] = dict(profiler.shares(profile.read_text().splitlines()))
+        result["profile_header"] = profiler.header(profile)
     result["attempts"] = {
         sample.labels["result"]: int(sample.value)
         for family in text_string_to_metric_families(metrics)
@@ -363,7 +364,9 @@ def report(r: dict[str, Any]) -> str:
         line += f"\n{'':>14}FailedScheduling: {message}"
     if "profile_shares" in r:
         samples = Counter(r["profile_shares"])
-        line += f"\n{'':>14}profile ({r['profile']}):\n" + profiler.table(samples, r["cpu_s"][EXTENDER])
+        line += f"\n{'':>14}profile ({r['profile']}):\n{r['profile_header']}" + profiler.table(
+            samples, r["cpu_s"][EXTENDER]
+        )
     if r["store_violations"]:
         line += f"\n{'':>14}STORE VIOLATIONS: {r['store_violations']}"
     return line

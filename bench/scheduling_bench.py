@@ -297,7 +297,10 @@ def measure(
             cpu = sum(proc.cpu_times()[:2]) - cpu_before
             if sampled is not None and profiler.stop(pid, sampled):
                 samples = profiler.shares(sampled.read_text().splitlines())
-                print(f"profile ({sampled}):\n{profiler.table(samples, cpu)}", flush=True)
+                print(
+                    f"profile ({sampled}):\n{profiler.header(sampled)}{profiler.table(samples, cpu)}",
+                    flush=True,
+                )
             client_cpu = time.process_time() - client_before
             server_bind_p50 = server_quantile(url, "bind", 0.5)
             fake_cpu = sum(fake_proc.cpu_times()[:2]) - fake_before if fake_proc is not None else None

@@ -155,7 +155,7 @@ class Verbs:
         else:
             answer = await self._decide(verb, body, peer)
         if answer[0] == 200:
-            self.metrics.latency.labels(verb).observe(time.perf_counter() - started)
+            self.metrics.answered(verb, time.perf_counter() - started)
         return answer
 
     def _request_nodes(self, args: wire.DecodedArgs) -> dict[str, Node] | None:

@@ -34,8 +34,23 @@ def test_full_node_list_mode_returns_the_original_objects() -> None:
     assert out["Nodes"] == {"metadata": {}, "items": [nodes[1]]}  # unchanged, incl. the legacy "Port" key
 
 
-def test_priorities_are_a_bare_array_of_integer_scores() -> None:
-    assert wire.encode_priorities([("a", 7), ("b", 0)]) == b'[{"Host":"a","Score":7},{"Host":"b","Score":0}]'
+#: name -> (scores, the answer): nodes scoring 0 are left out, as kube-scheduler adds nothing
+#: for a node not listed (schedule_one.go prioritizeNodes, v1.34.0-v1.37.0).
+PRIORITIES: dict[str, tuple[list[tuple[str, int]], bytes]] = {
+    "a bare array of integer scores": (
+        [("a", 7), ("b", 10)],
+        b'[{"Host":"a","Score":7},{"Host":"b","Score":10}]',
+    ),
+    "a node scoring 0 is left out": ([("a", 7), ("b", 0)], b'[{"Host":"a","Score":7}]'),
+    "every node scoring 0: an empty array": ([("a", 0), ("b", 0)], b"[]"),
+    "no node": ([], b"[]"),
+}
+
+
+@pytest.mark.parametrize("case", list(PRIORITIES))
+def test_priorities(case: str) -> None:
+    scores, answer = PRIORITIES[case]
+    assert wire.encode_priorities(scores) == answer
 
 
 def test_binding_round_trip() -> None:

@@ -19,6 +19,7 @@ import functools
 import time
 import uuid
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from itertools import filterfalse
 from types import MappingProxyType
 from typing import Any
 
@@ -119,6 +120,9 @@ class Snapshot:
         #: projection key -> node name -> group: look-alike nodes (equal signature and devices
         #: in use) share a group and so one answer; see :meth:`node_groups`.
         self._groups: dict[Any, dict[str, Hashable]] = {}
+        #: projection key -> names :meth:`forget_nodes` dropped from that table: grouped again
+        #: first, so that the table stays complete and a call is one lookup per node in C.
+        self._regroup: dict[Any, set[str]] = {}
         #: Claim keys (identity, or content for shared fitting answers) interned to small ints.
         self._claims_ids = Interner()
         #: Claim -> the interned claim keys that name it (forgotten with it: :meth:`forget_claims`).
@@ -325,9 +329,11 @@ class Snapshot:
         self._node_keys = previous._node_keys
         self._by_name = previous._by_name
         self._groups = previous._groups
+        self._regroup = previous._regroup
         self.forget_nodes(affected)
         self.forget_claims(changed_claims)
         previous._in_use, previous._node_keys, previous._by_name, previous._groups = {}, {}, {}, {}
+        previous._regroup = {}
 
     def forget_claims(self, keys: Iterable[Key]) -> None:
         """Drop what was remembered for claims that changed or are gone: the answers, projections
@@ -362,15 +368,15 @@ class Snapshot:
 
     def forget_nodes(self, names: Iterable[str]) -> None:
         """Drop the per-node entries of these nodes: their devices in use or Node record changed."""
-        tables: list[dict[str, Any]] = [
-            self._in_use,
-            *self._node_keys.values(),
-            *self._by_name.values(),
-            *self._groups.values(),
-        ]
+        tables: list[dict[str, Any]] = [self._in_use, *self._node_keys.values(), *self._by_name.values()]
+        names = list(names)
         for name in names:
             for table in tables:
                 table.pop(name, None)
+        for key, groups in self._groups.items():
+            dropped = [name for name in names if groups.pop(name, None) is not None]
+            if dropped:
+                self._regroup.setdefault(key, set()).update(dropped)
 
     def _node_in_use(self, node: Node) -> int:
         """Which of the node's devices are in use, interned to a small int."""
@@ -531,23 +537,28 @@ class Snapshot:
         table = self._groups.get(projection.key)
         if table is None:
             table = self._groups[projection.key] = {}
+        for name in self._regroup.pop(projection.key, ()):  # the nodes a bind changed
+            table[name] = self._group_of(name, projection)
         try:
             return list(map(table.__getitem__, names))  # the common case: every node is known
         except KeyError:
             pass
-        nodes = self.state.nodes
-        for name in names:
-            if name in table:
-                continue
-            group: Hashable = name
-            node = nodes.get(name)
-            if node is not None:
-                signature = self.inventory.node_signature(name, node.labels, projection)
-                if signature is not None:
-                    declares = int(node.optional_node_operations)
-                    group = (signature << 33) | (declares << 32) | self._node_in_use(node)
-            table[name] = group
+        # Only the names not in the table yet, found in C: a Python step per node was a sixth
+        # of the server's CPU at 5,000 nodes.
+        for name in set(filterfalse(table.__contains__, names)):
+            table[name] = self._group_of(name, projection)
         return list(map(table.__getitem__, names))
+
+    def _group_of(self, name: str, projection: ClaimProjection) -> Hashable:
+        """The node's group for this projection: its name when it is judged alone."""
+        node = self.state.nodes.get(name)
+        if node is None:
+            return name
+        signature = self.inventory.node_signature(name, node.labels, projection)
+        if signature is None:
+            return name
+        declares = int(node.optional_node_operations)
+        return (signature << 33) | (declares << 32) | self._node_in_use(node)
 
     def _shareable(self, pod_claims: PodClaims) -> bool:
         """Whether look-alike nodes get one answer: nothing but the node's devices matters."""
