@@ -91,7 +91,7 @@ class BindPressure:
         now = self.clock()
         while self._ended and self._ended[0] < now - RATE_WINDOW:
             self._ended.popleft()
-        oldest = now - min(self._started.values())
+        oldest = now - next(iter(self._started.values()))  # started in order, kept in order
         if not self._ended:
             return max(oldest, float("inf") if waiting >= UNKNOWN_RATE_IN_FLIGHT else 0.0)
         # Completions per second over the window, or over the time since the first completion
