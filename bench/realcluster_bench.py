@@ -32,10 +32,12 @@ Run: ``python -m bench.realcluster_bench`` (``--nodes 100 500 1000x8 5000x1``, `
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -182,6 +184,7 @@ def run_mode(
     extender_args: tuple[str, ...] = (),
     profile: Path | None = None,
     api_delay: float = 0.0,
+    api_load: float = 0.0,
 ) -> dict[str, Any]:
     api = plane.api
     count = pods_for(shape, nodes, gpus_per_node)
@@ -211,6 +214,9 @@ def run_mode(
     sampling = ext is not None and profile is not None
     if sampling:
         profiler.start(pids[EXTENDER])
+    loading = threading.Event()
+    if api_load:
+        threading.Thread(target=load_api, args=(plane, api_load, loading), daemon=True).start()
     started = time.monotonic()
     sched.start()
     pids["kube-scheduler"] = sched.process.pid
@@ -223,6 +229,7 @@ def run_mode(
     after = {k: cpu_seconds(p) for k, p in pids.items()}
     system_after = {k: cpu_seconds(p, "system") for k, p in pids.items()}
     profiled = sampling and profile is not None and profiler.stop(pids[EXTENDER], profile)
+    loading.set()
     before.setdefault("kube-scheduler", 0.0)
     metrics = sched.metrics()
     events = api.list("Event", NAMESPACE)
@@ -246,6 +253,7 @@ def run_mode(
             }
         ),
         "api_delay_s": api_delay,
+        "api_load_s": api_load,
         "failed_scheduling_messages": sorted(
             {str(e.get("message"))[:160] for e in events if e.get("reason") == "FailedScheduling"}
         )[:10],
@@ -322,6 +330,14 @@ def null_extender(plane: ControlPlane, kubeconfig: Path | None = None) -> Extend
         str(kubeconfig or plane.extender_kubeconfig()),
     ]
     return floor
+
+
+def load_api(plane: ControlPlane, every: float, done: threading.Event) -> None:
+    """List every pod of the run's namespace every ``every`` seconds until ``done``: a loaded
+    kube-apiserver, as in a busy cluster (its own client, apart from the bench's)."""
+    while not done.wait(every):
+        with contextlib.suppress(Exception):
+            plane.api.list("Pod", NAMESPACE)
 
 
 def slow_link(plane: ControlPlane, delay: float) -> tuple[Proxy, Path]:
@@ -415,6 +431,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", help="write the results here")
     parser.add_argument(
+        "--api-load",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="a client lists every pod of the run every SECONDS while kube-scheduler runs (0.05: "
+        "a kube-apiserver as loaded as in a busy cluster)",
+    )
+    parser.add_argument(
         "--api-delay",
         type=float,
         default=0.0,
@@ -469,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
                                 mode=mode,
                                 gpus_per_node=gpus,
                                 api_delay=args.api_delay,
+                                api_load=args.api_load,
                                 extender_args=tuple(args.extender_args.split()),
                                 profile=(
                                     args.profile / f"{mode}-{nodes}x{gpus}-{shape}-{repeat}.txt"
