@@ -25,6 +25,7 @@ from kubernetes import config as k8s_config
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.async_kube import AsyncKube
 from extender.service import wire
+from extender.service.fast_verbs import respond
 from extender.service.listeners import Limits, Listener, run, serve
 
 PREFIX = "/scheduler"
@@ -59,17 +60,7 @@ class NullVerbs:
             if not message.get("more_body"):
                 break
         status, payload = await self.answer(scope.get("path", ""), body)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", b"%d" % len(payload)),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+        await respond(send, status, payload)
 
     async def answer(self, path: str, body: bytes) -> tuple[int, bytes]:
         if path == f"{PREFIX}/filter":

@@ -71,14 +71,16 @@ class FastVerbs:
             except Exception:  # as FastAPI's ServerErrorMiddleware: a 500, the detail in the log
                 log.exception("%s request failed", verb)
                 status, payload = 500, wire.encode({"Error": "internal error (see the extender's log)"})
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", b"%d" % len(payload)),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+        await respond(send, status, payload)
+
+
+async def respond(send: Send, status: int, payload: bytes) -> None:
+    """A JSON answer of known length, in two ASGI messages."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
