@@ -123,6 +123,8 @@ class Snapshot:
         #: projection key -> names :meth:`forget_nodes` dropped from that table: grouped again
         #: first, so that the table stays complete and a call is one lookup per node in C.
         self._regroup: dict[Any, set[str]] = {}
+        #: Each group's one int object (groups of many nodes are equal ints).
+        self._group_ids: dict[int, int] = {}
         #: Claim keys (identity, or content for shared fitting answers) interned to small ints.
         self._claims_ids = Interner()
         #: Claim -> the interned claim keys that name it (forgotten with it: :meth:`forget_claims`).
@@ -316,7 +318,13 @@ class Snapshot:
         if affected is None or moved is None:
             return  # a device or pool visible to several nodes changed: start afresh
         affected |= moved
-        tables = (previous._assessments, previous._projections, previous._in_use_ids, previous._claims_ids)
+        tables = (
+            previous._assessments,
+            previous._projections,
+            previous._in_use_ids,
+            previous._claims_ids,
+            previous._group_ids,
+        )
         if max(len(t) for t in tables) > MAX_CARRIED_ENTRIES:
             return  # keyed by claims that come and go: bounded by starting afresh now and then
         self._in_use_ids = previous._in_use_ids
@@ -332,10 +340,11 @@ class Snapshot:
         self._by_name = previous._by_name
         self._groups = previous._groups
         self._regroup = previous._regroup
+        self._group_ids = previous._group_ids
         self.forget_nodes(affected)
         self.forget_claims(changed_claims)
         previous._in_use, previous._node_keys, previous._by_name, previous._groups = {}, {}, {}, {}
-        previous._regroup = {}
+        previous._regroup, previous._group_ids = {}, {}
 
     def forget_claims(self, keys: Iterable[Key]) -> None:
         """Drop what was remembered for claims that changed or are gone: the answers, projections
@@ -561,7 +570,10 @@ class Snapshot:
         if signature is None:
             return name
         declares = int(node.optional_node_operations)
-        return (signature << 33) | (declares << 32) | self._node_in_use(node)
+        group = (signature << 33) | (declares << 32) | self._node_in_use(node)
+        # One object per group, not per node: a request's thousands of lookups then touch a
+        # few objects, not one per node spread over the heap.
+        return self._group_ids.setdefault(group, group)
 
     def _shareable(self, pod_claims: PodClaims) -> bool:
         """Whether look-alike nodes get one answer: nothing but the node's devices matters."""
