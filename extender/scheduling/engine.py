@@ -16,7 +16,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, islice
 from operator import not_
-from typing import TypeVar
 
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
@@ -24,10 +23,11 @@ from extender.model.core import Node, Pod
 from extender.model.labels import Labels
 from extender.scheduling.config import EngineConfig, NoObserver, Observer
 from extender.scheduling.decide import post_filter, what_if
-from extender.scheduling.decide.answers import answer_nodes
+from extender.scheduling.decide.answers import answer_nodes, cut_short
 from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment, NodeDecision
 from extender.scheduling.decide.last_filter import LastFilter
 from extender.scheduling.decide.prefilter import PodClaims
+from extender.scheduling.decide.scores import MIN_SCORE, score_nodes
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decide.timeout_memo import TimeoutMemo
 from extender.scheduling.decide.what_if import NodeAdjustment
@@ -41,10 +41,8 @@ from extender.scheduling.write.binder import Binder
 
 log = logging.getLogger("dra_extender.engine")
 
-MIN_SCORE, MAX_SCORE = 0, 10
 #: Per-node reasons a filter's decision entry keeps (log line, /debug/decisions); the rest counted.
 LOGGED_REASONS = 20
-K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(slots=True)
@@ -55,17 +53,6 @@ class FilterResult:
     #: UnschedulableAndUnresolvable: no devices for this pod here.
     unresolvable: dict[str, str] = field(default_factory=dict)
     error: str = ""
-
-
-def _cut_short(answers: Iterable[Assessment], error: bool) -> set[str]:
-    """Why some nodes of a filter answer were not judged in full: ``budget`` (not evaluated),
-    ``node_timeout`` (a node's allocation ran out of time, or did a moment ago: remembered; from
-    1.36 that is the pod's error). After an error the rest are not evaluated, but not for want
-    of time."""
-    causes = {"budget" if a is NOT_EVALUATED else "node_timeout" for a in answers if a.timed_out}
-    if error:
-        causes.discard("budget")
-    return causes
 
 
 class Engine:
@@ -249,7 +236,7 @@ class Engine:
         reached, node resources that evicting pods could free), or the pod's error. Returns
         the groups of the nodes that passed, in order."""
         result.error = next((a.error for a in answers.values() if a.error is not None), "")
-        for cause in _cut_short(answers.values(), bool(result.error)):
+        for cause in cut_short(answers.values(), bool(result.error)):
             self.observer.filter_cut_short(cause)
         if result.error:
             return []
@@ -502,36 +489,3 @@ class Engine:
         (:mod:`extender.scheduling.decide.timeout_memo`)."""
         assess = snapshot.assessor(claims, timeout=self.config.allocation_timeout)
         return self._timeouts.wrap(assess, claims.key())
-
-
-def score_nodes(assessed: Mapping[K, Assessment], policy: str) -> dict[K, int]:
-    """0..10 per node (or per group of look-alike nodes): the DynamicResources plugin's score
-    first, then the packing policy.
-
-    When the plugin's Score (prioritized lists: earlier subrequests score higher) differs among
-    the fitting nodes, the answer is its NormalizeScore (``DefaultNormalizeScore``: score * max
-    / highest) on the extender's 0..10 scale. Otherwise binpack prefers the node left with the
-    fewest free matching devices (keeping whole nodes free for large claims) and spread the
-    most. Nodes that do not fit get 0.
-    """
-    fitting = {n: a for n, a in assessed.items() if a.fits}
-    if not fitting:
-        return dict.fromkeys(assessed, MIN_SCORE)
-    highest = max(a.dra_score for a in fitting.values())
-    scores: dict[K, int] = {}
-    if highest > 0 and len({a.dra_score for a in fitting.values()}) > 1:
-        scores = {name: MAX_SCORE * a.dra_score // highest for name, a in fitting.items()}
-    else:
-        frees = [a.free_after for a in fitting.values()]
-        low, high = min(frees), max(frees)
-        for name, a in fitting.items():
-            if high == low:
-                packing = MAX_SCORE / 2
-            elif policy == "spread":
-                packing = MAX_SCORE * (a.free_after - low) / (high - low)
-            else:
-                packing = MAX_SCORE * (high - a.free_after) / (high - low)
-            scores[name] = max(MIN_SCORE, min(MAX_SCORE, round(packing)))
-    for name in assessed:
-        scores.setdefault(name, MIN_SCORE)
-    return scores

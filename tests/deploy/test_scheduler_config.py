@@ -201,3 +201,14 @@ def test_filter_budget_stays_below_the_http_timeout() -> None:
     budget = float(next(a for a in extender["args"] if a.startswith("--filter-budget=")).split("=")[1])
     timeout = load(REPO / "scheduler-config" / "second-scheduler.yaml")["extenders"][0]["httpTimeout"]
     assert budget < float(timeout.rstrip("s"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_back_pressure_knows_the_shipped_http_timeout(path: Path) -> None:
+    """The extender holds filters so that no bind outlasts kube-scheduler's httpTimeout
+    (--scheduler-http-timeout): its default is the timeout the configurations ship."""
+    from extender.defaults import DEFAULT_SCHEDULER_HTTP_TIMEOUT
+
+    timeout = load(path)["extenders"][0]["httpTimeout"]
+    assert timeout.endswith("s") and not timeout.endswith("ms"), timeout
+    assert float(timeout[:-1]) == DEFAULT_SCHEDULER_HTTP_TIMEOUT

@@ -27,7 +27,7 @@ from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
-from extender.scheduling.engine import score_nodes
+from extender.scheduling.decide.scores import score_nodes
 from tests.builders import (
     allocated,
     attrs,

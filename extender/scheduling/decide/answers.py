@@ -17,7 +17,7 @@ Pure: a snapshot in, answers out; the clock is injected.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
 from extender.model.core import Node
 from extender.scheduling.decide import what_if
@@ -106,3 +106,14 @@ def _judge_adjusted(
     for i, node, adjustment in adjusted("releasing"):
         if not answers[groups[i]].fits:
             judge_alone(i, what_if.assess(snapshot, claims, node, adjustment, released=True, timeout=timeout))
+
+
+def cut_short(answers: Iterable[Assessment], error: bool) -> set[str]:
+    """Why some nodes of a filter answer were not judged in full: ``budget`` (not evaluated),
+    ``node_timeout`` (a node's allocation ran out of time, or did a moment ago: remembered; from
+    1.36 that is the pod's error). After an error the rest are not evaluated, but not for want
+    of time."""
+    causes = {"budget" if a is NOT_EVALUATED else "node_timeout" for a in answers if a.timed_out}
+    if error:
+        causes.discard("budget")
+    return causes
