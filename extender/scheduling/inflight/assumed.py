@@ -111,6 +111,10 @@ class AssumedClaims:
         self._settles = 0
         #: Pod UID -> its held records (see :meth:`hold`), oldest pod first.
         self._holds: dict[str, list[AssumedWrite]] = {}
+        #: :meth:`overlay`'s newest written claims, and the record state they were read at
+        #: (None: read again): a snapshot is made for every cache change, records change less.
+        self._newer: dict[Key, ResourceClaim] = {}
+        self._newer_at: int | None = None
 
     def entries(self) -> dict[str, int]:
         """How many entries each of its maps holds (read by /metrics from the HTTP thread: each
@@ -141,6 +145,7 @@ class AssumedClaims:
 
     def _changed(self, key: Key) -> None:
         self.version += 1
+        self._newer_at = None
         self.touched.add(key)
         self._dirty.add(key)
 
@@ -212,6 +217,7 @@ class AssumedClaims:
     def sending(self, record: AssumedWrite, resource_version: str) -> None:
         record.state = WriteState.PENDING
         record.sent_on = resource_version
+        self._newer_at = None  # a written record sent again no longer stands in the overlay
 
     def written(self, record: AssumedWrite, answer: dict[str, Any]) -> None:
         """The API server answered with the claim as it now is."""
@@ -289,15 +295,20 @@ class AssumedClaims:
 
     def overlay(self, claims: Mapping[Key, ResourceClaim]) -> Mapping[Key, ResourceClaim]:
         """The claims with our newest written objects in place of the cached ones."""
-        newer: dict[Key, ResourceClaim] = {}
-        for key, by_pod in self._records.items():
-            for record in by_pod.values():
-                written = record.written
-                if record.state is not WriteState.WRITTEN or written is None:
-                    continue
-                best = newer.get(key)
-                if best is None or is_newer(written.resource_version, best.resource_version):
-                    newer[key] = written
+        if self._newer_at != self.version:
+            # Read again only when a record changed: with a hundred binds in flight, reading
+            # them all for every snapshot was 3% of the extender's CPU.
+            newer: dict[Key, ResourceClaim] = {}
+            for key, by_pod in self._records.items():
+                for record in by_pod.values():
+                    written = record.written
+                    if record.state is not WriteState.WRITTEN or written is None:
+                        continue
+                    best = newer.get(key)
+                    if best is None or is_newer(written.resource_version, best.resource_version):
+                        newer[key] = written
+            self._newer, self._newer_at = newer, self.version
+        newer = self._newer
         if not newer:
             return claims
         # A view, not a copy: copying every cached claim per snapshot made binds cost more as
