@@ -346,6 +346,8 @@ class Engine:
             if self._last_filter is not None and nodes is None and not adjustments
             else None
         )
+        groups: Sequence[Hashable]
+        answers: Mapping[Hashable, Assessment]
         if reused is not None:
             groups, answers = reused
         else:

@@ -30,14 +30,15 @@ class LastFilter:
     claims_key: tuple[Any, ...]
     #: The names filter passed, in its answer's order, and each one's group.
     names: Sequence[str]
-    groups: list[Hashable]
+    groups: Sequence[Hashable]
     #: The passed groups' answers.
     answers: Mapping[Hashable, Assessment]
 
     def for_prioritize(
         self, pod_uid: str, snapshot: Snapshot, claims_key: tuple[Any, ...], names: Sequence[str]
-    ) -> tuple[list[Hashable], dict[Hashable, Assessment]] | None:
-        """(groups, answers) for prioritize over ``names``, or None: decide afresh."""
+    ) -> tuple[Sequence[Hashable], Mapping[Hashable, Assessment]] | None:
+        """(groups, answers) for prioritize over ``names``, or None: decide afresh. Read-only:
+        prioritize reads them and builds its scores apart."""
         if (
             pod_uid != self.pod_uid
             or snapshot is not self.snapshot
@@ -46,4 +47,4 @@ class LastFilter:
             or names != self.names
         ):
             return None
-        return list(self.groups), dict(self.answers)
+        return self.groups, self.answers
