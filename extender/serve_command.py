@@ -11,6 +11,8 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from extender import __version__
 from extender.allocator.features import FeatureGateError, Features, parse_feature_gates
@@ -210,11 +212,27 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+@contextmanager
+def paused_collector() -> Iterator[None]:
+    """No garbage collection while the state loads, and what it loaded frozen (kept out of
+    every later collection). Loading creates millions of long-lived objects and no cycles; the
+    collector's passes as the heap grew took 2.6 of 4.6 s of the embedded 5,000 x 8 load, and
+    the full pass before a freeze another 0.54 s. What start-up left before (the CEL parser's
+    construction leaves some 7,400 objects in cycles) is collected first, on a small heap."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+        gc.freeze()
+    finally:
+        gc.enable()
+
+
 def _serve(args: argparse.Namespace) -> int:
     try:
         config = serve_config(args)
         if args.state:
-            service, _store = build_embedded(args.state, config)
+            service, _store = build_embedded(args.state, config, loading=paused_collector)
         elif args.kubeconfig or running_in_cluster():
             service = build_cluster(load_configuration(args.kubeconfig), config)
         else:

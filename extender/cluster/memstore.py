@@ -109,10 +109,12 @@ class MemoryStore:
 
     # --- writes --------------------------------------------------------------------------------
 
-    def load(self, objects: Iterable[dict[str, Any]]) -> None:
-        """Seed or replace objects as they are (an initial state); missing UIDs are filled in."""
+    def load(self, objects: Iterable[dict[str, Any]], *, owned: bool = False) -> None:
+        """Seed or replace objects as they are (an initial state); missing UIDs are filled in.
+        ``owned``: the objects are the store's from now on (nobody else holds them), so they
+        are kept as they are, not copied (a state file's freshly decoded objects)."""
         for obj in objects:
-            stored = clone(obj)
+            stored = obj if owned else clone(obj)
             if not isinstance(stored.get("metadata"), dict):  # null, a list: the cache reports it
                 stored["metadata"] = {}
             meta = stored["metadata"]

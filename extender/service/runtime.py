@@ -7,6 +7,7 @@ import logging
 import logging.handlers
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from extender.cel import CelEnvironment, CelOptions
@@ -79,19 +80,17 @@ def build_embedded(
     *,
     clock: Callable[[], float] = time.monotonic,
     api: Callable[[MemoryStore], ClusterAPI] = MemoryAPI,
+    loading: Callable[[], AbstractContextManager[object]] = nullcontext,
 ) -> tuple[Service, MemoryStore]:
     """The embedded default: state files in an in-memory store that plays the API server
-    (``api``: how writes reach the store; tests put faults in between)."""
-    objects, problems = load_objects(paths, max_bytes=config.max_state_bytes, kinds=KINDS)
+    (``api``: how writes reach the store; tests put faults in between). ``loading``: what
+    the state's loading runs inside (``serve`` pauses the garbage collector there)."""
+    features = config.engine.features
+    cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
     store = MemoryStore()
     state = ClusterState()
     follow(store, state)
     collect_owned_claims(store)
-    store.load(objects)
-    for problem in [*problems, *state.problems]:
-        log.warning("state: %s", problem)
-    features = config.engine.features
-    cel = CelEnvironment(CelOptions(list_type_attributes=features.list_type_attributes))
     worker = EngineWorker()
     view = in_flight_view(state, cel, config.engine, clock=clock)
     metrics = observed(state, cel, config.engine, view, worker)
@@ -105,7 +104,12 @@ def build_embedded(
         log_sink=decision_log(),
         view=view,
     )
-    engine.snapshot()  # index the inventory now, not on the first request
+    with loading():
+        objects, problems = load_objects(paths, max_bytes=config.max_state_bytes, kinds=KINDS)
+        store.load(objects, owned=True)  # freshly decoded: nobody else holds them
+        engine.snapshot()  # index the inventory now, not on the first request
+    for problem in [*problems, *state.problems]:
+        log.warning("state: %s", problem)
     log.info("deciding as Kubernetes %s", config.engine.release.name)
     service = Service(engine=engine, metrics=metrics, ready=lambda: True, mode="embedded", worker=worker)
     metrics.watch_health(lambda: True, lambda: True, list)  # the store is the cache: no informers
