@@ -48,7 +48,7 @@ def answer_nodes(
     if groups is None:
         groups = list(names)
     answers: dict[Hashable, Assessment] = {}
-    representatives = dict(zip(groups, names, strict=True))
+    representatives = group_representatives(groups, names)
     for group, name in representatives.items():
         node = lookup.get(name)
         if node is None:
@@ -67,6 +67,24 @@ def answer_nodes(
             snapshot, claims, names, lookup, groups, answers, adjustments, deadline, clock, timeout
         )
     return groups, answers
+
+
+#: Up to this many groups, each group's first node is found by a scan (in C) from the start;
+#: beyond, in one pass over all the nodes.
+SCANNED_GROUPS = 32
+
+
+def group_representatives(groups: list[Hashable], names: Sequence[str]) -> dict[Hashable, str]:
+    """One node name per group, in the order the groups first appear. Few groups (look-alike
+    nodes): one set over the groups and a short scan for each group's first node, not a
+    dictionary entry per node (at 5,000 nodes that pass was 3% of the server's CPU)."""
+    if len(groups) != len(names):
+        raise ValueError(f"{len(groups)} groups for {len(names)} nodes")
+    distinct = set(groups)
+    if len(distinct) > SCANNED_GROUPS:
+        return dict(zip(groups, names, strict=True))
+    firsts = sorted(map(groups.index, distinct))
+    return {groups[i]: names[i] for i in firsts}
 
 
 def _judge_adjusted(

@@ -15,6 +15,7 @@ from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
+from extender.scheduling.decide.answers import SCANNED_GROUPS, group_representatives
 from extender.scheduling.decide.snapshot import Snapshot
 from tests.builders import allocated, claim, device, device_class, exact, node, pod, reserve, resource_slice
 
@@ -65,3 +66,48 @@ def test_a_slow_release_check_on_the_preemptors_node_costs_no_other_node_its_ans
     result = engine.filter(state.pods[("default", "p")], ["T", "W"])
     # W (q keeps one GPU, one is left for p) is judged before T's release: both pass.
     assert result.passed == ["T", "W"], (result.passed, result.failed, result.unresolvable)
+
+
+# (case, groups, names, the representatives: group -> node name, in the groups' first order)
+REPRESENTATIVES: list[tuple[str, list[Any], list[str], dict[Any, str]]] = [
+    ("no nodes", [], [], {}),
+    ("one group: its first node", [7, 7, 7], ["a", "b", "c"], {7: "a"}),
+    (
+        "groups in the order they first appear",
+        [2, 1, 2, 3, 1],
+        ["a", "b", "c", "d", "e"],
+        {2: "a", 1: "b", 3: "d"},
+    ),
+    (
+        "nodes judged alone are their own group",
+        ["a", 5, "c", 5],
+        ["a", "b", "c", "d"],
+        {"a": "a", 5: "b", "c": "c"},
+    ),
+    (
+        "more groups than a scan serves: one pass over the nodes",
+        [*range(40), 0],
+        [f"n{i}" for i in range(41)],
+        {**{i: f"n{i}" for i in range(1, 40)}, 0: "n40"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "groups", "names", "expected"), REPRESENTATIVES, ids=[c[0] for c in REPRESENTATIVES]
+)
+def test_each_group_is_judged_on_one_of_its_nodes(
+    case: str, groups: list[Any], names: list[str], expected: dict[Any, str]
+) -> None:
+    found = group_representatives(groups, names)
+    assert set(found) == set(expected)
+    for group, name in found.items():
+        assert groups[names.index(name)] == group  # a member of its group
+    assert list(found) == list(dict.fromkeys(groups))  # judged in the order the groups appear
+    if len(set(groups)) <= SCANNED_GROUPS:
+        assert found == expected
+
+
+def test_groups_and_names_must_pair_up() -> None:
+    with pytest.raises(ValueError, match="2 groups for 3 nodes"):
+        group_representatives([1, 1], ["a", "b", "c"])
