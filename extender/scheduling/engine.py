@@ -27,7 +27,7 @@ from extender.scheduling.decide.answers import answer_nodes, cut_short
 from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment, NodeDecision
 from extender.scheduling.decide.last_filter import LastFilter
 from extender.scheduling.decide.prefilter import PodClaims
-from extender.scheduling.decide.scores import MIN_SCORE, score_nodes
+from extender.scheduling.decide.scores import MIN_SCORE, NodeScores, score_nodes
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decide.timeout_memo import TimeoutMemo
 from extender.scheduling.decide.what_if import NodeAdjustment
@@ -334,14 +334,14 @@ class Engine:
 
     def prioritize(
         self, pod: Pod, node_names: Sequence[str], nodes: Mapping[str, Node] | None = None
-    ) -> list[tuple[str, int]]:
+    ) -> NodeScores:
         started = self.clock()
         pod = catch_up.with_statuses(pod, self.state.pods.get(pod.key))  # as filter judged it
         self.tracker.assumed.release_holds(pod.uid)
         snapshot = self.snapshots.current()
         claims = self.snapshots.claims_of(snapshot, pod)
         if claims.empty or not claims.allocates or claims.reason or claims.error:
-            return [(n, MIN_SCORE) for n in node_names]
+            return NodeScores(node_names, [MIN_SCORE] * len(node_names))
         self.tracker.expected.expect(pod.uid)  # the bind follows the scores
         adjustments = self._adjustments(snapshot, pod, claims, node_names)
         reused = (
@@ -360,7 +360,7 @@ class Engine:
         judged = {g: a for g, a in answers.items() if a is not NOT_EVALUATED}
         scores = dict.fromkeys(answers, MIN_SCORE)  # past the budget: 0
         scores.update(score_nodes(judged, self.config.score_policy))
-        answer = list(zip(node_names, map(scores.__getitem__, groups), strict=True))
+        answer = NodeScores(node_names, list(map(scores.__getitem__, groups)))
         if self.config.hold_seconds > 0:
             node = holds.best_alone(answer, nodes if nodes is not None else self.state.nodes)
             if node is not None and holds.may_hold(claims):

@@ -175,7 +175,7 @@ class Verbs:
             scores = await self.worker.call(
                 lambda: engine.prioritize(pod, args.node_names, self._request_nodes(args))
             )
-            return 200, wire.encode_priorities(scores)
+            return 200, wire.encode_priorities(scores.names, scores.scores)
         if (why := self.not_ready(pod)) is not None:
             # One reason for every node, not "node X is not known" from a cache still empty.
             # Unresolvable, as that answer was: Unschedulable would send kube-scheduler's

@@ -50,7 +50,12 @@ PRIORITIES: dict[str, tuple[list[tuple[str, int]], bytes]] = {
 @pytest.mark.parametrize("case", list(PRIORITIES))
 def test_priorities(case: str) -> None:
     scores, answer = PRIORITIES[case]
-    assert wire.encode_priorities(scores) == answer
+    assert wire.encode_priorities([n for n, _ in scores], [s for _, s in scores]) == answer
+
+
+def test_priorities_pair_every_node_with_a_score() -> None:
+    with pytest.raises(ValueError):
+        wire.encode_priorities(["a", "b"], [1])
 
 
 def test_binding_round_trip() -> None:

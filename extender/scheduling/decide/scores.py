@@ -3,13 +3,34 @@ policy, on the extender's 0..10 scale. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from extender.scheduling.decide.decision import Assessment
 
 MIN_SCORE, MAX_SCORE = 0, 10
 K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScores:
+    """prioritize's answer: the nodes as asked and each one's score, as two lists of the same
+    length, not a pair per node (at 5,000 nodes building the pairs cost as much CPU as encoding
+    the answer). Iterates as (name, score) pairs."""
+
+    names: Sequence[str]
+    scores: Sequence[int]
+
+    def __post_init__(self) -> None:
+        if len(self.names) != len(self.scores):
+            raise ValueError(f"{len(self.scores)} scores for {len(self.names)} nodes")
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return zip(self.names, self.scores, strict=True)
+
+    def __len__(self) -> int:
+        return len(self.names)
 
 
 def score_nodes(assessed: Mapping[K, Assessment], policy: str) -> dict[K, int]:

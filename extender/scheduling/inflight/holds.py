@@ -14,21 +14,23 @@ Pure: a decision in, records in the assume cache out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from extender.model.core import Node, Pod
 from extender.scheduling.decide.decision import NodeDecision
 from extender.scheduling.decide.prefilter import PodClaims
+from extender.scheduling.decide.scores import NodeScores
 from extender.scheduling.inflight.assumed import AssumedClaims
 
 
-def best_alone(scores: Sequence[tuple[str, int]], nodes: Mapping[str, Node]) -> Node | None:
+def best_alone(answer: NodeScores, nodes: Mapping[str, Node]) -> Node | None:
     """The node that scores best alone, above the lowest score; None on a tie."""
-    if not scores:
+    if not answer.scores:
         return None
-    best = max(score for _name, score in scores)
-    top = [name for name, score in scores if score == best]
-    return nodes.get(top[0]) if len(top) == 1 and best > 0 else None
+    best = max(answer.scores)
+    if best <= 0 or answer.scores.count(best) != 1:
+        return None
+    return nodes.get(answer.names[answer.scores.index(best)])
 
 
 def may_hold(claims: PodClaims) -> bool:
