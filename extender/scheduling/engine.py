@@ -14,8 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, islice
-from operator import not_
+from itertools import chain, islice
 
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
@@ -23,7 +22,7 @@ from extender.model.core import Node, Pod
 from extender.model.labels import Labels
 from extender.scheduling.config import EngineConfig, NoObserver, Observer
 from extender.scheduling.decide import post_filter, what_if
-from extender.scheduling.decide.answers import answer_nodes, cut_short
+from extender.scheduling.decide.answers import answer_nodes, cut_short, split_by_fit
 from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment, NodeDecision
 from extender.scheduling.decide.last_filter import LastFilter
 from extender.scheduling.decide.prefilter import PodClaims
@@ -245,23 +244,16 @@ class Engine:
             # every element (5,000 names: 8% of the server's CPU at 5,000 x 8).
             result.passed = node_names if isinstance(node_names, list) else list(node_names)
             return groups if isinstance(groups, list) else list(groups)
-        # Per node a lookup in C (map, compress): per-node Python work was a third of a
-        # 2000-node filter.
-        fits = {group: a.fits for group, a in answers.items()}
-        mask = list(map(fits.__getitem__, groups))
-        result.passed = list(compress(node_names, mask))
-        passed_groups = list(compress(groups, mask))
+        # In C (scans, slices, compress): per-node Python work was a third of a 2000-node filter.
+        result.passed, passed_groups, failing = split_by_fit(node_names, groups, answers)
         why = {g: a.reason or "does not fit" for g, a in answers.items() if not a.fits}
-        failing = list(map(not_, mask))
-        result.unresolvable = dict(
-            zip(compress(node_names, failing), map(why.__getitem__, compress(groups, failing)), strict=True)
-        )
-        # Unschedulable, not Unresolvable: moved over (a name may repeat).
+        # Unschedulable, not Unresolvable: not judged (budget), or evicting pods may free room.
         skipped = {g for g, a in answers.items() if a is NOT_EVALUATED or a.resolvable}
+        # (A name sent twice has one group, so one answer.)
         if skipped:
-            for name, group in zip(node_names, groups, strict=True):
-                if group in skipped and name in result.unresolvable:
-                    result.failed[name] = result.unresolvable.pop(name)
+            result.failed = {name: why[group] for name, group in failing if group in skipped}
+            failing = [(name, group) for name, group in failing if group not in skipped]
+        result.unresolvable = {name: why[group] for name, group in failing}
         return passed_groups
 
     def _filtered(

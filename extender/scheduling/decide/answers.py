@@ -18,6 +18,9 @@ Pure: a snapshot in, answers out; the clock is injected.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from itertools import compress
+from operator import not_
+from typing import TypeVar
 
 from extender.model.core import Node
 from extender.scheduling.decide import what_if
@@ -25,6 +28,8 @@ from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment
 from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decide.what_if import NodeAdjustment
+
+T = TypeVar("T")
 
 
 def answer_nodes(
@@ -85,6 +90,72 @@ def group_representatives(groups: list[Hashable], names: Sequence[str]) -> dict[
         return dict(zip(groups, names, strict=True))
     firsts = sorted(map(groups.index, distinct))
     return {groups[i]: names[i] for i in firsts}
+
+
+#: Up to this many groups that do not fit, their nodes are found by scans (in C) for each
+#: group, while they are at most a quarter of the nodes; otherwise a pass over all the nodes.
+SCANNED_FAILING_GROUPS = 4
+
+
+def split_by_fit(
+    names: Sequence[str], groups: Sequence[Hashable], answers: Mapping[Hashable, Assessment]
+) -> tuple[list[str], list[Hashable], list[tuple[str, Hashable]]]:
+    """The nodes whose group fits and their groups, and the (node, group) pairs of the rest,
+    each in the request's order.
+
+    The usual filter on a filling cluster has one or two groups that do not fit (full nodes)
+    among thousands of nodes: those nodes are found by scanning for their groups, and the rest
+    is the request's list with them cut out (at 5,000 nodes 0.13 ms against 0.37 for a
+    lookup per node and a mask)."""
+    if len(groups) != len(names):
+        raise ValueError(f"{len(groups)} groups for {len(names)} nodes")
+    failing_groups = [g for g, a in answers.items() if not a.fits]
+    positions = _positions(groups, failing_groups, len(groups) // 4)
+    if positions is None:
+        fits = {g: a.fits for g, a in answers.items()}
+        mask = list(map(fits.__getitem__, groups))
+        failing = list(map(not_, mask))
+        return (
+            list(compress(names, mask)),
+            list(compress(groups, mask)),
+            list(zip(compress(names, failing), compress(groups, failing), strict=True)),
+        )
+    return (
+        _without(names, positions),
+        _without(groups, positions),
+        [(names[i], groups[i]) for i in positions],
+    )
+
+
+def _positions(groups: Sequence[Hashable], wanted: list[Hashable], most: int) -> list[int] | None:
+    """Where ``wanted`` groups are in ``groups``, ascending; None past ``most`` positions or
+    ``SCANNED_FAILING_GROUPS`` groups (then one pass over all is cheaper)."""
+    if len(wanted) > SCANNED_FAILING_GROUPS:
+        return None
+    found: list[int] = []
+    for group in wanted:
+        i = -1
+        try:
+            while True:
+                i = groups.index(group, i + 1)
+                found.append(i)
+                if len(found) > most:
+                    return None
+        except ValueError:
+            pass
+    found.sort()
+    return found
+
+
+def _without(items: Sequence[T], positions: list[int]) -> list[T]:
+    """``items`` without those at ``positions`` (ascending), in slices."""
+    out: list[T] = []
+    start = 0
+    for i in positions:
+        out += items[start:i]
+        start = i + 1
+    out += items[start:]
+    return out
 
 
 def _judge_adjusted(

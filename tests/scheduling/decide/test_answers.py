@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
@@ -15,7 +17,8 @@ from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
-from extender.scheduling.decide.answers import SCANNED_GROUPS, group_representatives
+from extender.scheduling.decide.answers import SCANNED_GROUPS, group_representatives, split_by_fit
+from extender.scheduling.decide.decision import Assessment
 from extender.scheduling.decide.snapshot import Snapshot
 from tests.builders import allocated, claim, device, device_class, exact, node, pod, reserve, resource_slice
 
@@ -111,3 +114,46 @@ def test_each_group_is_judged_on_one_of_its_nodes(
 def test_groups_and_names_must_pair_up() -> None:
     with pytest.raises(ValueError, match="2 groups for 3 nodes"):
         group_representatives([1, 1], ["a", "b", "c"])
+
+
+FIT, FULL = Assessment(True), Assessment(False, "full")
+
+
+def _reference_split(
+    names: list[str], groups: list[Any], answers: dict[Any, Assessment]
+) -> tuple[list[str], list[Any], list[tuple[str, Any]]]:
+    """A node at a time: what split_by_fit must answer, whichever way it finds the nodes."""
+    passed = [(n, g) for n, g in zip(names, groups, strict=True) if answers[g].fits]
+    failing = [(n, g) for n, g in zip(names, groups, strict=True) if not answers[g].fits]
+    return [n for n, _ in passed], [g for _, g in passed], failing
+
+
+# (case, groups of nodes n0, n1, ..., the groups that do not fit)
+SPLITS: list[tuple[str, list[Any], set[Any]]] = [
+    ("every node fits", [1, 2, 1, 2], set()),
+    ("no node fits", [1, 2, 1, 2], {1, 2}),
+    ("a few full nodes among many: found by scanning", [1] * 30 + [9] + [1] * 30 + [9], {9}),
+    ("full nodes at both ends", [9] + [1] * 20 + [9], {9}),
+    ("more than a quarter full: one pass", [1, 9, 9, 1, 9, 1], {9}),
+    ("more failing groups than scans serve", [*range(10), *range(10)] * 3, {0, 1, 2, 3, 4, 5}),
+    ("nodes judged alone among groups", ["n0", 1, "n2", 1], {"n2"}),
+]
+
+
+@pytest.mark.parametrize(("case", "groups", "failing"), SPLITS, ids=[c[0] for c in SPLITS])
+def test_nodes_split_by_whether_their_group_fits(case: str, groups: list[Any], failing: set[Any]) -> None:
+    names = [f"n{i}" for i in range(len(groups))]
+    answers = {g: FULL if g in failing else FIT for g in groups}
+    assert split_by_fit(names, groups, answers) == _reference_split(names, groups, answers)
+
+
+@given(st.lists(st.integers(0, 6), max_size=60), st.sets(st.integers(0, 6)))
+def test_both_ways_of_splitting_agree_with_a_node_at_a_time(groups: list[int], failing: set[int]) -> None:
+    names = [f"n{i}" for i in range(len(groups))]
+    answers = {g: FULL if g in failing else FIT for g in range(7)}
+    assert split_by_fit(names, groups, answers) == _reference_split(names, groups, answers)
+
+
+def test_split_pairs_nodes_with_groups() -> None:
+    with pytest.raises(ValueError, match="1 groups for 2 nodes"):
+        split_by_fit(["a", "b"], [1], {1: FIT})
