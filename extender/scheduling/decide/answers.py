@@ -30,6 +30,7 @@ from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decide.what_if import NodeAdjustment
 
 T = TypeVar("T")
+G = TypeVar("G", bound=Hashable)
 
 
 def answer_nodes(
@@ -98,8 +99,8 @@ SCANNED_FAILING_GROUPS = 4
 
 
 def split_by_fit(
-    names: Sequence[str], groups: Sequence[Hashable], answers: Mapping[Hashable, Assessment]
-) -> tuple[list[str], list[Hashable], list[tuple[str, Hashable]]]:
+    names: Sequence[str], groups: Sequence[G], answers: Mapping[G, Assessment]
+) -> tuple[list[str], list[G], list[tuple[str, G]]]:
     """The nodes whose group fits and their groups, and the (node, group) pairs of the rest,
     each in the request's order.
 
@@ -127,7 +128,7 @@ def split_by_fit(
     )
 
 
-def _positions(groups: Sequence[Hashable], wanted: list[Hashable], most: int) -> list[int] | None:
+def _positions(groups: Sequence[G], wanted: list[G], most: int) -> list[int] | None:
     """Where ``wanted`` groups are in ``groups``, ascending; None past ``most`` positions or
     ``SCANNED_FAILING_GROUPS`` groups (then one pass over all is cheaper)."""
     if len(wanted) > SCANNED_FAILING_GROUPS:
