@@ -120,6 +120,10 @@ def _config(
         lifespan=lifespan,
         log_config=None,
         access_log=False,
+        # No proxy stands in front of the extender (kube-scheduler calls it directly), so no
+        # X-Forwarded-* header is believed, not even from loopback, uvicorn's default trust;
+        # and no middleware parses them on every request.
+        proxy_headers=False,
         limit_concurrency=limits.max_connections,
         timeout_keep_alive=limits.keep_alive_seconds,
         h11_max_incomplete_event_size=limits.max_header_bytes,
