@@ -35,6 +35,20 @@ from types import FrameType
 #: Seconds of process CPU between samples.
 INTERVAL = 0.002
 
+#: The engine's own work, split by the verb it serves (:data:`VERBS`).
+DECISIONS = "decisions"
+
+#: (phase, the engine's method): a sample in the engine's code goes to the outermost verb on
+#: its stack, so a bind's allocation is the bind's, not the filter's; what no verb called (the
+#: cache's bookkeeping, sweeps) is "decisions: other".
+VERBS: tuple[tuple[str, str], ...] = (
+    ("filter", "filter_request ("),
+    ("filter", "filter ("),
+    ("prioritize", "prioritize ("),
+    ("bind", "bind ("),
+    ("preempt", "preempt_request ("),
+)
+
 #: (phase, substrings of a frame): the first phase with a frame matching, read from the
 #: innermost frame outwards, takes the sample. Frames look like ``function (path/file.py:line)``.
 PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -45,9 +59,7 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("informers: model", ("extender/model/",)),
     ("informers: cache", ("extender/cluster/reflector.py", "extender/cluster/state.py")),
     ("bind: API client", ("extender/cluster/async_kube.py", "aiohttp/", "yarl/", "multidict/")),
-    ("bind", ("extender/scheduling/write/", "bind (extender/scheduling/engine.py")),
-    ("prioritize", ("prioritize",)),
-    ("filter", ("filter_request", "extender/scheduling/", "extender/allocator/", "extender/cel/")),
+    (DECISIONS, ("extender/scheduling/", "extender/allocator/", "extender/cel/")),
     ("request decode/encode", ("extender/service/wire.py",)),
     ("verbs (app, admission)", ("extender/service/",)),
     ("HTTP server (uvicorn)", ("uvicorn/",)),
@@ -137,11 +149,21 @@ def header(file: Path) -> str:
 
 
 def phase_of(stack: str) -> str:
-    for frame in reversed(stack.split(";")):
+    frames = stack.split(";")
+    for frame in reversed(frames):
         for phase, patterns in PHASES:
             if any(p in frame for p in patterns):
-                return phase
+                return _verb_of(frames) if phase == DECISIONS else phase
     return "other"
+
+
+def _verb_of(frames: list[str]) -> str:
+    for frame in frames:  # outermost first
+        if "extender/scheduling/engine.py" in frame:
+            for verb, method in VERBS:
+                if frame.startswith(method):
+                    return verb
+    return f"{DECISIONS}: other"
 
 
 def shares(lines: list[str]) -> Counter[str]:
