@@ -160,8 +160,6 @@ class Engine:
         if nodes is None and not adjustments and not result.error and result.passed:
             self._last_filter = LastFilter(
                 pod.uid,
-                snapshot,
-                snapshot.generation,
                 claims.key(),
                 result.passed,
                 passed_groups,
@@ -337,7 +335,7 @@ class Engine:
         self.tracker.expected.expect(pod.uid)  # the bind follows the scores
         adjustments = self._adjustments(snapshot, pod, claims, node_names)
         reused = (
-            self._last_filter.for_prioritize(pod.uid, snapshot, claims.key(), node_names)
+            self._last_filter.for_prioritize(pod.uid, claims.key(), node_names)
             if self._last_filter is not None and nodes is None and not adjustments
             else None
         )

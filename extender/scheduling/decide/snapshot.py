@@ -136,8 +136,6 @@ class Snapshot:
         self._extended_claims: dict[str, ResourceClaim] | None = None
         #: Nesting depth of :meth:`what_if` (memoized answers must not be read or made inside).
         self._what_if = 0
-        #: Counts :meth:`forget_nodes` calls: per-node answers of this snapshot may differ after.
-        self.generation = 0
         #: The pods kube-scheduler counts on a node (DRANodeAllocatableResources: their requests
         #: and claim statuses); Snapshots adds the pods the tracker is placing.
         self.node_pods: Callable[[str], Iterable[Pod]] = lambda n: state.pods_by_node.get(n, {}).values()
@@ -379,7 +377,6 @@ class Snapshot:
 
     def forget_nodes(self, names: Iterable[str]) -> None:
         """Drop the per-node entries of these nodes: their devices in use or Node record changed."""
-        self.generation += 1
         tables: list[dict[str, Any]] = [self._in_use, *self._node_keys.values(), *self._by_name.values()]
         names = list(names)
         for name in names:

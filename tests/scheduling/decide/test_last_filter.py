@@ -1,6 +1,9 @@
-"""prioritize right after filter reuses the filter's answers for the nodes it passed only when
-nothing they depend on changed (extender/scheduling/decide/last_filter.py); whatever happens in
-between, its scores are those of an engine that never filtered (the oracle)."""
+"""prioritize right after filter, in the same scheduling cycle, scores with the filter's answers
+for the nodes it passed, as the in-tree Score reads what Filter found in that cycle
+(dynamicresources.go, Score: ``state.nodeAllocations``, v1.34.0-v1.37.0), even when binds
+changed the cache in between; another pod, other names or changed claims decide afresh
+(extender/scheduling/decide/last_filter.py). Either way its scores are those of an engine that
+never filtered, on the cache as that filter saw it (the oracle)."""
 
 from __future__ import annotations
 
@@ -53,14 +56,19 @@ def relabel_a_node(engine: Engine) -> None:
     engine.state.apply(node("node-2", zone="b"))
 
 
+def change_the_claim(engine: Engine) -> None:
+    engine.state.apply(claim("mine", resourceVersion="2"))
+
+
 #: name -> (what happens between filter and prioritize, prioritize's names (None: what filter
 #: passed), prioritize's pod, whether the filter's answers are reused).
 CASES: dict[str, tuple[Callable[[Engine], None] | None, list[str] | None, str, bool]] = {
     "nothing: the same pod, names and snapshot": (None, None, "p", True),
     "fewer names than filter passed": (None, NODES[:2], "p", False),
     "another pod": (None, None, "q", False),
-    "a device taken in between (a new snapshot)": (take_a_device, None, "p", False),
-    "a Node record changed in between (the snapshot's generation)": (relabel_a_node, None, "p", False),
+    "a device taken in between: the cycle's answers still": (take_a_device, None, "p", True),
+    "a Node record changed in between: the cycle's answers still": (relabel_a_node, None, "p", True),
+    "the pod's claim changed in between": (change_the_claim, None, "p", False),
 }
 
 
@@ -78,12 +86,24 @@ def test_prioritize_after_filter_scores_as_a_fresh_engine(case: str) -> None:
     claims = engine.snapshots.claims_of(snapshot, target)
     memo = engine._last_filter
     assert memo is not None
-    assert (memo.for_prioritize(target.uid, snapshot, claims.key(), asked) is not None) is reused
+    assert (memo.for_prioritize(target.uid, claims.key(), asked) is not None) is reused
 
     oracle = engine_of(objects())
-    if between is not None:
+    if between is not None and not reused:  # deciding afresh sees the change
         between(oracle)
     assert engine.prioritize(target, asked) == oracle.prioritize(oracle.state.pods[("default", who)], asked)
+
+
+def test_a_device_taken_between_filter_and_prioritize_does_not_move_the_cycles_scores() -> None:
+    engine = engine_of(objects())
+    p = engine.state.pods[("default", "p")]
+    passed = engine.filter(p, NODES).passed
+    cycle = dict(engine_of(objects()).prioritize(p, passed))
+    fresh = engine_of(objects())
+    take_a_device(fresh)
+    assert dict(fresh.prioritize(fresh.state.pods[("default", "p")], passed)) != cycle  # it would
+    take_a_device(engine)
+    assert dict(engine.prioritize(p, passed)) == cycle
 
 
 def test_a_filter_with_the_nodes_sent_remembers_nothing() -> None:
