@@ -243,7 +243,11 @@ def _serve(args: argparse.Namespace) -> int:
     except (FeatureGateError, StateFileError, KubeConfigError, ClusterAPIError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    pressure = BindPressure(args.scheduler_http_timeout) if args.scheduler_http_timeout else None
+    pressure = (
+        BindPressure(args.scheduler_http_timeout, parked=service.engine.tracker.parked_binds)
+        if args.scheduler_http_timeout
+        else None
+    )
     app = create_app(
         service, prefix=config.prefix, max_body_bytes=config.max_body_bytes, bind_pressure=pressure
     )

@@ -144,12 +144,7 @@ class Verbs:
     async def handle(self, verb: str, body: bytes, peer: str | None) -> tuple[int, bytes]:
         started = time.perf_counter()
         if verb == "bind":
-            token = self.pressure.started() if self.pressure is not None else 0
-            try:
-                answer = await self._bind(body, peer)
-            finally:
-                if self.pressure is not None:
-                    self.pressure.ended(token)
+            answer = await self._bind(body, peer)
         elif verb == "preempt":
             answer = await self._preempt(body, peer)
         else:
@@ -210,9 +205,14 @@ class Verbs:
             args = wire.decode_binding(body)
         except wire.WireError as exc:
             return self.refuse("bind", str(exc), peer)
-        error = await self.worker.run(
-            self.engine.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
-        )
+        token = self.pressure.started(args.PodUID) if self.pressure is not None else 0
+        try:
+            error = await self.worker.run(
+                self.engine.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node)
+            )
+        finally:
+            if self.pressure is not None:
+                self.pressure.ended(token)
         return 200, wire.encode_binding_result(error)
 
     async def _preempt(self, body: bytes, peer: str | None) -> tuple[int, bytes]:

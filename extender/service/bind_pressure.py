@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 #: Below this many binds in flight, nothing is held (a few slow binds are not a queue).
@@ -42,18 +42,27 @@ UNKNOWN_RATE_IN_FLIGHT = 32
 RECHECK = 0.05
 
 
+def _none_parked() -> Collection[str]:
+    return ()
+
+
 @dataclass
 class BindPressure:
-    """``timeout``: kube-scheduler's ``httpTimeout`` for this extender, seconds."""
+    """``timeout``: kube-scheduler's ``httpTimeout`` for this extender, seconds. ``parked``:
+    the pods whose bind waits on the cluster rather than on the API server (binding conditions,
+    a preemption's victims released): those binds are not counted, as no API slowness keeps
+    them (the engine's tracker says which)."""
 
     timeout: float
     clock: Callable[[], float] = time.monotonic
+    parked: Callable[[], Collection[str]] = _none_parked
     #: Filters are held while a new bind would be expected to take more than this share of
     #: ``timeout`` (the tail of bind times reaches about twice the expected one).
     share: float = 0.3
     #: The longest one filter is held, as a share of ``timeout``.
     hold_share: float = 0.2
-    _started: dict[int, float] = field(default_factory=dict)
+    #: Token -> (when the bind started, its pod's UID), in the order they started.
+    _started: dict[int, tuple[float, str]] = field(default_factory=dict)
     _ended: deque[float] = field(default_factory=deque)
     _next: int = 0
     _changed: asyncio.Event | None = None
@@ -70,10 +79,10 @@ class BindPressure:
     def in_flight(self) -> int:
         return len(self._started)
 
-    def started(self) -> int:
-        """A bind starts; give its token to :meth:`ended`."""
+    def started(self, pod_uid: str = "") -> int:
+        """A bind of the pod starts; give its token to :meth:`ended`."""
         self._next += 1
-        self._started[self._next] = self.clock()
+        self._started[self._next] = (self.clock(), pod_uid)
         return self._next
 
     def ended(self, token: int) -> None:
@@ -85,13 +94,18 @@ class BindPressure:
 
     def expected(self) -> float:
         """Seconds a bind started now is expected to take (0 below :data:`MIN_IN_FLIGHT`)."""
-        waiting = len(self._started)
+        if len(self._started) < MIN_IN_FLIGHT:
+            return 0.0
+        parked = self.parked()
+        starts = [t for t, uid in self._started.values() if uid not in parked] if parked else None
+        waiting = len(starts) if starts is not None else len(self._started)
         if waiting < MIN_IN_FLIGHT:
             return 0.0
         now = self.clock()
         while self._ended and self._ended[0] < now - RATE_WINDOW:
             self._ended.popleft()
-        oldest = now - next(iter(self._started.values()))  # started in order, kept in order
+        # Started in order, kept in order: the first is the oldest.
+        oldest = now - (starts[0] if starts is not None else next(iter(self._started.values()))[0])
         if not self._ended:
             return max(oldest, float("inf") if waiting >= UNKNOWN_RATE_IN_FLIGHT else 0.0)
         # Completions per second over the window, or over the time since the first completion

@@ -98,6 +98,22 @@ def test_the_bind_waits_until_the_device_is_attached_then_binds() -> None:
     assert event["message"] == "waiting for binding conditions for device on node node-1"
 
 
+def test_a_bind_waiting_for_its_conditions_is_parked_not_waiting_on_the_api_server() -> None:
+    """Back-pressure (extender/service/bind_pressure.py) leaves parked binds out of its count."""
+    store = MemoryStore()
+    engine = engine_on(store)
+    seen: list[frozenset[str]] = []
+
+    async def attach() -> None:
+        await asyncio.sleep(0.05)
+        seen.append(engine.tracker.parked_binds())
+        set_conditions(store, Attached="True")
+
+    assert asyncio.run(bind_while(store, engine, attach)) == ""
+    assert seen == [frozenset({"uid-p"})]
+    assert engine.tracker.parked_binds() == frozenset()
+
+
 def test_not_attached_within_the_budget_keeps_the_claim_and_the_retry_binds() -> None:
     store = MemoryStore()
     engine = engine_on(store)

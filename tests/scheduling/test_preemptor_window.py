@@ -168,10 +168,13 @@ def test_the_bind_holds_the_devices_and_writes_once_the_release_shows() -> None:
         # Waiting: nothing written for vip while the victim's claim holds gpu-2 and gpu-3.
         assert not c.claim("vip-claim").get("status"), c.claim("vip-claim")
         assert c.violations() == []
+        # Waiting on the cluster, not on the API server: back-pressure leaves it out.
+        assert c.engine.tracker.parked_binds() == frozenset({"uid-vip"})
         c.release("victim-claim")
         return await bind
 
     assert asyncio.run(scenario()) == ""
+    assert c.engine.tracker.parked_binds() == frozenset()
     written = c.claim("vip-claim")["status"]
     assert sorted(r["device"] for r in written["allocation"]["devices"]["results"]) == [
         "gpu-0",

@@ -91,7 +91,7 @@ def test_a_held_filter_goes_on_when_binds_end() -> None:
     async def scenario() -> tuple[float, bool]:
         p = BindPressure(TIMEOUT)  # the real clock: the hold is awaited
         tokens = [p.started() for _ in range(MIN_IN_FLIGHT)]
-        p._started = dict.fromkeys(tokens, p.clock() - 4.0)  # in flight for 4 s: over the limit
+        p._started = {t: (p.clock() - 4.0, "") for t in tokens}  # in flight for 4 s: over the limit
         assert p.pressed()
 
         async def finish() -> None:
@@ -112,7 +112,7 @@ def test_a_filter_is_held_at_most_the_hold_limit() -> None:
     async def scenario() -> float:
         p = BindPressure(1.0)  # a 1 s httpTimeout: limit 0.3 s, hold at most 0.2 s
         tokens = [p.started() for _ in range(MIN_IN_FLIGHT)]
-        p._started = dict.fromkeys(tokens, p.clock() - 5.0)
+        p._started = {t: (p.clock() - 5.0, "") for t in tokens}
         return await p.room()
 
     held = asyncio.run(scenario())
@@ -122,3 +122,27 @@ def test_a_filter_is_held_at_most_the_hold_limit() -> None:
 def test_nothing_is_held_without_pressure() -> None:
     p, _ = pressure()
     assert asyncio.run(p.room()) == 0.0
+
+
+#: name -> (binds in flight, of which parked (waiting on binding conditions or a release), held?).
+#: The first bind (parked or not) started 9 s ago, the others 1 s ago; none completed.
+PARKED: dict[str, tuple[int, int, bool]] = {
+    "parked binds leave too few to count": (MIN_IN_FLIGHT + 2, 3, False),
+    "a parked bind past the limit is not the oldest that counts": (MIN_IN_FLIGHT + 4, 1, False),
+    "the same binds, none parked: the oldest is past the limit": (MIN_IN_FLIGHT + 4, 0, True),
+    "the rest is still a queue": (UNKNOWN_RATE_IN_FLIGHT + 5, 5, True),
+}
+
+
+@pytest.mark.parametrize("case", list(PARKED))
+def test_binds_waiting_on_the_cluster_are_not_api_slowness(case: str) -> None:
+    in_flight, parked, held = PARKED[case]
+    clock = Clock()
+    waiting = {f"uid-{i}" for i in range(parked)}
+    p = BindPressure(TIMEOUT, clock=clock, parked=lambda: waiting)
+    first = clock.now
+    for i in range(in_flight):
+        clock.now = first if i == 0 or i < parked else first + 8.0
+        p.started(f"uid-{i}")
+    clock.now = first + 9.0
+    assert p.pressed() is held, p.expected()

@@ -9,7 +9,8 @@ and the views (``/debug``, metrics) only read it. Pure bookkeeping: no I/O, the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from extender.cluster.state import ClusterState, Key
@@ -41,6 +42,9 @@ class BindInFlight:
     node: str
     started: float
     done: asyncio.Future[str]
+    #: Waiting on the cluster, not on the API server: for binding conditions, or for the claims
+    #: of a preemption's victims to be released (back-pressure leaves such binds out).
+    parked: bool = False
 
 
 class GroupActivity:
@@ -152,6 +156,10 @@ class Tracker:
                 return True
         return False
 
+    def parked_binds(self) -> frozenset[str]:
+        """The pods whose bind waits on the cluster, not on the API server (:meth:`parked`)."""
+        return frozenset(uid for uid, entry in self.binds.items() if entry.parked)
+
     def binding_may_land(self, pod: Pod) -> bool:
         """A Binding of the pod went unanswered recently: it could still land (so its claims stay)."""
         now = self.clock()
@@ -169,6 +177,19 @@ class Tracker:
             self.assumed.expire_holds(self.clock() - hold_seconds)
         self.assumed.settle(state.claims, state.claims_seen_rv, state.changed_claims)
         self.seen.forget_gone(state.pods)
+
+    @contextmanager
+    def parked(self, pod_uid: str) -> Iterator[None]:
+        """Meanwhile the pod's bind waits on the cluster (binding conditions, a release), not
+        on the API server."""
+        entry = self.binds.get(pod_uid)
+        if entry is not None:
+            entry.parked = True
+        try:
+            yield
+        finally:
+            if entry is not None:
+                entry.parked = False
 
     def binding_unanswered(self, pod_uid: str) -> None:
         self._binding_unknown[pod_uid] = self.clock()

@@ -269,7 +269,8 @@ class Binder:
             keys = list(plan.claim_keys)
             if created.record is not None:
                 keys.append(created.record.key)
-            error, failed = await self._await_binding_conditions(pod, node_name, keys)
+            with self.tracker.parked(pod.uid):
+                error, failed = await self._await_binding_conditions(pod, node_name, keys)
             if error:
                 if failed is not None:
                     await self.writes.release(pod, written, created)

@@ -168,9 +168,10 @@ class PodClaimWrites:
             assert pod.pod_group is not None
             if problem := await group_reservation_holds(self.api, claim, pod.pod_group):
                 return problem
-        return await catch_up.released(
-            self.state, plan.releasing, seconds=self.config.release_wait, clock=self.clock
-        )
+        with self.tracker.parked(pod.uid):
+            return await catch_up.released(
+                self.state, plan.releasing, seconds=self.config.release_wait, clock=self.clock
+            )
 
     def _forget(self, unsent: Sequence[AssumedWrite], created: CreatedClaim) -> None:
         """The records of writes that will not be sent (their devices are free again)."""
