@@ -108,6 +108,11 @@ class Scheduler:
     def log(self) -> str:
         return self.process.log.read_text(errors="replace")
 
+    def lines_about(self, *words: str, last: int = 60) -> str:
+        """The last lines of its log that name any of ``words`` (for a failure's message)."""
+        found = [line for line in self.log().splitlines() if any(w in line for w in words)]
+        return "\n".join(found[-last:])
+
 
 def in_uts_namespace(hostname: str) -> list[str]:
     """A command prefix: run it with ``hostname`` as its host name, in a UTS namespace of its own
@@ -222,17 +227,22 @@ def extender(
 
 
 @contextlib.contextmanager
-def deciding(plane: ControlPlane, mode: str, feature_gates: str = "") -> Iterator[None]:
+def deciding(plane: ControlPlane, mode: str, feature_gates: str = "") -> Iterator[Scheduler]:
     """kube-scheduler as shipped, deciding with the in-tree plugin (``mode`` "in-tree") or through
-    the extender ("extender"); both with ``feature_gates``: the side-by-side comparison."""
+    the extender ("extender"); both with ``feature_gates``: the side-by-side comparison. Yields
+    the kube-scheduler (its log tells why a pod went where it went)."""
     kubeconfig = plane.extender_kubeconfig()
     if mode == "in-tree":
-        with scheduler(plane, scheduler_config(kubeconfig, extender_url=None), feature_gates=feature_gates):
-            yield
+        with scheduler(
+            plane, scheduler_config(kubeconfig, extender_url=None), feature_gates=feature_gates
+        ) as in_tree:
+            yield in_tree
         return
     args = ("--feature-gates", feature_gates) if feature_gates else ()
     with (
         extender(plane, *args) as ext,
-        scheduler(plane, scheduler_config(kubeconfig, extender_url=ext.url), feature_gates=feature_gates),
+        scheduler(
+            plane, scheduler_config(kubeconfig, extender_url=ext.url), feature_gates=feature_gates
+        ) as s,
     ):
-        yield
+        yield s

@@ -89,10 +89,15 @@ def test_a_claim_the_group_names_is_reserved_for_the_group(cluster: ControlPlane
     entry = {"name": "shared", "resourceClaimName": "shared-gpu"}
     api.create(one_gpu_claim("shared-gpu"))
     api.create(pod_group(entry))
-    with deciding(cluster, mode, GATES):
+    with deciding(cluster, mode, GATES) as sched:
         api.create(member("worker-0", entry))
         api.create(member("worker-1", entry))
-        assert wait_bound(api, 2) == {"worker-0": "node-a", "worker-1": "node-a"}
+        bound = wait_bound(api, 2)
+        # The in-tree leg once bound worker-1 to node-b under full-suite load (27 Nov 2026,
+        # v1.36.2, alpha workload-claims gates; 8 of 8 alone passed): the log says why, if again.
+        assert bound == {"worker-0": "node-a", "worker-1": "node-a"}, sched.lines_about(
+            "worker-1", "shared-gpu"
+        )
     status = stored(api, "ResourceClaim", "shared-gpu")["status"]
     assert status["reservedFor"] == [group_reservation(api)]
     assert [r["device"] for r in status["allocation"]["devices"]["results"]] == ["gpu-0"]
