@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 #: Below this many binds in flight, nothing is held (a few slow binds are not a queue).
@@ -42,20 +42,21 @@ UNKNOWN_RATE_IN_FLIGHT = 32
 RECHECK = 0.05
 
 
-def _none_parked() -> Collection[str]:
-    return ()
+def _none_parked() -> Mapping[str, float | None]:
+    return {}
 
 
 @dataclass
 class BindPressure:
     """``timeout``: kube-scheduler's ``httpTimeout`` for this extender, seconds. ``parked``:
-    the pods whose bind waits on the cluster rather than on the API server (binding conditions,
-    a preemption's victims released): those binds are not counted, as no API slowness keeps
-    them (the engine's tracker says which)."""
+    per pod whose bind has waited on the cluster rather than on the API server (binding
+    conditions, a preemption's victims released), None while it waits (the bind is not
+    counted), else the seconds it waited (not counted in its age): no API slowness made those
+    waits (the engine's tracker keeps them, on the same monotonic clock)."""
 
     timeout: float
     clock: Callable[[], float] = time.monotonic
-    parked: Callable[[], Collection[str]] = _none_parked
+    parked: Callable[[], Mapping[str, float | None]] = _none_parked
     #: Filters are held while a new bind would be expected to take more than this share of
     #: ``timeout`` (the tail of bind times reaches about twice the expected one).
     share: float = 0.3
@@ -97,15 +98,18 @@ class BindPressure:
         if len(self._started) < MIN_IN_FLIGHT:
             return 0.0
         parked = self.parked()
-        starts = [t for t, uid in self._started.values() if uid not in parked] if parked else None
-        waiting = len(starts) if starts is not None else len(self._started)
+        if parked:
+            starts = [_counted_from(t, parked.get(uid, 0.0)) for t, uid in self._started.values()]
+            counted = [t for t in starts if t is not None]
+            waiting, first = len(counted), min(counted, default=0.0)
+        else:  # started in order, kept in order: the first is the oldest
+            waiting, first = len(self._started), next(iter(self._started.values()))[0]
         if waiting < MIN_IN_FLIGHT:
             return 0.0
         now = self.clock()
         while self._ended and self._ended[0] < now - RATE_WINDOW:
             self._ended.popleft()
-        # Started in order, kept in order: the first is the oldest.
-        oldest = now - (starts[0] if starts is not None else next(iter(self._started.values()))[0])
+        oldest = now - first
         if not self._ended:
             return max(oldest, float("inf") if waiting >= UNKNOWN_RATE_IN_FLIGHT else 0.0)
         # Completions per second over the window, or over the time since the first completion
@@ -135,3 +139,9 @@ class BindPressure:
             except TimeoutError:
                 pass
         return self.clock() - start
+
+
+def _counted_from(started: float, parked: float | None) -> float | None:
+    """When a bind's time counts from: its start moved on by the seconds it was parked; None
+    while it is parked (it does not count)."""
+    return None if parked is None else started + parked

@@ -102,7 +102,7 @@ def test_a_bind_waiting_for_its_conditions_is_parked_not_waiting_on_the_api_serv
     """Back-pressure (extender/service/bind_pressure.py) leaves parked binds out of its count."""
     store = MemoryStore()
     engine = engine_on(store)
-    seen: list[frozenset[str]] = []
+    seen: list[dict[str, float | None]] = []
 
     async def attach() -> None:
         await asyncio.sleep(0.05)
@@ -110,8 +110,8 @@ def test_a_bind_waiting_for_its_conditions_is_parked_not_waiting_on_the_api_serv
         set_conditions(store, Attached="True")
 
     assert asyncio.run(bind_while(store, engine, attach)) == ""
-    assert seen == [frozenset({"uid-p"})]
-    assert engine.tracker.parked_binds() == frozenset()
+    assert seen == [{"uid-p": None}]  # waiting: not counted at all
+    assert engine.tracker.parked_binds() == {}  # the bind is over
 
 
 def test_not_attached_within_the_budget_keeps_the_claim_and_the_retry_binds() -> None:

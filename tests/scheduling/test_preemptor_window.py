@@ -169,12 +169,12 @@ def test_the_bind_holds_the_devices_and_writes_once_the_release_shows() -> None:
         assert not c.claim("vip-claim").get("status"), c.claim("vip-claim")
         assert c.violations() == []
         # Waiting on the cluster, not on the API server: back-pressure leaves it out.
-        assert c.engine.tracker.parked_binds() == frozenset({"uid-vip"})
+        assert c.engine.tracker.parked_binds() == {"uid-vip": None}
         c.release("victim-claim")
         return await bind
 
     assert asyncio.run(scenario()) == ""
-    assert c.engine.tracker.parked_binds() == frozenset()
+    assert c.engine.tracker.parked_binds() == {}
     written = c.claim("vip-claim")["status"]
     assert sorted(r["device"] for r in written["allocation"]["devices"]["results"]) == [
         "gpu-0",

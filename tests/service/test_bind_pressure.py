@@ -124,25 +124,27 @@ def test_nothing_is_held_without_pressure() -> None:
     assert asyncio.run(p.room()) == 0.0
 
 
-#: name -> (binds in flight, of which parked (waiting on binding conditions or a release), held?).
-#: The first bind (parked or not) started 9 s ago, the others 1 s ago; none completed.
-PARKED: dict[str, tuple[int, int, bool]] = {
-    "parked binds leave too few to count": (MIN_IN_FLIGHT + 2, 3, False),
-    "a parked bind past the limit is not the oldest that counts": (MIN_IN_FLIGHT + 4, 1, False),
-    "the same binds, none parked: the oldest is past the limit": (MIN_IN_FLIGHT + 4, 0, True),
-    "the rest is still a queue": (UNKNOWN_RATE_IN_FLIGHT + 5, 5, True),
+#: name -> (binds in flight, of which parked: waiting now (None) or for how many seconds before,
+#: held?). The first bind started 9 s ago, the others 1 s ago; none completed.
+PARKED: dict[str, tuple[int, list[float | None], bool]] = {
+    "binds parked now leave too few to count": (MIN_IN_FLIGHT + 2, [None] * 3, False),
+    "a bind parked now is not the oldest that counts": (MIN_IN_FLIGHT + 4, [None], False),
+    "the same binds, none parked: the oldest is past the limit": (MIN_IN_FLIGHT + 4, [], True),
+    "parked 8 of its 9 s: its age counts 1 s": (MIN_IN_FLIGHT + 4, [8.0], False),
+    "parked 2 of its 9 s: 7 s still count": (MIN_IN_FLIGHT + 4, [2.0], True),
+    "the rest is still a queue": (UNKNOWN_RATE_IN_FLIGHT + 5, [None] * 5, True),
 }
 
 
 @pytest.mark.parametrize("case", list(PARKED))
-def test_binds_waiting_on_the_cluster_are_not_api_slowness(case: str) -> None:
+def test_waits_on_the_cluster_are_not_api_slowness(case: str) -> None:
     in_flight, parked, held = PARKED[case]
     clock = Clock()
-    waiting = {f"uid-{i}" for i in range(parked)}
-    p = BindPressure(TIMEOUT, clock=clock, parked=lambda: waiting)
+    waits = {f"uid-{i}": seconds for i, seconds in enumerate(parked)}
+    p = BindPressure(TIMEOUT, clock=clock, parked=lambda: waits)
     first = clock.now
     for i in range(in_flight):
-        clock.now = first if i == 0 or i < parked else first + 8.0
+        clock.now = first if i == 0 or i < len(parked) else first + 8.0
         p.started(f"uid-{i}")
     clock.now = first + 9.0
     assert p.pressed() is held, p.expected()

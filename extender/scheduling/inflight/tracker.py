@@ -42,9 +42,11 @@ class BindInFlight:
     node: str
     started: float
     done: asyncio.Future[str]
-    #: Waiting on the cluster, not on the API server: for binding conditions, or for the claims
-    #: of a preemption's victims to be released (back-pressure leaves such binds out).
-    parked: bool = False
+    #: Waiting on the cluster, not on the API server (for binding conditions, or for the claims
+    #: of a preemption's victims to be released) since then; and the seconds it waited so
+    #: before. Back-pressure leaves such waits out of a bind's time.
+    parked_since: float | None = None
+    parked_seconds: float = 0.0
 
 
 class GroupActivity:
@@ -156,9 +158,14 @@ class Tracker:
                 return True
         return False
 
-    def parked_binds(self) -> frozenset[str]:
-        """The pods whose bind waits on the cluster, not on the API server (:meth:`parked`)."""
-        return frozenset(uid for uid, entry in self.binds.items() if entry.parked)
+    def parked_binds(self) -> dict[str, float | None]:
+        """Per pod whose bind has waited on the cluster rather than on the API server
+        (:meth:`parked`): None while it waits, else the seconds it waited."""
+        return {
+            uid: None if entry.parked_since is not None else entry.parked_seconds
+            for uid, entry in self.binds.items()
+            if entry.parked_since is not None or entry.parked_seconds
+        }
 
     def binding_may_land(self, pod: Pod) -> bool:
         """A Binding of the pod went unanswered recently: it could still land (so its claims stay)."""
@@ -184,12 +191,13 @@ class Tracker:
         on the API server."""
         entry = self.binds.get(pod_uid)
         if entry is not None:
-            entry.parked = True
+            entry.parked_since = self.clock()
         try:
             yield
         finally:
-            if entry is not None:
-                entry.parked = False
+            if entry is not None and entry.parked_since is not None:
+                entry.parked_seconds += self.clock() - entry.parked_since
+                entry.parked_since = None
 
     def binding_unanswered(self, pod_uid: str) -> None:
         self._binding_unknown[pod_uid] = self.clock()
