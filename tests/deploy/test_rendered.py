@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -110,3 +111,35 @@ def test_the_default_scheduler_configuration_reaches_the_standalone_extender_wit
         one("Deployment", directory=STANDALONE)["spec"]["template"]["spec"]["serviceAccountName"]
         == (one("ServiceAccount", directory=STANDALONE)["metadata"]["name"])
     )
+
+
+def test_the_kube_scheduler_version_is_one_field_of_the_kustomization(tmp_path: Path) -> None:
+    """Version skew is the usual install failure: the sidecar's kube-scheduler follows the one
+    ``images`` entry of manifests/kustomization.yaml (README, Deploying to a cluster)."""
+    copy = tmp_path / "repo"
+    for part in ("manifests", "scheduler-config"):
+        shutil.copytree(REPO / part, copy / part)
+    kustomization = copy / "manifests" / "kustomization.yaml"
+    config = yaml.safe_load(kustomization.read_text())
+    (entry,) = config["images"]
+    assert entry["name"] == "registry.k8s.io/kube-scheduler"
+    assert scheduler_image(rendered()) == f"registry.k8s.io/kube-scheduler:{entry['newTag']}"
+    entry["newTag"] = "v1.35.4"
+    kustomization.write_text(yaml.safe_dump(config))
+    kubectl = shutil.which("kubectl")
+    assert kubectl
+    out = subprocess.run(
+        [kubectl, "kustomize", str(copy / "manifests")], capture_output=True, text=True, check=True
+    ).stdout
+    assert (
+        scheduler_image(tuple(d for d in yaml.safe_load_all(out) if d))
+        == "registry.k8s.io/kube-scheduler:v1.35.4"
+    )
+
+
+def scheduler_image(docs: tuple[dict[str, Any], ...]) -> str:
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = [
+        c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "kube-scheduler"
+    ]
+    return str(container["image"])

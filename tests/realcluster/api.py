@@ -39,6 +39,7 @@ KINDS: dict[str, tuple[str, bool]] = {
     "PodGroup": ("podgroups", True),
     "ValidatingAdmissionPolicy": ("validatingadmissionpolicies", False),
     "ValidatingAdmissionPolicyBinding": ("validatingadmissionpolicybindings", False),
+    "CustomResourceDefinition": ("customresourcedefinitions", False),
 }
 
 #: The apiVersion the tests use for each kind unless an object names its own.
@@ -62,6 +63,7 @@ DEFAULT_VERSIONS: dict[str, str] = {
     "PodGroup": "scheduling.k8s.io/v1alpha2",
     "ValidatingAdmissionPolicy": "admissionregistration.k8s.io/v1",
     "ValidatingAdmissionPolicyBinding": "admissionregistration.k8s.io/v1",
+    "CustomResourceDefinition": "apiextensions.k8s.io/v1",
 }
 
 
