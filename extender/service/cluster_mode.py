@@ -27,6 +27,7 @@ from extender.cel import CelEnvironment, CelOptions
 from extender.cluster import store_fence
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.async_kube import AsyncKube, write_window
+from extender.cluster.discovery import discover_once, watched
 from extender.cluster.kube import (
     POD_GROUP_VERSIONS,
     RESOURCE_GROUP,
@@ -56,25 +57,9 @@ FINALIZER_SWEEP_SECONDS = 5.0
 #: How often the store fence's installation is read again.
 STORE_FENCE_CHECK_SECONDS = 300.0
 
-#: kind -> collection resource; DeviceTaintRules only when the gate is on and the server serves them,
-#: PodGroups likewise (DRAWorkloadResourceClaims: they decide whom a claim is reserved for).
-#: PodDisruptionBudgets only inform preemption: see OPTIONAL.
-WATCHED = (
-    ("Node", "nodes"),
-    ("Pod", "pods"),
-    ("ResourceSlice", "resourceslices"),
-    ("DeviceClass", "deviceclasses"),
-    ("ResourceClaim", "resourceclaims"),
-    ("ResourceClaimTemplate", "resourceclaimtemplates"),
-    ("DeviceTaintRule", "devicetaintrules"),
-    ("PodDisruptionBudget", "poddisruptionbudgets"),
-    ("PodGroup", "podgroups"),
-)
 #: Informers whose outage does not make the cache stale: allocation and binding never read them
 #: (without PodDisruptionBudgets, preemption spares no pod for a budget it does not know).
 OPTIONAL = {"PodDisruptionBudget"}
-#: The API group/version of the kinds outside resource.k8s.io.
-OUTSIDE_DRA = {"Node": "v1", "Pod": "v1", "PodDisruptionBudget": "policy/v1"}
 
 
 class ClusterHealth:
@@ -118,10 +103,6 @@ class ClusterHealth:
         return self.stale()
 
 
-#: Read-only resources that may be read at an older version than the one claims are written at.
-READ_ELSEWHERE = ("devicetaintrules",)
-
-
 def discover(raw: RawKube, health: ClusterHealth, stop: threading.Event) -> tuple[Paths, set[str]] | None:
     """The paths of the served resource.k8s.io version (and of a read-only resource served only
     at an older one: 1.36's DeviceTaintRules are v1beta2) and the resources served; retried with
@@ -131,18 +112,10 @@ def discover(raw: RawKube, health: ClusterHealth, stop: threading.Event) -> tupl
     failures = 0
     while not stop.is_set():
         try:
-            version, *older = raw.served_dra_versions()
-            served = raw.served_resources(version)
-            elsewhere: dict[str, str] = {}
-            for resource in READ_ELSEWHERE:
-                if resource in served:
-                    continue
-                found = next((v for v in older if resource in raw.served_resources(v)), None)
-                if found is not None:
-                    elsewhere[resource] = found
+            found = discover_once(raw)
             if failures:
                 log.info("API discovery works again", extra={"fields": {"failures": failures}})
-            return Paths(version, elsewhere), served | set(elsewhere)
+            return found
         except ClusterAPIError as exc:
             # Once per outage (the retries at DEBUG), and a line when it works again.
             if not failures:
@@ -184,27 +157,6 @@ def pod_group_version(raw: RawKube, stop: threading.Event) -> str | None:
             ", ".join(POD_GROUP_VERSIONS),
         )
     return version
-
-
-def watched(paths: Paths, served: set[str], features: Features) -> list[tuple[str, str, str]]:
-    """(kind, resource, group/version) of every kind to watch against this API server:
-    DeviceTaintRules only with the gate on and served, PodGroups only where found, DRA kinds
-    only where served (with a warning for each that is not)."""
-    out = []
-    for kind, resource in WATCHED:
-        if resource == "devicetaintrules" and (not features.device_taint_rules or resource not in served):
-            continue
-        if resource == "podgroups":
-            if paths.pod_groups is None:
-                continue
-            group_version = f"{SCHEDULING_GROUP}/{paths.pod_groups}"
-        elif kind not in OUTSIDE_DRA and resource not in served:
-            log.warning("%s/%s does not serve %s", RESOURCE_GROUP, paths.dra_version, resource)
-            continue
-        else:
-            group_version = OUTSIDE_DRA.get(kind, f"{RESOURCE_GROUP}/{paths.version_of(resource)}")
-        out.append((kind, resource, group_version))
-    return out
 
 
 def deciding_config(config: ServeConfig, server: ServerVersion, health: ClusterHealth) -> EngineConfig | None:
@@ -429,7 +381,9 @@ class ClusterMode:
     def _start_informers(self, paths: Paths, served: set[str], features: Features) -> None:
         reflectors: list[Reflector] = []
         optional: list[Reflector] = []
-        for kind, resource, group_version in watched(paths, served, features):
+        for kind, resource, group_version in watched(
+            paths, served, device_taint_rules=features.device_taint_rules
+        ):
             (optional if kind in OPTIONAL else reflectors).append(
                 Reflector(
                     self.raw,

@@ -1,0 +1,99 @@
+"""What the extender reads from an API server, and where: the kinds, the resource.k8s.io version
+served (with the one read-only resource that may be served only at an older version), and a
+one-shot listing of them all. Cluster mode's informers watch these kinds
+(:mod:`extender.service.cluster_mode`); ``kubectl dra`` lists them with the user's own
+credentials when it computes from the objects (:mod:`extender.commands.kubectl_dra`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.cluster.api import ClusterAPIError
+from extender.cluster.kube import RESOURCE_GROUP, SCHEDULING_GROUP, Paths, RawKube
+
+log = logging.getLogger("dra_extender")
+
+#: kind -> collection resource; DeviceTaintRules only when the gate is on and the server serves them,
+#: PodGroups likewise (DRAWorkloadResourceClaims: they decide whom a claim is reserved for).
+#: PodDisruptionBudgets only inform preemption (cluster mode's OPTIONAL).
+WATCHED = (
+    ("Node", "nodes"),
+    ("Pod", "pods"),
+    ("ResourceSlice", "resourceslices"),
+    ("DeviceClass", "deviceclasses"),
+    ("ResourceClaim", "resourceclaims"),
+    ("ResourceClaimTemplate", "resourceclaimtemplates"),
+    ("DeviceTaintRule", "devicetaintrules"),
+    ("PodDisruptionBudget", "poddisruptionbudgets"),
+    ("PodGroup", "podgroups"),
+)
+
+#: The API group/version of the kinds outside resource.k8s.io.
+OUTSIDE_DRA = {"Node": "v1", "Pod": "v1", "PodDisruptionBudget": "policy/v1"}
+
+#: Read-only resources that may be read at an older version than the one claims are written at.
+READ_ELSEWHERE = ("devicetaintrules",)
+
+
+def discover_once(raw: RawKube) -> tuple[Paths, set[str]]:
+    """The paths of the served resource.k8s.io version (and of a read-only resource served only
+    at an older one: 1.36's DeviceTaintRules are v1beta2) and the resources served there."""
+    version, *older = raw.served_dra_versions()
+    served = raw.served_resources(version)
+    elsewhere: dict[str, str] = {}
+    for resource in READ_ELSEWHERE:
+        if resource in served:
+            continue
+        found = next((v for v in older if resource in raw.served_resources(v)), None)
+        if found is not None:
+            elsewhere[resource] = found
+    return Paths(version, elsewhere), served | set(elsewhere)
+
+
+def watched(paths: Paths, served: set[str], *, device_taint_rules: bool) -> list[tuple[str, str, str]]:
+    """(kind, resource, group/version) of every kind to read from this API server:
+    DeviceTaintRules only with the gate on and served, PodGroups only where found, DRA kinds
+    only where served (with a warning for each that is not)."""
+    out = []
+    for kind, resource in WATCHED:
+        if resource == "devicetaintrules" and (not device_taint_rules or resource not in served):
+            continue
+        if resource == "podgroups":
+            if paths.pod_groups is None:
+                continue
+            group_version = f"{SCHEDULING_GROUP}/{paths.pod_groups}"
+        elif kind not in OUTSIDE_DRA and resource not in served:
+            log.warning("%s/%s does not serve %s", RESOURCE_GROUP, paths.dra_version, resource)
+            continue
+        else:
+            group_version = OUTSIDE_DRA.get(kind, f"{RESOURCE_GROUP}/{paths.version_of(resource)}")
+        out.append((kind, resource, group_version))
+    return out
+
+
+@dataclass
+class Listing:
+    """Every object listed, as the state files hold them (kind and apiVersion set on each), and
+    the kinds that could not be listed, with the API server's reason (RBAC, most often)."""
+
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+def list_all(raw: RawKube, kinds: Iterable[tuple[str, str, str]], paths: Paths) -> Listing:
+    """One list of each of ``kinds`` (from :func:`watched`), cluster-wide."""
+    listing = Listing()
+    for kind, resource, group_version in kinds:
+        try:
+            answer = raw.request("GET", paths.collection(resource))
+        except ClusterAPIError as exc:
+            listing.refused[kind] = str(exc)
+            continue
+        for item in (answer or {}).get("items") or []:
+            if isinstance(item, dict):
+                listing.objects.append({"apiVersion": group_version, "kind": kind, **item})
+    return listing
