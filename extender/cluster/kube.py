@@ -55,6 +55,20 @@ def load_configuration(kubeconfig: str | None) -> k8s.Configuration:
     return configuration
 
 
+def load_user_configuration(kubeconfig: str | None, context: str | None = None) -> k8s.Configuration:
+    """A fresh Configuration as kubectl finds its own: ``kubeconfig``, else $KUBECONFIG, else
+    ~/.kube/config; ``context``, else the file's current one."""
+    configuration = k8s.Configuration()
+    try:
+        k8s_config.load_kube_config(
+            config_file=kubeconfig, context=context, client_configuration=configuration
+        )
+    except (k8s_config.ConfigException, OSError, ValueError, TypeError) as exc:
+        where = f"kubeconfig {kubeconfig}" if kubeconfig else "kubeconfig ($KUBECONFIG or ~/.kube/config)"
+        raise KubeConfigError(f"{where}: {exc}") from None
+    return configuration
+
+
 def bounded_retries(configuration: k8s.Configuration) -> k8s.Configuration:
     """Let urllib3 retry only requests that never reached the API server (connect errors).
 

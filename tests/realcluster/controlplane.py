@@ -470,6 +470,36 @@ class ControlPlane:
         )
         return target
 
+    @contextlib.contextmanager
+    def person(self, name: str, cluster_role: str | None, namespace: str = "default") -> Iterator[Path]:
+        """A kubeconfig of someone holding ``cluster_role`` (bound through RBAC; None: no role at
+        all): a ServiceAccount's token, removed again with its binding afterwards."""
+        api = self.api
+        made: list[tuple[str, str, str | None]] = []
+        account: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        binding: dict[str, Any] = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        }
+        try:
+            for obj, where in ((account, namespace), (binding, None)):
+                if obj is binding and cluster_role is None:
+                    continue
+                api.create(obj)
+                made.append((obj["kind"], name, where))
+            yield self.kubeconfig(name, token=self.token(namespace, name))
+        finally:
+            for kind, made_name, where in reversed(made):
+                with contextlib.suppress(ApiError):
+                    api.delete(kind, made_name, where)
+
     def extender_kubeconfig(self) -> Path:
         return self.kubeconfig("dra-extender", token=self.extender_token)
 

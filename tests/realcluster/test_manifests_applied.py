@@ -68,39 +68,20 @@ def installer(control_plane: ControlPlane) -> Iterator[Path]:
     RBAC, not in the system:masters group (which skips authorization), so the API server's RBAC
     checks run on every object."""
     api = control_plane.api
-    made: list[tuple[str, str, str]] = []
-    objects: list[dict[str, Any]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": INSTALLER, "namespace": "kube-system"},
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": INSTALLER},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "cluster-admin",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": INSTALLER, "namespace": "kube-system"}],
-        },
-        *(_stand_in(kind, plural) for kind, plural in OPERATOR_KINDS),
-    ]
-    for obj in objects:
+    made = []
+    for kind, plural in OPERATOR_KINDS:
         with contextlib.suppress(ApiError):  # left by an earlier module of the session
-            api.create(obj)
-            made.append((obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace", "")))
+            made.append(api.create(_stand_in(kind, plural))["metadata"]["name"])
     for _, plural in OPERATOR_KINDS:
         name = f"{plural}.monitoring.coreos.com"
         api.wait_for(partial(_established, api, name), what=f"{name} established")
     try:
-        yield control_plane.kubeconfig("installer", token=control_plane.token("kube-system", INSTALLER))
+        with control_plane.person(INSTALLER, "cluster-admin", "kube-system") as kubeconfig:
+            yield kubeconfig
     finally:
-        for kind, name, namespace in reversed(made):
+        for name in made:
             with contextlib.suppress(ApiError):
-                api.delete(kind, name, namespace or None)
+                api.delete("CustomResourceDefinition", name)
 
 
 def _established(api: Api, name: str) -> bool:
