@@ -7,6 +7,7 @@ code the endpoint runs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 import orjson
 import requests
 
+from extender.allocator.features import Features
+from extender.allocator.releases import Release
 from extender.defaults import DEFAULT_MAX_STATE_BYTES
 from extender.defaults import DEFAULT_SERVER as DEFAULT_SERVER
 from extender.service import debug
@@ -69,11 +72,22 @@ def from_server(server: str, pod: str, tls: TlsClient, timeout: float = 30.0) ->
 
 
 def from_state(
-    paths: Sequence[str], pod: str, max_state_bytes: int = DEFAULT_MAX_STATE_BYTES
+    paths: Sequence[str],
+    pod: str,
+    max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
+    release: Release | None = None,
 ) -> dict[str, Any]:
+    """Offline: the state files' pod explained as the extender would answer now, deciding as
+    ``release`` (default: the extender's default release) with that release's gate defaults."""
     namespace, name = split_pod(pod)
+    config = ServeConfig(max_state_bytes=max_state_bytes)
+    if release is not None:
+        deciding = dataclasses.replace(
+            config.engine, release=release, features=Features.from_gates({}, release)
+        )
+        config = dataclasses.replace(config, engine=deciding)
     try:
-        service, _store = build_embedded(list(paths), ServeConfig(max_state_bytes=max_state_bytes))
+        service, _store = build_embedded(list(paths), config)
     except StateFileError as exc:
         raise ExplainError(str(exc)) from None
     engine = service.engine

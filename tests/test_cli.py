@@ -286,6 +286,20 @@ def test_simulate_decides_as_the_release_given(version: str, fits: bool, tmp_pat
     assert (code, answer["fits"]) == ((0, True) if fits else (1, False))
 
 
+@pytest.mark.parametrize(("version", "fits"), [("1.36", True), ("1.37", False)])
+def test_explain_offline_decides_as_the_release_given(version: str, fits: bool, tmp_path: Path) -> None:
+    """The same rule as simulate's (kubectl dra explain passes the API server's release)."""
+    state = str(_tainted_state(tmp_path))
+    code, text = run("explain", "default/p", "--state", state, "--kubernetes-version", version, "-o", "json")
+    assert (code, json.loads(text)["nodes"]["node-1"]["fits"]) == ((0, True) if fits else (1, False))
+
+
+def test_explain_takes_a_release_only_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = run("explain", "default/p", "--kubernetes-version", "1.36", "--server", "http://127.0.0.1:1")
+    assert code == 2
+    assert "--kubernetes-version goes with --state" in capsys.readouterr().err
+
+
 def test_simulate_refuses_an_unknown_release_and_a_gate_the_release_lacks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

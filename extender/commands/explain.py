@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import TextIO
 
-from extender.commands.arguments import max_state_bytes
+from extender.allocator.releases import DEFAULT_MINOR
+from extender.commands.arguments import VERSION_HELP, kubernetes_version, max_state_bytes
 from extender.defaults import DEFAULT_SERVER
 
 
@@ -32,6 +33,13 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     explain.add_argument("--cert-file", help="client certificate, when the extender requires one (mTLS)")
     explain.add_argument("--key-file", help="the client certificate's private key")
     explain.add_argument("--output", "-o", choices=("json", "text"), default="text")
+    explain.add_argument(
+        "--kubernetes-version",
+        type=kubernetes_version,
+        metavar="VERSION",
+        help=f"with --state: {VERSION_HELP}; default 1.{DEFAULT_MINOR} (a running extender decides as "
+        "it was started)",
+    )
     max_state_bytes(explain)
 
 
@@ -40,7 +48,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     try:
         if args.state:
-            explained = from_state(args.state, args.pod, args.max_state_bytes)
+            explained = from_state(args.state, args.pod, args.max_state_bytes, args.kubernetes_version)
+        elif args.kubernetes_version is not None:
+            raise ExplainError(
+                "--kubernetes-version goes with --state: a running extender decides as it was started"
+            )
         else:
             explained = from_server(
                 args.server, args.pod, TlsClient(args.ca_file, args.cert_file, args.key_file)

@@ -92,13 +92,15 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         state = Path(folder) / "snapshot.json"
         _write(state, objects)
         release = args.kubernetes_version or version
+        deciding_as = ["--kubernetes-version", release] if release else []
         if args.command == "explain":
-            return dra_extender(["explain", args.pod, "--state", str(state), "-o", args.output], out)
+            return dra_extender(
+                ["explain", args.pod, "--state", str(state), "-o", args.output, *deciding_as], out
+            )
         command = ["simulate", str(state), "-o", args.output]
         command += ["--pod", args.pod] if args.pod else []
         command += ["--node", args.node] if args.node else []
-        command += ["--kubernetes-version", release] if release else []
-        return dra_extender(command, out)
+        return dra_extender([*command, *deciding_as], out)
 
 
 #: What precedes the note on where the answer came from, per command.
