@@ -19,6 +19,7 @@ from extender.allocator.features import Features
 from extender.allocator.releases import Release
 from extender.defaults import DEFAULT_MAX_STATE_BYTES
 from extender.defaults import DEFAULT_SERVER as DEFAULT_SERVER
+from extender.scheduling.engine import Engine
 from extender.service import debug
 from extender.service.runtime import ServeConfig, build_embedded
 from extender.statefile import StateFileError
@@ -71,15 +72,11 @@ def from_server(server: str, pod: str, tls: TlsClient, timeout: float = 30.0) ->
     return body
 
 
-def from_state(
-    paths: Sequence[str],
-    pod: str,
-    max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
-    release: Release | None = None,
-) -> dict[str, Any]:
-    """Offline: the state files' pod explained as the extender would answer now, deciding as
-    ``release`` (default: the extender's default release) with that release's gate defaults."""
-    namespace, name = split_pod(pod)
+def engine_from_state(
+    paths: Sequence[str], max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, release: Release | None = None
+) -> Engine:
+    """An engine deciding on the state files as the extender would, as ``release`` (default:
+    the extender's default release) with that release's gate defaults."""
     config = ServeConfig(max_state_bytes=max_state_bytes)
     if release is not None:
         deciding = dataclasses.replace(
@@ -90,7 +87,19 @@ def from_state(
         service, _store = build_embedded(list(paths), config)
     except StateFileError as exc:
         raise ExplainError(str(exc)) from None
-    engine = service.engine
+    return service.engine
+
+
+def from_state(
+    paths: Sequence[str],
+    pod: str,
+    max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
+    release: Release | None = None,
+) -> dict[str, Any]:
+    """Offline: the state files' pod explained as the extender would answer now
+    (:func:`engine_from_state`)."""
+    namespace, name = split_pod(pod)
+    engine = engine_from_state(paths, max_state_bytes, release)
     found = engine.state.pods.get((namespace, name))
     if found is None:
         raise ExplainError(f"pod {namespace}/{name} not found in the state")

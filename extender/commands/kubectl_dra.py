@@ -61,7 +61,23 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--pod", help="only this pod (NAMESPACE/NAME)")
     simulate.add_argument("--node", help="only this node")
     simulate.add_argument("--output", "-o", choices=("json", "text"), default="text")
-    for command in (explain, simulate):
+    capacity = sub.add_parser(
+        "capacity",
+        help="devices per node and class: total, allocated, free; how many pods of a shape fit",
+        description="As the extender's /debug/capacity, on the objects listed.",
+    )
+    capacity.add_argument("--class", dest="device_class", metavar="CLASS", help="one shape: this DeviceClass")
+    capacity.add_argument(
+        "--count", type=_positive, metavar="N", help="with --class: N devices per pod (default 1)"
+    )
+    capacity.add_argument("--output", "-o", choices=("json", "text"), default="text")
+    pending = sub.add_parser(
+        "pending",
+        help="pods waiting for devices: where each would fit now, or why nowhere",
+        description="Every pod not bound yet that asks for devices, decided as simulate does.",
+    )
+    pending.add_argument("--output", "-o", choices=("json", "text"), default="text")
+    for command in (explain, simulate, capacity, pending):
         command.add_argument(
             "--kubernetes-version",
             metavar="VERSION",
@@ -97,6 +113,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             return dra_extender(
                 ["explain", args.pod, "--state", str(state), "-o", args.output, *deciding_as], out
             )
+        if args.command == "capacity":
+            return _capacity(state, release, args.device_class, args.count, args.output, out)
+        if args.command == "pending":
+            return _pending(state, deciding_as, args.output, out)
         command = ["simulate", str(state), "-o", args.output]
         command += ["--pod", args.pod] if args.pod else []
         command += ["--node", args.node] if args.node else []
@@ -104,7 +124,83 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 #: What precedes the note on where the answer came from, per command.
-COMMAND_NOTE = {"snapshot": "snapshot ", "explain": "answers ", "simulate": "answers "}
+COMMAND_NOTE = {
+    "snapshot": "snapshot ",
+    "explain": "answers ",
+    "simulate": "answers ",
+    "capacity": "answers ",
+    "pending": "answers ",
+}
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a positive integer, not {text!r}")
+    return int(text)
+
+
+def _capacity(
+    state: Path, release: str | None, device_class: str | None, count: int | None, output: str, out: TextIO
+) -> int:
+    from extender.commands.arguments import kubernetes_version
+    from extender.explain import engine_from_state
+    from extender.service import debug
+
+    if count is not None and device_class is None:
+        print("error: --count goes with --class", file=sys.stderr)
+        return 2
+    engine = engine_from_state([str(state)], release=kubernetes_version(release) if release else None)
+    view = debug.capacity_view(engine, device_class, count)
+    out.write(_rendered("capacity", view, output))
+    return 0
+
+
+def _pending(state: Path, deciding_as: list[str], output: str, out: TextIO) -> int:
+    """simulate's answer for every pending pod, a line each: the nodes it fits, or the reason
+    on the nodes it fits nowhere (the most common one first)."""
+    import io
+
+    from extender.cli import main as dra_extender
+
+    answer = io.StringIO()
+    code = dra_extender(["simulate", str(state), "-o", "json", *deciding_as], answer)
+    if code not in (0, 1):
+        return code
+    pods: list[tuple[str, list[str], dict[str, int]]] = []  # (pod, nodes it fits, reasons counted)
+    for pod in orjson.loads(answer.getvalue())["pods"]:
+        nodes = pod.get("nodes", {})
+        fits = [name for name, node in nodes.items() if node.get("fits")]
+        reasons: dict[str, int] = {}
+        for node in nodes.values():
+            if not node.get("fits"):
+                why = node.get("error") or node.get("reason") or "does not fit"
+                reasons[why] = reasons.get(why, 0) + 1
+        ranked = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
+        pods.append((f"{pod['namespace']}/{pod['name']}", fits, ranked))
+    if output == "json":
+        listed = [{"pod": name, "fitsOn": fits, "reasons": why} for name, fits, why in pods]
+        out.write(orjson.dumps({"pods": listed}, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        for name, fits, why in pods:
+            if fits:
+                line = f"fits on {len(fits)} node(s): {', '.join(fits[:5])}" + (
+                    " ..." if len(fits) > 5 else ""
+                )
+            else:
+                reason, count = next(iter(why.items()), ("no node", 0))
+                line = f"fits nowhere ({count} node(s): {reason})"
+            out.write(f"{name}  {line}\n")
+        if not pods:
+            out.write("no pending pod asks for devices\n")
+    return 1 if any(not fits for _, fits, _ in pods) else 0
+
+
+def _rendered(view: str, data: dict[str, Any], output: str) -> str:
+    from extender.service import debug
+
+    if output == "json":
+        return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return debug.render_text(view, data)
 
 
 def _listed(kubeconfig: str | None, context: str | None) -> tuple[list[dict[str, Any]], str | None]:

@@ -16,6 +16,11 @@ REFUSED: list[tuple[str, list[str], str]] = [
     ("snapshot without a file", ["snapshot"], "the following arguments are required: --output/-o"),
     ("explain without a pod", ["explain"], "the following arguments are required: NAMESPACE/POD"),
     ("an unknown output", ["explain", "p", "-o", "wide"], "invalid choice: 'wide'"),
+    (
+        "a count that is not a positive integer",
+        ["capacity", "--class", "gpu", "--count", "0"],
+        "a positive integer",
+    ),
 ]
 
 

@@ -121,3 +121,31 @@ def test_without_rights_to_a_kind_it_warns_and_goes_on(cluster: ControlPlane, tm
     assert answer.returncode == 0, answer.stderr
     assert "warning: Pod objects not listed" in answer.stderr and "forbidden" in answer.stderr.lower()
     assert (tmp_path / "s.yaml").read_text().startswith("apiVersion: v1\nkind: List\nitems: []")
+
+
+def test_capacity_counts_what_is_free_per_node_and_class(cluster: ControlPlane, viewer: Path) -> None:
+    two_nodes_one_free_gpu(cluster)
+    answer = kubectl_dra(viewer, "capacity", "--class", "gpu.example.com", "-o", "json")
+    assert answer.returncode == 0, answer.stderr
+    view = json.loads(answer.stdout)
+    free = {n["node"]: (n["total"], n["allocated"], n["free"]) for n in view["nodes"]}
+    assert free == {"node-a": (2, 1, 1), "node-b": (1, 1, 0)}
+    assert view["shape"]["deviceClass"] == "gpu.example.com" and view["shape"]["count"] == 1
+    text = kubectl_dra(viewer, "capacity")
+    assert text.returncode == 0 and "node-a" in text.stdout, text.stderr
+
+
+def test_pending_says_where_each_waiting_pod_fits_or_why_nowhere(cluster: ControlPlane, viewer: Path) -> None:
+    two_nodes_one_free_gpu(cluster)
+    api = cluster.api
+    api.create(one_gpu_claim("q-gpus", count=2))
+    api.create(pod_with_claims("q", ["q-gpus"]))
+    answer = kubectl_dra(viewer, "pending", "-o", "json")
+    assert answer.returncode == 1, answer.stderr  # q fits nowhere
+    pods = {p["pod"]: p for p in json.loads(answer.stdout)["pods"]}
+    assert pods["default/p"]["fitsOn"] == ["node-a"]
+    assert pods["default/q"]["fitsOn"] == []
+    assert sum(pods["default/q"]["reasons"].values()) == 2  # both nodes say why
+    text = kubectl_dra(viewer, "pending")
+    assert "default/p  fits on 1 node(s): node-a" in text.stdout
+    assert "default/q  fits nowhere (" in text.stdout
