@@ -73,14 +73,18 @@ def from_server(server: str, pod: str, tls: TlsClient, timeout: float = 30.0) ->
 
 
 def engine_from_state(
-    paths: Sequence[str], max_state_bytes: int = DEFAULT_MAX_STATE_BYTES, release: Release | None = None
+    paths: Sequence[str],
+    max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
+    release: Release | None = None,
+    features: Features | None = None,
 ) -> Engine:
     """An engine deciding on the state files as the extender would, as ``release`` (default:
-    the extender's default release) with that release's gate defaults."""
+    the extender's default release) with ``features`` (default: that release's gate defaults)."""
     config = ServeConfig(max_state_bytes=max_state_bytes)
-    if release is not None:
+    if release is not None or features is not None:
+        release = release or config.engine.release
         deciding = dataclasses.replace(
-            config.engine, release=release, features=Features.from_gates({}, release)
+            config.engine, release=release, features=features or Features.from_gates({}, release)
         )
         config = dataclasses.replace(config, engine=deciding)
     try:

@@ -75,25 +75,41 @@ def watched(paths: Paths, served: set[str], *, device_taint_rules: bool) -> list
     return out
 
 
+#: What a list answers when the caller may not list a kind (RBAC) or the server has none.
+REFUSED_CODES = (403, 404)
+
+
 @dataclass
 class Listing:
-    """Every object listed, as the state files hold them (kind and apiVersion set on each), and
-    the kinds that could not be listed, with the API server's reason (RBAC, most often)."""
+    """Every object listed, as the state files hold them (kind and apiVersion set on each, the
+    server's ``managedFields`` left out: nothing decides on them), and the kinds the API server
+    refused to list, with its reason (RBAC, most often)."""
 
     objects: list[dict[str, Any]] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
 
 
 def list_all(raw: RawKube, kinds: Iterable[tuple[str, str, str]], paths: Paths) -> Listing:
-    """One list of each of ``kinds`` (from :func:`watched`), cluster-wide."""
+    """One list of each of ``kinds`` (from :func:`watched`), cluster-wide. A kind refused (403,
+    404) is noted in :attr:`Listing.refused`; any other failure (a timeout, a 5xx) raises:
+    an answer computed without a kind it could not read would be wrong, not partial."""
     listing = Listing()
     for kind, resource, group_version in kinds:
         try:
             answer = raw.request("GET", paths.collection(resource))
         except ClusterAPIError as exc:
+            if exc.code not in REFUSED_CODES:
+                raise
             listing.refused[kind] = str(exc)
             continue
-        for item in (answer or {}).get("items") or []:
+        items = answer.get("items") if isinstance(answer, dict) else None
+        if not isinstance(items, list):
+            raise ClusterAPIError(f"GET {paths.collection(resource)}: malformed answer (no list of items)")
+        for item in items:
             if isinstance(item, dict):
-                listing.objects.append({"apiVersion": group_version, "kind": kind, **item})
+                obj = {"apiVersion": group_version, "kind": kind, **item}
+                meta = obj.get("metadata")
+                if isinstance(meta, dict) and "managedFields" in meta:
+                    obj["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+                listing.objects.append(obj)
     return listing

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 import urllib3
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
@@ -63,7 +64,7 @@ def load_user_configuration(kubeconfig: str | None, context: str | None = None) 
         k8s_config.load_kube_config(
             config_file=kubeconfig, context=context, client_configuration=configuration
         )
-    except (k8s_config.ConfigException, OSError, ValueError, TypeError) as exc:
+    except (k8s_config.ConfigException, OSError, ValueError, TypeError, yaml.YAMLError) as exc:
         where = f"kubeconfig {kubeconfig}" if kubeconfig else "kubeconfig ($KUBECONFIG or ~/.kube/config)"
         raise KubeConfigError(f"{where}: {exc}") from None
     return configuration

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
+from extender.allocator.features import Features, parse_feature_gates
 from extender.allocator.releases import RELEASES, Release, ReleaseError, parse_release
 from extender.defaults import DEFAULT_MAX_STATE_BYTES
 
@@ -87,3 +89,18 @@ def max_state_bytes(parser: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help=f"refuse a state file larger than this (default {DEFAULT_MAX_STATE_BYTES})",
     )
+
+
+def offline_features(text: str, release: Release) -> Features:
+    """``--feature-gates`` for a decision made offline (simulate, kubectl dra): locked gates may
+    be changed, to emulate an older release, with a warning on stderr."""
+    gates = parse_feature_gates(text, allow_locked=True, release=release)
+    for name, value in gates.items():
+        spec = release.gates[name]
+        if spec.locked and value != spec.default:
+            print(
+                f"warning: feature gate {name} is locked to {str(spec.default).lower()} in Kubernetes "
+                f"{release.name}; emulating an older release (--kubernetes-version does it fully)",
+                file=sys.stderr,
+            )
+    return Features.from_gates(gates, release)

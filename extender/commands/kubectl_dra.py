@@ -3,10 +3,14 @@ answers from a laptop with a kubeconfig, no access to the pod network needed.
 
 This first form computes from the objects the user's own credentials can list (the kinds the
 extender reads, :mod:`extender.cluster.discovery`), and says so: ``snapshot`` writes them in the
-state-file format that ``dra-extender simulate`` and ``serve --state`` read, ``explain`` and
-``simulate`` decide on them as the extender would (as the API server's Kubernetes release,
-unless ``--kubernetes-version`` says otherwise). What only a running extender knows (binds in
-flight, devices held after prioritize) is not in such a snapshot.
+state-file format that ``dra-extender simulate`` and ``serve --state`` read; ``explain``,
+``simulate``, ``capacity`` and ``pending`` decide on them as the extender would, as the API
+server's Kubernetes release (the nearest one known, as the extender itself does, with a
+warning) and the release's default gates unless ``--kubernetes-version`` and
+``--feature-gates`` say otherwise. What only a running extender knows (binds in flight, devices
+held after prioritize) is not in such a snapshot. A kind the credentials may not list is named
+in a warning; ``snapshot`` goes on without it, a decision does not (it would be wrong, not
+partial), except for PodDisruptionBudgets, which only preemption reads.
 """
 
 from __future__ import annotations
@@ -15,23 +19,33 @@ import argparse
 import dataclasses
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 import yaml
 
 from extender import __version__
+from extender.commands.arguments import kubernetes_version
+
+if TYPE_CHECKING:
+    from extender.allocator.releases import Release
+    from extender.cluster.discovery import Listing
+    from extender.scheduling.engine import Engine
 
 COMPUTED = "computed from the objects your credentials can list (the extender itself was not asked)"
+#: Kinds a decision may do without (as cluster mode's informers: only preemption reads them).
+OPTIONAL_KINDS = frozenset({"PodDisruptionBudget"})
+#: Exit codes, as dra-extender's.
+FITS, FITS_NOWHERE, USAGE = 0, 1, 2
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kubectl dra",
         description="Dynamic Resource Allocation as dra-extender decides it, from kubectl.",
-        epilog="Exit codes: 0 success; 1 (explain, simulate) a pod fits on no node; 2 usage, "
+        epilog="Exit codes: 0 success; 1 (explain, simulate, pending) a pod fits on no node; 2 usage, "
         "credentials or API errors.",
     )
     parser.add_argument("--version", action="version", version=f"kubectl-dra {__version__}")
@@ -52,7 +66,6 @@ def _parser() -> argparse.ArgumentParser:
         description="As the extender's filter would answer now, on the objects listed.",
     )
     explain.add_argument("pod", metavar="NAMESPACE/POD", help="the pod (NAME alone: namespace default)")
-    explain.add_argument("--output", "-o", choices=("json", "text"), default="text")
     simulate = sub.add_parser(
         "simulate",
         help="decide every pending pod (or one) on the objects listed",
@@ -60,7 +73,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument("--pod", help="only this pod (NAMESPACE/NAME)")
     simulate.add_argument("--node", help="only this node")
-    simulate.add_argument("--output", "-o", choices=("json", "text"), default="text")
     capacity = sub.add_parser(
         "capacity",
         help="devices per node and class: total, allocated, free; how many pods of a shape fit",
@@ -70,67 +82,27 @@ def _parser() -> argparse.ArgumentParser:
     capacity.add_argument(
         "--count", type=_positive, metavar="N", help="with --class: N devices per pod (default 1)"
     )
-    capacity.add_argument("--output", "-o", choices=("json", "text"), default="text")
     pending = sub.add_parser(
         "pending",
         help="pods waiting for devices: where each would fit now, or why nowhere",
-        description="Every pod not bound yet that asks for devices, decided as simulate does.",
+        description="Every pod not bound yet that asks for devices (claims, or extended resources "
+        "a DeviceClass stands for), decided as simulate does.",
     )
-    pending.add_argument("--output", "-o", choices=("json", "text"), default="text")
     for command in (explain, simulate, capacity, pending):
+        command.add_argument("--output", "-o", choices=("json", "text"), default="text")
         command.add_argument(
             "--kubernetes-version",
+            type=kubernetes_version,
             metavar="VERSION",
             help="decide as this release (default: the API server's)",
         )
+        command.add_argument(
+            "--feature-gates",
+            default="",
+            metavar="GATES",
+            help="NAME=true|false,... as kube-scheduler is started with (default: the release's defaults)",
+        )
     return parser
-
-
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    args = _parser().parse_args(argv)
-    out = out or sys.stdout
-    from extender.cluster.api import ClusterAPIError
-    from extender.cluster.kube import KubeConfigError
-
-    try:
-        objects, version = _listed(args.kubeconfig, args.context)
-    except (KubeConfigError, ClusterAPIError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"kubectl dra: {COMMAND_NOTE[args.command]}{COMPUTED}", file=sys.stderr)
-    if args.command == "snapshot":
-        _write(Path(args.output), objects)
-        print(f"kubectl dra: {len(objects)} objects written to {args.output}", file=sys.stderr)
-        return 0
-    from extender.cli import main as dra_extender
-
-    with tempfile.TemporaryDirectory(prefix="kubectl-dra-") as folder:
-        state = Path(folder) / "snapshot.json"
-        _write(state, objects)
-        release = args.kubernetes_version or version
-        deciding_as = ["--kubernetes-version", release] if release else []
-        if args.command == "explain":
-            return dra_extender(
-                ["explain", args.pod, "--state", str(state), "-o", args.output, *deciding_as], out
-            )
-        if args.command == "capacity":
-            return _capacity(state, release, args.device_class, args.count, args.output, out)
-        if args.command == "pending":
-            return _pending(state, deciding_as, args.output, out)
-        command = ["simulate", str(state), "-o", args.output]
-        command += ["--pod", args.pod] if args.pod else []
-        command += ["--node", args.node] if args.node else []
-        return dra_extender([*command, *deciding_as], out)
-
-
-#: What precedes the note on where the answer came from, per command.
-COMMAND_NOTE = {
-    "snapshot": "snapshot ",
-    "explain": "answers ",
-    "simulate": "answers ",
-    "capacity": "answers ",
-    "pending": "answers ",
-}
 
 
 def _positive(text: str) -> int:
@@ -139,60 +111,213 @@ def _positive(text: str) -> int:
     return int(text)
 
 
-def _capacity(
-    state: Path, release: str | None, device_class: str | None, count: int | None, output: str, out: TextIO
-) -> int:
-    from extender.commands.arguments import kubernetes_version
-    from extender.explain import engine_from_state
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "capacity" and args.count is not None and args.device_class is None:
+        parser.error("--count goes with --class")
+    from extender.allocator.features import FeatureGateError
+    from extender.cluster.api import ClusterAPIError
+    from extender.cluster.kube import KubeConfigError
+    from extender.explain import ExplainError
+    from extender.statefile import StateFileError
+
+    try:
+        return _run(args, out or sys.stdout)
+    except (KubeConfigError, ClusterAPIError, ExplainError, StateFileError, FeatureGateError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    from extender.cluster.api import ClusterAPIError
+
+    listing, server_release = _listed(args.kubeconfig, args.context)
+    if args.command == "snapshot":
+        _warn_refused(listing.refused)
+        print(f"kubectl dra: snapshot {COMPUTED}", file=sys.stderr)
+        _write(Path(args.output), listing.objects)
+        print(f"kubectl dra: {len(listing.objects)} objects written to {args.output}", file=sys.stderr)
+        return FITS
+    missing = {kind: why for kind, why in listing.refused.items() if kind not in OPTIONAL_KINDS}
+    if missing:
+        kinds = ", ".join(f"{kind} ({why})" for kind, why in missing.items())
+        raise ClusterAPIError(
+            f"cannot decide without listing {kinds}; `kubectl dra snapshot` writes what it can"
+        )
+    _warn_refused(listing.refused)
+    print(f"kubectl dra: answers {COMPUTED}", file=sys.stderr)
+    release = args.kubernetes_version or server_release
+    from extender.commands.arguments import offline_features
+
+    features = offline_features(args.feature_gates, release)
+    with tempfile.TemporaryDirectory(prefix="kubectl-dra-") as folder:
+        state = Path(folder) / "snapshot.json"
+        _write(state, listing.objects, compact=True)
+        limit = state.stat().st_size + 1  # the snapshot is ours: no size limit but its own
+        if args.command == "simulate":
+            return _simulate(state, limit, release.name, args, out)
+        if args.command == "pending":
+            return _pending(state, limit, release.name, args.feature_gates, listing.objects, args.output, out)
+        from extender.explain import engine_from_state
+
+        engine = engine_from_state([str(state)], limit, release, features)
+        if args.command == "capacity":
+            from extender.service import debug
+
+            out.write(
+                _rendered("capacity", debug.capacity_view(engine, args.device_class, args.count), args.output)
+            )
+            return FITS
+        return _explain(engine, args.pod, args.output, out)
+
+
+def _listed(kubeconfig: str | None, context: str | None) -> tuple[Listing, Release]:
+    """(:class:`~extender.cluster.discovery.Listing` of every kind the extender reads, as these
+    credentials list them; the release to decide as: the API server's, or the nearest known)."""
+    from kubernetes import client as k8s
+
+    from extender.cluster.api import ClusterAPIError
+    from extender.cluster.discovery import discover_once, list_all, watched
+    from extender.cluster.kube import RawKube, load_user_configuration
+    from extender.service.versions import ServerVersion, release_for
+
+    raw = RawKube(k8s.ApiClient(load_user_configuration(kubeconfig, context)))
+    try:
+        paths, served = discover_once(raw)
+    except ClusterAPIError as exc:
+        raise ClusterAPIError(f"API discovery of resource.k8s.io: {exc}") from None
+    try:
+        paths = dataclasses.replace(paths, pod_groups=raw.pod_group_version())
+    except ClusterAPIError as exc:  # as cluster mode: PodGroups are not read then
+        print(
+            f"kubectl dra: warning: PodGroup versions not read ({exc}); PodGroups left out", file=sys.stderr
+        )
+    release, warning = release_for(ServerVersion.read(raw, attempts=1))
+    if warning is not None:
+        print(f"kubectl dra: warning: {warning}", file=sys.stderr)
+    return list_all(raw, watched(paths, served, device_taint_rules=True), paths), release
+
+
+def _warn_refused(refused: Mapping[str, str]) -> None:
+    for kind, why in refused.items():
+        print(f"kubectl dra: warning: {kind} objects not listed: {why}", file=sys.stderr)
+
+
+def _simulate(state: Path, limit: int, release: str, args: argparse.Namespace, out: TextIO) -> int:
+    from extender.cli import main as dra_extender
+
+    command = ["simulate", str(state), "-o", args.output, "--max-state-bytes", str(limit)]
+    command += ["--kubernetes-version", release, "--feature-gates", args.feature_gates]
+    command += ["--pod", args.pod] if args.pod else []
+    command += ["--node", args.node] if args.node else []
+    return dra_extender(command, out)
+
+
+def _explain(engine: Engine, pod: str, output: str, out: TextIO) -> int:
+    from extender.explain import ExplainError, fits_somewhere, render, split_pod
     from extender.service import debug
 
-    if count is not None and device_class is None:
-        print("error: --count goes with --class", file=sys.stderr)
-        return 2
-    engine = engine_from_state([str(state)], release=kubernetes_version(release) if release else None)
-    view = debug.capacity_view(engine, device_class, count)
-    out.write(_rendered("capacity", view, output))
-    return 0
+    namespace, name = split_pod(pod)
+    found = engine.state.pods.get((namespace, name))
+    if found is None:
+        raise ExplainError(f"pod {namespace}/{name} not found (or not listed)")
+    explained = debug.pod(engine, found)
+    out.write(render(explained, output))
+    return FITS if fits_somewhere(explained) else FITS_NOWHERE
 
 
-def _pending(state: Path, deciding_as: list[str], output: str, out: TextIO) -> int:
-    """simulate's answer for every pending pod, a line each: the nodes it fits, or the reason
-    on the nodes it fits nowhere (the most common one first)."""
+def asks_for_devices(pod: Mapping[str, Any], extended: frozenset[str]) -> bool:
+    """A pod's spec asks for devices: claims, or an extended resource a DeviceClass stands for."""
+    spec = pod.get("spec") or {}
+    if spec.get("resourceClaims"):
+        return True
+    containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+    return any(
+        name in extended
+        for c in containers
+        for part in ("requests", "limits")
+        for name in ((c.get("resources") or {}).get(part) or {})
+    )
+
+
+def _pending(
+    state: Path,
+    limit: int,
+    release: str,
+    gates: str,
+    objects: list[dict[str, Any]],
+    output: str,
+    out: TextIO,
+) -> int:
+    """simulate's answer for every pod not bound yet that asks for devices, a line each: the
+    nodes it fits, or the reasons it fits nowhere (the commonest first). A node's error ends the
+    pod's attempt, as in simulate."""
     import io
 
     from extender.cli import main as dra_extender
 
+    extended = frozenset(
+        str(o["spec"]["extendedResourceName"])
+        for o in objects
+        if o.get("kind") == "DeviceClass" and (o.get("spec") or {}).get("extendedResourceName")
+    )
+    asking = {
+        (str(o["metadata"].get("namespace", "default")), str(o["metadata"].get("name")))
+        for o in objects
+        if o.get("kind") == "Pod" and asks_for_devices(o, extended)
+    }
     answer = io.StringIO()
-    code = dra_extender(["simulate", str(state), "-o", "json", *deciding_as], answer)
-    if code not in (0, 1):
+    command = ["simulate", str(state), "-o", "json", "--max-state-bytes", str(limit)]
+    code = dra_extender([*command, "--kubernetes-version", release, "--feature-gates", gates], answer)
+    if code not in (FITS, FITS_NOWHERE):
         return code
-    pods: list[tuple[str, list[str], dict[str, int]]] = []  # (pod, nodes it fits, reasons counted)
-    for pod in orjson.loads(answer.getvalue())["pods"]:
-        nodes = pod.get("nodes", {})
-        fits = [name for name, node in nodes.items() if node.get("fits")]
-        reasons: dict[str, int] = {}
-        for node in nodes.values():
-            if not node.get("fits"):
-                why = node.get("error") or node.get("reason") or "does not fit"
-                reasons[why] = reasons.get(why, 0) + 1
-        ranked = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
-        pods.append((f"{pod['namespace']}/{pod['name']}", fits, ranked))
+    result = orjson.loads(answer.getvalue())
+    for problem in result.get("problems") or []:
+        print(f"kubectl dra: warning: {problem}", file=sys.stderr)
+    rows = pending_rows(result, asking)
     if output == "json":
-        listed = [{"pod": name, "fitsOn": fits, "reasons": why} for name, fits, why in pods]
+        listed = [
+            {"pod": pod, "fitsOn": fits, "error": error, "reasons": why} for pod, fits, error, why in rows
+        ]
         out.write(orjson.dumps({"pods": listed}, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        for name, fits, why in pods:
-            if fits:
+        for pod, fits, error, why in rows:
+            if error:
+                line = f"cannot be scheduled: {error}"
+            elif fits:
                 line = f"fits on {len(fits)} node(s): {', '.join(fits[:5])}" + (
                     " ..." if len(fits) > 5 else ""
                 )
             else:
-                reason, count = next(iter(why.items()), ("no node", 0))
+                reason, count = next(iter(why.items()), ("no node to try", 0))
                 line = f"fits nowhere ({count} node(s): {reason})"
-            out.write(f"{name}  {line}\n")
-        if not pods:
+            out.write(f"{pod}  {line}\n")
+        if not rows:
             out.write("no pending pod asks for devices\n")
-    return 1 if any(not fits for _, fits, _ in pods) else 0
+    return FITS_NOWHERE if any(error or not fits for _, fits, error, _ in rows) else FITS
+
+
+def pending_rows(
+    result: Mapping[str, Any], asking: set[tuple[str, str]]
+) -> list[tuple[str, list[str], str | None, dict[str, int]]]:
+    """From simulate's JSON: per pod of ``asking`` (pod, the nodes it fits, the error that ends
+    its attempt if a node has one, the reasons of the nodes that do not fit, counted)."""
+    rows = []
+    for pod in result.get("pods") or []:
+        if (pod["namespace"], pod["name"]) not in asking:
+            continue
+        nodes: dict[str, Any] = pod.get("nodes") or {}
+        error = next((node["error"] for node in nodes.values() if node.get("error")), None)
+        fits = [name for name, node in nodes.items() if node.get("fits")]
+        reasons: dict[str, int] = {}
+        for node in nodes.values():
+            if not node.get("fits") and not node.get("error"):
+                why = node.get("reason") or "does not fit"
+                reasons[why] = reasons.get(why, 0) + 1
+        ranked = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
+        rows.append((f"{pod['namespace']}/{pod['name']}", fits, error, ranked))
+    return rows
 
 
 def _rendered(view: str, data: dict[str, Any], output: str) -> str:
@@ -203,30 +328,12 @@ def _rendered(view: str, data: dict[str, Any], output: str) -> str:
     return debug.render_text(view, data)
 
 
-def _listed(kubeconfig: str | None, context: str | None) -> tuple[list[dict[str, Any]], str | None]:
-    """Every object of the kinds the extender reads that these credentials can list (a warning
-    on stderr for each kind refused), and the API server's release as "1.N" if it says."""
-    from kubernetes import client as k8s
-
-    from extender.cluster.discovery import discover_once, list_all, watched
-    from extender.cluster.kube import RawKube, load_user_configuration
-
-    raw = RawKube(k8s.ApiClient(load_user_configuration(kubeconfig, context)))
-    paths, served = discover_once(raw)
-    paths = dataclasses.replace(paths, pod_groups=raw.pod_group_version())
-    listing = list_all(raw, watched(paths, served, device_taint_rules=True), paths)
-    for kind, why in listing.refused.items():
-        print(f"kubectl dra: warning: {kind} objects not listed: {why}", file=sys.stderr)
-    server = raw.server_version()
-    return listing.objects, f"{server[0]}.{server[1]}" if server is not None else None
-
-
-def _write(path: Path, objects: list[dict[str, Any]]) -> None:
+def _write(path: Path, objects: list[dict[str, Any]], *, compact: bool = False) -> None:
     document = {"apiVersion": "v1", "kind": "List", "items": objects}
     if path.suffix in (".yaml", ".yml"):
         path.write_text(yaml.safe_dump(document, sort_keys=False))
     else:
-        path.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+        path.write_bytes(orjson.dumps(document, option=0 if compact else orjson.OPT_INDENT_2) + b"\n")
 
 
 if __name__ == "__main__":

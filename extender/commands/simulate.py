@@ -6,9 +6,15 @@ import argparse
 import sys
 from typing import TextIO
 
-from extender.allocator.features import GATES, FeatureGateError, Features, parse_feature_gates
-from extender.allocator.releases import DEFAULT_MINOR, Release, release_of
-from extender.commands.arguments import VERSION_HELP, kubernetes_version, max_state_bytes, positive_seconds
+from extender.allocator.features import GATES, FeatureGateError, parse_feature_gates
+from extender.allocator.releases import DEFAULT_MINOR, release_of
+from extender.commands.arguments import (
+    VERSION_HELP,
+    kubernetes_version,
+    max_state_bytes,
+    offline_features,
+    positive_seconds,
+)
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,19 +57,6 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
 
 
-def _features(text: str, release: Release) -> Features:
-    gates = parse_feature_gates(text, allow_locked=True, release=release)
-    for name, value in gates.items():
-        spec = release.gates[name]
-        if spec.locked and value != spec.default:
-            print(
-                f"warning: feature gate {name} is locked to {str(spec.default).lower()} in Kubernetes "
-                f"{release.name}; emulating an older release (--kubernetes-version does it fully)",
-                file=sys.stderr,
-            )
-    return Features.from_gates(gates, release)
-
-
 def run(args: argparse.Namespace, out: TextIO) -> int:
     import orjson
 
@@ -73,7 +66,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     try:
         release = args.kubernetes_version
-        features = _features(args.feature_gates, release)
+        features = offline_features(args.feature_gates, release)
         if not parse_feature_gates(args.feature_gates, allow_locked=True, release=release).get(
             "DynamicResourceAllocation", True
         ):

@@ -159,3 +159,28 @@ def test_the_checker_can_say_no() -> None:
     assert not allowed(("resource.k8s.io", "resourceclaims", "deletecollection", "default"))
     assert not allowed(("", "pods", "update", "default"))
     assert not allowed(("coordination.k8s.io", "leases", "update", "other-namespace"))
+
+
+def test_the_viewer_role_lists_every_kind_kubectl_dra_reads_and_nothing_more() -> None:
+    """manifests/common/viewer-role.yaml: list (and get) on each kind the extender reads
+    (extender/cluster/discovery.py WATCHED), no other verb, no other resource."""
+    from extender.cluster.discovery import OUTSIDE_DRA, WATCHED
+
+    groups = {
+        "PodGroup": "scheduling.k8s.io",
+        **{k: v.split("/")[0] if "/" in v else "" for k, v in OUTSIDE_DRA.items()},
+    }
+    (role,) = [
+        d
+        for d in rendered(SIDECAR)
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "dra-extender-viewer"
+    ]
+    granted = {
+        (group, resource): set(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    wanted = {(groups.get(kind, "resource.k8s.io"), resource) for kind, resource in WATCHED}
+    assert set(granted) == wanted
+    assert all(verbs == {"get", "list"} for verbs in granted.values())

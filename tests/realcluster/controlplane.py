@@ -492,7 +492,12 @@ class ControlPlane:
             for obj, where in ((account, namespace), (binding, None)):
                 if obj is binding and cluster_role is None:
                     continue
-                api.create(obj)
+                try:
+                    api.create(obj)
+                except ApiError as exc:
+                    if exc.code != 409:  # left from an earlier run of the session: use it
+                        raise
+                    continue
                 made.append((obj["kind"], name, where))
             yield self.kubeconfig(name, token=self.token(namespace, name))
         finally:

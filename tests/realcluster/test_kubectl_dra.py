@@ -140,9 +140,11 @@ def test_pending_says_where_each_waiting_pod_fits_or_why_nowhere(cluster: Contro
     api = cluster.api
     api.create(one_gpu_claim("q-gpus", count=2))
     api.create(pod_with_claims("q", ["q-gpus"]))
+    api.create(pod_with_claims("cpu-only"))  # waits, but not for devices: not listed
     answer = kubectl_dra(viewer, "pending", "-o", "json")
     assert answer.returncode == 1, answer.stderr  # q fits nowhere
     pods = {p["pod"]: p for p in json.loads(answer.stdout)["pods"]}
+    assert set(pods) == {"default/p", "default/q"}
     assert pods["default/p"]["fitsOn"] == ["node-a"]
     assert pods["default/q"]["fitsOn"] == []
     assert sum(pods["default/q"]["reasons"].values()) == 2  # both nodes say why
