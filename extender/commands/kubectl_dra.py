@@ -205,13 +205,11 @@ def _warn_refused(refused: Mapping[str, str]) -> None:
 
 
 def _simulate(state: Path, limit: int, release: str, args: argparse.Namespace, out: TextIO) -> int:
-    from extender.cli import main as dra_extender
-
-    command = ["simulate", str(state), "-o", args.output, "--max-state-bytes", str(limit)]
+    command = [str(state), "-o", args.output, "--max-state-bytes", str(limit)]
     command += ["--kubernetes-version", release, "--feature-gates", args.feature_gates]
     command += ["--pod", args.pod] if args.pod else []
     command += ["--node", args.node] if args.node else []
-    return dra_extender(command, out)
+    return _dra_extender_simulate(command, out)
 
 
 def _explain(engine: Engine, pod: str, output: str, out: TextIO) -> int:
@@ -225,6 +223,15 @@ def _explain(engine: Engine, pod: str, output: str, out: TextIO) -> int:
     explained = debug.pod(engine, found)
     out.write(render(explained, output))
     return FITS if fits_somewhere(explained) else FITS_NOWHERE
+
+
+def _dra_extender_simulate(argv: list[str], out: TextIO) -> int:
+    """``dra-extender simulate ARGV``: the same flags and the same code (commands/simulate.py)."""
+    from extender.commands import simulate
+
+    parser = argparse.ArgumentParser(prog="dra-extender")
+    simulate.add(parser.add_subparsers(dest="command"))
+    return simulate.run(parser.parse_args(["simulate", *argv]), out)
 
 
 def asks_for_devices(pod: Mapping[str, Any], extended: frozenset[str]) -> bool:
@@ -255,8 +262,6 @@ def _pending(
     pod's attempt, as in simulate."""
     import io
 
-    from extender.cli import main as dra_extender
-
     extended = frozenset(
         str(o["spec"]["extendedResourceName"])
         for o in objects
@@ -268,8 +273,10 @@ def _pending(
         if o.get("kind") == "Pod" and asks_for_devices(o, extended)
     }
     answer = io.StringIO()
-    command = ["simulate", str(state), "-o", "json", "--max-state-bytes", str(limit)]
-    code = dra_extender([*command, "--kubernetes-version", release, "--feature-gates", gates], answer)
+    command = [str(state), "-o", "json", "--max-state-bytes", str(limit)]
+    code = _dra_extender_simulate(
+        [*command, "--kubernetes-version", release, "--feature-gates", gates], answer
+    )
     if code not in (FITS, FITS_NOWHERE):
         return code
     result = orjson.loads(answer.getvalue())
