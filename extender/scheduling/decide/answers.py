@@ -80,16 +80,28 @@ def answer_nodes(
 SCANNED_GROUPS = 32
 
 
-def group_representatives(groups: list[Hashable], names: Sequence[str]) -> dict[Hashable, str]:
+def group_representatives(groups: list[G], names: Sequence[str]) -> dict[G, str]:
     """One node name per group, in the order the groups first appear. Few groups (look-alike
-    nodes): one set over the groups and a short scan for each group's first node, not a
-    dictionary entry per node (at 5,000 nodes that pass was 3% of the server's CPU)."""
+    nodes): one set over the groups and a scan for each group's first node, not a dictionary
+    entry per node (at 5,000 nodes that pass was 3% of the server's CPU). The scans together
+    read at most a quarter of the list: when groups first appear later (nodes of one kind named
+    in blocks), the one pass is made instead (scanning 32 such groups in full cost 5.7x the
+    pass; stopping at the quarter, at most 1.5x)."""
     if len(groups) != len(names):
         raise ValueError(f"{len(groups)} groups for {len(names)} nodes")
     distinct = set(groups)
     if len(distinct) > SCANNED_GROUPS:
         return dict(zip(groups, names, strict=True))
-    firsts = sorted(map(groups.index, distinct))
+    budget = len(groups) // 4
+    firsts: list[int] = []
+    for group in distinct:
+        try:
+            first = groups.index(group, 0, budget + 1)
+        except ValueError:  # not within what is left to read
+            return dict(zip(groups, names, strict=True))
+        firsts.append(first)
+        budget -= first
+    firsts.sort()
     return {groups[i]: names[i] for i in firsts}
 
 
