@@ -123,8 +123,9 @@ SPLITS: list[tuple[str, list[Any], set[Any]]] = [
     ("every node fits", [1, 2, 1, 2], set()),
     ("no node fits", [1, 2, 1, 2], {1, 2}),
     ("a few full nodes among many: found by scanning", [1] * 30 + [9] + [1] * 30 + [9], {9}),
-    ("full nodes at both ends", [9] + [1] * 20 + [9], {9}),
-    ("more than a quarter full: one pass", [1, 9, 9, 1, 9, 1], {9}),
+    ("full nodes at both ends", [9] + [1] * 40 + [9], {9}),
+    ("more than a sixteenth full: one pass", [1, 9, 9, 1, 9, 1], {9}),
+    ("two failing groups, few nodes: scans", [1] * 40 + [8, 9] + [1] * 40, {8, 9}),
     ("more failing groups than scans serve", [*range(10), *range(10)] * 3, {0, 1, 2, 3, 4, 5}),
     ("nodes judged alone among groups", ["n0", 1, "n2", 1], {"n2"}),
 ]
