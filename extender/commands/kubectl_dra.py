@@ -148,9 +148,6 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     _warn_refused(listing.refused)
     print(f"kubectl dra: answers {COMPUTED}", file=sys.stderr)
     release = args.kubernetes_version or server_release
-    from extender.commands.arguments import offline_features
-
-    features = offline_features(args.feature_gates, release)
     with tempfile.TemporaryDirectory(prefix="kubectl-dra-") as folder:
         state = Path(folder) / "snapshot.json"
         _write(state, listing.objects, compact=True)
@@ -159,9 +156,13 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             return _simulate(state, limit, release.name, args, out)
         if args.command == "pending":
             return _pending(state, limit, release.name, args.feature_gates, listing.objects, args.output, out)
+        from extender.commands.arguments import offline_features
         from extender.explain import engine_from_state
 
-        engine = engine_from_state([str(state)], limit, release, features)
+        # (simulate and pending pass the gates on to simulate, which reads them itself)
+        engine = engine_from_state(
+            [str(state)], limit, release, offline_features(args.feature_gates, release)
+        )
         if args.command == "capacity":
             from extender.service import debug
 
