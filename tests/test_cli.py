@@ -121,7 +121,7 @@ def test_the_console_script_runs() -> None:
     assert "no claims to allocate" in result.stdout
 
 
-#: (name, arguments, exit code, what stdout or stderr says); documented in --help and the README.
+#: (name, arguments, exit code, what stdout or stderr says); documented in --help and docs/simulate-and-explain.md.
 EXIT_CODES: list[tuple[str, list[str], int, str]] = [
     ("every pending pod, one fits nowhere", ["simulate", str(EXAMPLES)], 1, "pod default/oversized"),
     ("a pod that fits", ["simulate", str(EXAMPLES), "--pod", "default/trainer"], 0, "yes"),

@@ -1,7 +1,7 @@
 """Leader election's fence: when a replica may write, by its own monotonic clock.
 
 Two electors share a Lease on the fake API server (real HTTP); each has a clock of its own that
-the test moves. The timing argument (README, "Leader election and fencing"): the holder stops
+the test moves. The timing argument (docs/leader-election.md): the holder stops
 writing renew_deadline after the *start* of its last successful renewal; a candidate takes over
 only after observing the record unchanged for lease_duration, and writes only takeover_delay
 later, once no write the old holder sent before its fence can still be applied.

@@ -1,6 +1,7 @@
 """manifests/monitoring/: the alerts pass promtool's checks and unit tests (each fires, and stays
 quiet where it should), the dashboard's queries are PromQL, both read only metrics a live scrape
-shows, every alert links a runbook section, and the README's metrics table is the scrape's list.
+shows, every alert links a runbook section, and docs/monitoring.md lists every alert and, as its
+metrics table, the scrape's list.
 kube-scheduler's metric names are checked against the real binary in
 tests/realcluster/test_monitoring_scrape.py."""
 
@@ -28,8 +29,8 @@ from tests.deploy.monitoring_files import (
     used_metric_names,
 )
 from tests.deploy.test_rendered import one, rendered
+from tests.docs_pages import doc_section, headings, page_text, slug
 from tests.service.harness import Running, run_with_service
-from tests.shared import REPO
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
@@ -106,16 +107,8 @@ def test_every_alert_has_a_firing_case_and_a_quiet_one() -> None:
     assert quiet >= set(alerts()), set(alerts()) - quiet
 
 
-def anchors(markdown: str) -> set[str]:
-    """GitHub's anchors of the second-level headings."""
-    return {
-        re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
-        for h in re.findall(r"^## (.+)$", markdown, re.M)
-    }
-
-
 def test_every_alert_links_its_runbook_section_and_every_section_is_an_alert() -> None:
-    sections = anchors(RUNBOOK.read_text())
+    sections = {slug(title) for _, level, title in headings(RUNBOOK.read_text()) if level == 2}
     for name, rule in alerts().items():
         annotations = rule["annotations"]
         assert annotations.get("summary") and annotations.get("description"), name
@@ -125,9 +118,8 @@ def test_every_alert_links_its_runbook_section_and_every_section_is_an_alert() -
     assert sections == {name.lower() for name in alerts()}
 
 
-def test_every_alert_is_in_the_readme() -> None:
-    readme = (REPO / "README.md").read_text()
-    listed = set(re.findall(r"^\| `(DRA\w+)`", readme, re.M))
+def test_every_alert_is_in_the_monitoring_page() -> None:
+    listed = set(re.findall(r"^\| `(DRA\w+)`", page_text("docs/monitoring.md"), re.M))
     assert listed == set(alerts())
 
 
@@ -181,11 +173,12 @@ def test_every_extender_metric_the_rules_and_dashboard_use_is_in_a_live_scrape()
     assert ours - scraped == set()
 
 
-def test_the_readme_metrics_table_is_what_a_scrape_shows() -> None:
+def test_the_documented_metrics_table_is_what_a_scrape_shows() -> None:
     text = live_extender_scrape()
     scraped = {name for name in scraped_sample_names(text) if name.startswith("dra_extender_")}
-    readme = (REPO / "README.md").read_text()
-    rows = re.findall(r"^\| `(dra_extender_\w+)` \| (\w+) \|", readme, re.M)
+    rows = re.findall(
+        r"^\| `(dra_extender_\w+)` \| (\w+) \|", doc_section("docs/monitoring.md", "Metrics"), re.M
+    )
     documented = {
         name + suffix
         for name, kind in rows

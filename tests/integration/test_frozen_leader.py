@@ -13,7 +13,7 @@ one per freeze point).
 
 The fake API server applies a write as it arrives; a write held up inside a real API server
 is bounded by the deadline every write carries (``?timeout=``), which the takeover delay
-covers (README, "Leader election and fencing"): that part is the real API server's.
+covers (docs/leader-election.md): that part is the real API server's.
 """
 
 from __future__ import annotations
