@@ -1,7 +1,7 @@
 """The README and docs/ hold together (issue 41): the README stays short and lists every page,
 every relative link reaches a file and a heading, every path and module they name exists, every
-flag is in the configuration reference, and the commands that are quick and need no cluster do
-what the pages show (their exit status and output)."""
+flag is in the configuration reference, and every command they give is run: here when it is
+quick and needs no cluster (its exit status and the output shown), else by a test named below."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs_pages import Command, all_commands, anchors, doc_section, page_text, pages
+from tests.docs_pages import Command, all_commands, anchors, defined_tests, doc_section, page_text, pages
+from tests.realcluster.test_documented_commands import DOCUMENTED_WRITES
 from tests.shared import REPO
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -89,3 +90,84 @@ def test_the_commands_that_run_here_do_what_the_page_shows(command: Command, tmp
     assert done.returncode == 0, done.stderr
     if command.output:
         assert done.stdout.rstrip("\n").split("\n") == list(command.output)
+
+
+TOUR = "tests/test_readme.py::test_curl_examples_give_the_documented_answers"
+KUBECTL_DRA = "tests/realcluster/test_kubectl_dra.py::"
+
+#: The commands that need a cluster, the network or minutes: (a pattern the command matches in
+#: full, the tests, "path::name", that run it).
+RUN_ELSEWHERE: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # The tour serves what this command serves (its arguments); what it installs is the lock's.
+    (
+        r"python3 -m pip install -c constraints\.txt -e \. && dra-extender serve --state examples/",
+        (TOUR, "tests/deploy/test_locks.py::test_the_runtime_lock_is_the_runtime_part_of_the_test_lock"),
+    ),
+    # .ci/run holds it, and CI runs .ci/run.
+    (
+        r'python3 -m pip install -c constraints-test\.txt -e "\.\[test\]" && python3 -m pytest',
+        ("tests/test_readme.py::test_exactly_two_set_up_commands_and_ci_runs_the_second",),
+    ),
+    (r"curl -s -X POST localhost:8888/scheduler/(filter|prioritize|bind) -d '.*'", (TOUR,)),
+    (r"curl -s '?localhost:8888/(debug/[^ ']*|metrics)'?", (TOUR,)),
+    (
+        r"kubectl apply -k manifests/(standalone/|monitoring/)?",
+        (
+            "tests/realcluster/test_manifests_applied.py::"
+            "test_the_api_server_accepts_every_object_of_each_kustomization",
+        ),
+    ),
+    (
+        DOCUMENTED_WRITES,
+        ("tests/realcluster/test_documented_commands.py::test_documented_kubectl_writes_are_accepted",),
+    ),
+    (r"kubectl dra explain \S+", (KUBECTL_DRA + "test_explain_answers_per_node_as_the_viewer",)),
+    (
+        r"kubectl dra simulate",
+        (KUBECTL_DRA + "test_simulate_on_a_snapshot_answers_what_the_live_filter_answers",),
+    ),
+    (r"kubectl dra pending", (KUBECTL_DRA + "test_pending_says_where_each_waiting_pod_fits_or_why_nowhere",)),
+    (
+        r"kubectl dra capacity --class \S+",
+        (KUBECTL_DRA + "test_capacity_counts_what_is_free_per_node_and_class",),
+    ),
+    (
+        r"kubectl dra snapshot -o \S+",
+        (KUBECTL_DRA + "test_snapshot_lists_what_the_viewer_may_read_and_says_where_the_answer_came_from",),
+    ),
+)
+
+#: The commands no test can run, with the reason.
+NOT_RUN = {
+    "kubectl -n dra-extender port-forward deploy/dra-extender-scheduler 8888 &": (
+        "needs the pod running on a kubelet: the real control plane of tests/realcluster/ has none "
+        "(Nodes are objects); the curl after it is the tour's"
+    ),
+}
+
+
+def run_elsewhere(command: Command) -> bool:
+    return any(re.fullmatch(pattern, command.text) for pattern, _ in RUN_ELSEWHERE)
+
+
+def test_every_command_is_run_here_or_by_a_named_test() -> None:
+    commands = all_commands()
+    uncovered = [
+        f"{c.where}: {c.text}"
+        for c in commands
+        if not runs_here(c) and not run_elsewhere(c) and c.text not in NOT_RUN
+    ]
+    assert not uncovered, (
+        "no test runs these; run them here or name their test in RUN_ELSEWHERE:\n" + "\n".join(uncovered)
+    )
+    assert sum(map(runs_here, commands)) >= 3  # the samples of docs/simulate-and-explain.md
+
+
+def test_the_named_tests_exist_and_every_row_is_used() -> None:
+    written = {c.text for c in all_commands()}
+    for pattern, tests in RUN_ELSEWHERE:
+        assert any(re.fullmatch(pattern, text) for text in written), f"no command matches {pattern}"
+        for test in tests:
+            path, name = test.split("::")
+            assert (REPO / path).exists() and name in defined_tests(REPO / path), test
+    assert set(NOT_RUN) <= written, set(NOT_RUN) - written
