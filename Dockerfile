@@ -1,6 +1,6 @@
 # dra-extender: a small image, non-root, fine with a read-only root filesystem.
 # The base image is pinned by digest and the dependencies by constraints.txt (the runtime part of
-# the lock that `bash .ci/lock` writes; README, Dependencies), so two builds of
+# the lock that `bash .ci/lock` writes; docs/dependencies.md), so two builds of
 # one commit install the same bits. Bump the digest for security patches:
 #   docker buildx imagetools inspect python:3.11-slim   (the index digest, all platforms)
 ARG PYTHON_IMAGE=python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
