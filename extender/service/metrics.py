@@ -140,7 +140,7 @@ class CapacityCollector(ScrapeTimeCollector):
         classes = GaugeMetricFamily(
             "dra_extender_class_devices",
             "Distinct devices a DeviceClass selects, by product and state (free: a one-device "
-            "request of the class would get it; unavailable: in use).",
+            "request of the class would get it; unavailable: in use or tainted).",
             labels=["device_class", "product", "state"],
         )
         for c in capacity.classes:

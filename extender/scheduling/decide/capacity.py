@@ -7,7 +7,8 @@ how many of them are free; and, per class, the free matching devices of every no
 "how many pods asking for N devices of class C still fit" is counted.
 
 A device is *free for a class* when the allocator would hand it to a one-device request of
-that class (selectors, taints, in use: :meth:`Allocator.matching`). The fit count is an
+that class: its selectors select it, it is not in use (:meth:`Allocator.matching`) and no
+NoSchedule or NoExecute taint keeps it (a class's request has no tolerations). The fit count is an
 estimate by counts: sum over nodes of ``free // N``. It ignores constraints (matchAttribute,
 distinctAttribute), counters and capacity, and counts a device that several nodes can reach
 (network-attached) on each of them: an upper bound for plain requests.
@@ -18,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
+from extender.allocator.tolerations import taints_tolerated
 from extender.cel import CelCompileError
-from extender.model.dra import ResourceClaim, parse_resource_claim
+from extender.model.dra import Device, ResourceClaim, parse_resource_claim
 from extender.scheduling.decide.decision import node_info
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decide.stepwise import to_the_end
@@ -51,6 +53,42 @@ class ClassProduct:
 
 
 @dataclass(frozen=True)
+class DeviceStates:
+    """A class's devices on one node (or summed over nodes), by what holds them back.
+
+    ``free``: the allocator would hand it to a one-device request of the class; ``allocated``: a
+    claim in the cache holds it; ``in_flight``: only a write of the extender's own holds it (a
+    bind in progress, or an allocation the cache does not show yet); ``tainted``: not held, but
+    a NoSchedule or NoExecute taint (the device's own or a DeviceTaintRule's) keeps it from a
+    request without tolerations."""
+
+    free: int = 0
+    allocated: int = 0
+    in_flight: int = 0
+    tainted: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.free + self.allocated + self.in_flight + self.tainted
+
+    def __add__(self, other: DeviceStates) -> DeviceStates:
+        return DeviceStates(
+            self.free + other.free,
+            self.allocated + other.allocated,
+            self.in_flight + other.in_flight,
+            self.tainted + other.tainted,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "free": self.free,
+            "allocated": self.allocated,
+            "inFlight": self.in_flight,
+            "tainted": self.tainted,
+        }
+
+
+@dataclass(frozen=True)
 class Capacity:
     nodes: tuple[NodeDrivers, ...] = ()
     classes: tuple[ClassProduct, ...] = ()
@@ -58,6 +96,17 @@ class Capacity:
     free_by_class: dict[str, dict[str, int]] = field(default_factory=dict)
     #: class -> why no device can be judged for it (a selector that does not compile...).
     class_errors: dict[str, str] = field(default_factory=dict)
+    #: class -> node -> the class's devices there by state (nodes with none are left out).
+    states_by_class: dict[str, dict[str, DeviceStates]] = field(default_factory=dict)
+
+    def class_states(self, device_class: str) -> DeviceStates:
+        """The class's devices summed over nodes (one reachable from several nodes counts on each)."""
+        return sum(self.states_by_class.get(device_class, {}).values(), DeviceStates())
+
+    def stranded(self, device_class: str, count: int) -> int:
+        """Free devices of the class that no pod asking for ``count`` of them can use: the
+        remainders ``free % count`` of every node (fragmentation, as counts see it)."""
+        return sum(free % count for free in self.free_by_class.get(device_class, {}).values())
 
     def pods_that_fit(self, device_class: str, count: int) -> int:
         """Pods asking for ``count`` devices of ``device_class`` that still fit (an estimate)."""
@@ -101,10 +150,25 @@ def capacity_steps(snapshot: Snapshot) -> Generator[None, None, Capacity]:
     state, inventory, allocated = snapshot.state, snapshot.inventory, snapshot.allocated
     per_node: list[NodeDrivers] = []
     free_by_class: dict[str, dict[str, int]] = {}
+    states_by_class: dict[str, dict[str, DeviceStates]] = {}
     class_errors: dict[str, str] = {}
     #: (class, product) -> device -> free (distinct devices, whichever node reaches them).
     seen: dict[tuple[str, str], dict[object, bool]] = {}
     claims = {name: one_device_of(name) for name in sorted(state.classes)}
+    #: Devices claims in the cache hold: the rest of what is in use is the extender's own writes.
+    in_cache = {r.id for c in state.claims.values() if c.allocation is not None for r in c.allocation.devices}
+    check_taints = snapshot.features.device_taints
+
+    def state_of(device: Device, free: bool) -> int:
+        """0 free, 1 allocated, 2 in flight, 3 tainted (see :class:`DeviceStates`)."""
+        if not free and device.id in in_cache:
+            return 1
+        if not free:
+            return 2
+        if check_taints and not taints_tolerated(inventory.taints(device), ()):
+            return 3
+        return 0
+
     for class_name, device_class in state.classes.items():
         for i, selector in enumerate(device_class.selectors):
             program = snapshot.cel.compile(selector.expression or "")
@@ -125,13 +189,17 @@ def capacity_steps(snapshot: Snapshot) -> Generator[None, None, Capacity]:
         for class_name, claim in claims.items():
             if class_name in class_errors:
                 continue
-            matching = snapshot.allocator.matching(info, [claim])
-            free_by_class.setdefault(class_name, {})[name] = sum(free for _, free in matching)
-            for device, free in matching:
+            tally = [0, 0, 0, 0]
+            for device, free in snapshot.allocator.matching(info, [claim]):
+                state_now = state_of(device, free)
+                tally[state_now] += 1
                 devices = seen.setdefault((class_name, product_of(device.attributes)), {})
-                devices[device.id] = devices.get(device.id, False) or free
+                devices[device.id] = devices.get(device.id, False) or state_now == 0
+            free_by_class.setdefault(class_name, {})[name] = tally[0]
+            if any(tally):
+                states_by_class.setdefault(class_name, {})[name] = DeviceStates(*tally)
         yield
     classes = tuple(
         ClassProduct(c, p, len(devices), sum(devices.values())) for (c, p), devices in sorted(seen.items())
     )
-    return Capacity(tuple(per_node), classes, free_by_class, class_errors)
+    return Capacity(tuple(per_node), classes, free_by_class, class_errors, states_by_class)

@@ -10,7 +10,7 @@ import pytest
 from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
-from extender.scheduling.decide.capacity import Capacity, ClassProduct, NodeDrivers, capacity
+from extender.scheduling.decide.capacity import Capacity, ClassProduct, DeviceStates, NodeDrivers, capacity
 from extender.scheduling.decide.snapshot import Snapshot
 from tests.builders import allocated, attrs, claim, device, device_class, node, resource_slice
 
@@ -79,3 +79,86 @@ def test_a_class_whose_selector_does_not_compile_is_reported_not_counted() -> No
 def test_a_request_size_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         cluster().pods_that_fit("gpu", 0)
+
+
+def states_of(*extra: dict[str, Any], in_flight: dict[str, Any] | None = None) -> Capacity:
+    """One node, four GPUs; ``in_flight``: a claim only the extender's own writes hold (the
+    snapshot's claims, not the cache's)."""
+    objects = [
+        device_class("gpu", 'device.driver == "driver-a"'),
+        node("node-a"),
+        resource_slice(
+            "a",
+            [
+                device("g0"),
+                device("g1"),
+                device("g2"),
+                device("g3", taints=[{"key": "broken", "effect": "NoSchedule"}]),
+                device("g4", taints=[{"key": "flaky", "effect": "None"}]),
+            ],
+            pool="node-a",
+            node="node-a",
+        ),
+        *extra,
+    ]
+    state = ClusterState.from_objects(objects)
+    claims = dict(state.claims)
+    if in_flight is not None:
+        written = ClusterState.from_objects([in_flight]).claims
+        claims.update(written)
+    return capacity(Snapshot(state, Features(), CelEnvironment(), claims=claims))
+
+
+STATES = {
+    "all free but the NoSchedule-tainted one (a None effect keeps nothing)": (
+        (),
+        None,
+        DeviceStates(free=4, tainted=1),
+    ),
+    "a claim in the cache holds one": (
+        (claim("held", allocation=allocated(("driver-a", "node-a", "g0"))),),
+        None,
+        DeviceStates(free=3, allocated=1, tainted=1),
+    ),
+    "only the extender's write holds one": (
+        (),
+        claim("mine", allocation=allocated(("driver-a", "node-a", "g1"))),
+        DeviceStates(free=3, in_flight=1, tainted=1),
+    ),
+    "held and tainted counts as held": (
+        (claim("held", allocation=allocated(("driver-a", "node-a", "g3"))),),
+        None,
+        DeviceStates(free=4, allocated=1),
+    ),
+}
+
+
+@pytest.mark.parametrize(("extra", "in_flight", "expected"), STATES.values(), ids=STATES.keys())
+def test_each_device_of_a_class_counts_in_one_state(
+    extra: tuple[dict[str, Any], ...], in_flight: dict[str, Any] | None, expected: DeviceStates
+) -> None:
+    found = states_of(*extra, in_flight=in_flight)
+    assert found.states_by_class["gpu"] == {"node-a": expected}
+    assert found.class_states("gpu") == expected
+    assert found.class_states("gpu").total == 5
+
+
+def test_a_tainted_device_is_not_free_for_pods_that_fit() -> None:
+    found = states_of()
+    assert found.free_by_class["gpu"] == {"node-a": 4}
+    assert found.pods_that_fit("gpu", 4) == 1 and found.pods_that_fit("gpu", 5) == 0
+    assert {c.product: c.free for c in found.classes if c.device_class == "gpu"} == {"": 4}
+
+
+STRANDED = {
+    "pods of one strand nothing": (1, 0),
+    "pods of two: node-a's 4 free leave none, node-b's 2 leave none": (2, 0),
+    "pods of four: node-b's 2 free are stranded": (4, 2),
+    "pods of eight: all 6 stranded": (8, 6),
+}
+
+
+@pytest.mark.parametrize(("count", "stranded"), STRANDED.values(), ids=STRANDED.keys())
+def test_stranded_devices_are_each_nodes_remainder(count: int, stranded: int) -> None:
+    # node-a: g1-g3 + net free (4); node-b: h0 + net free (2).
+    assert cluster().stranded("gpu", count) == stranded
