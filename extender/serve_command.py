@@ -181,7 +181,7 @@ def settings(args: argparse.Namespace, config: ServeConfig) -> dict[str, object]
     leader = config.leader_election
     return {
         "listen": f"{args.host}:{args.port}",
-        "ops": f"{ops_host(args)}:{args.ops_port}",
+        "ops": f"{ops_host(args)}:{args.ops_port}" + (" (with the debug views)" if args.ops_debug else ""),
         "prefix": config.prefix,
         "kubernetesVersion": "the API server's" if config.release_from_server else engine.release.name,
         "featureGates": args.feature_gates or "(defaults)",
@@ -277,5 +277,5 @@ def _serve(args: argparse.Namespace) -> int:
     limits = Limits(
         max_connections=args.max_connections, max_requests=args.max_concurrency, max_binds=args.max_binds
     )
-    run(serve(app, create_ops_app(service), verbs, ops, limits, config.prefix))
+    run(serve(app, create_ops_app(service, debug_views=args.ops_debug), verbs, ops, limits, config.prefix))
     return 0

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from extender.model import nesting
 from extender.model.core import Node, Pod, parse_node, parse_pod
 from extender.model.dra import (
@@ -124,6 +126,18 @@ class ClusterState:
         for obj in objects:
             state.apply(obj)
         return state
+
+    def objects(self) -> list[dict[str, Any]]:
+        """Every object held, as it was read (what a state file of this cache would hold), kind
+        by kind in the order decisions depend on them."""
+        out: list[dict[str, Any]] = [n.raw for n in self.nodes.values()]
+        out += [orjson.loads(s.source) for s in self.slices.values() if s.source]
+        for records in (self.classes, self.taint_rules, self.templates, self.claims):
+            out += [r.raw for r in records.values()]
+        out += [p.raw for p in self.pods.values()]
+        out += [b.raw for b in self.pdbs.values()]
+        out += [g.raw for g in self.pod_groups.values()]
+        return out
 
     def devices_of(self, pod: Pod) -> dict[str, list[str]]:
         """The devices each of the pod's claims holds (driver/pool/device), by claim name: what a

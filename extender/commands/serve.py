@@ -99,6 +99,14 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--ops-port", type=port_number, default=8889, help="their port (default 8889; 0: any free port)"
     )
     serve.add_argument(
+        "--ops-debug",
+        action="store_true",
+        help="also serve the read-only debug views, /debug/snapshot and the capacity page "
+        "(/debug/ui) on the ops listener, for `kubectl dra` and browsers through the API server's "
+        "service proxy: whoever reaches that port reads every pod's claims and devices, so the "
+        "NetworkPolicy should admit only the API server and Prometheus (docs/security.md)",
+    )
+    serve.add_argument(
         "--max-concurrency",
         type=positive_int,
         default=DEFAULT_MAX_REQUESTS,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -162,6 +163,9 @@ class ResourceSlice:
     skip_node_operations: tuple[str, ...] = ()
     #: The digest of the raw spec without its devices (see :func:`content_digest`).
     fingerprint: bytes | None = field(default=None, repr=False)
+    #: The object as read, as compact JSON: slices are the bulk of a cluster's objects, and
+    #: their dicts would cost 8x the bytes (188 MB against 24 MB at 5,000 nodes x 8 devices).
+    source: bytes = field(default=b"", repr=False, compare=False)
 
     @property
     def uses_compatibility_groups(self) -> bool:
@@ -195,6 +199,15 @@ def content_digest(raw: Any) -> bytes | None:
         return hashlib.blake2b(orjson.dumps(raw), digest_size=16).digest()
     except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
         return None
+
+
+def as_json(raw: Any) -> bytes:
+    """Raw content as compact JSON; content outside orjson's range (integers past 64 bits, a
+    state file's YAML dates) through the standard library, dates as text."""
+    try:
+        return orjson.dumps(raw)
+    except (TypeError, ValueError):
+        return json.dumps(raw, default=str, separators=(",", ":")).encode()
 
 
 _KIND_OF = dict(_ATTRIBUTE_KINDS)
@@ -340,6 +353,7 @@ def parse_resource_slice(original: dict[str, Any], previous: ResourceSlice | Non
         resource_version=meta.string("resourceVersion"),
         skip_node_operations=spec.strings("skipNodeOperations"),
         fingerprint=content_digest({k: v for k, v in spec.data.items() if k != "devices"}),
+        source=as_json(original),
     )
 
 
@@ -361,6 +375,8 @@ class DeviceClass:
     extended_resource_name: str | None = None
     #: ``metadata.creationTimestamp`` (RFC 3339; ordering of classes naming one extended resource).
     created: str = ""
+    #: The object as read.
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 def _selectors(reader: Reader, key: str = "selectors") -> tuple[Selector, ...]:
@@ -383,9 +399,9 @@ def _carried(obj: dict[str, Any]) -> None:
         raise TooDeep(why)
 
 
-def parse_device_class(obj: dict[str, Any]) -> DeviceClass:
-    _carried(obj)
-    obj = to_v1(obj)
+def parse_device_class(original: dict[str, Any]) -> DeviceClass:
+    _carried(original)
+    obj = to_v1(original)
     meta = Reader(obj.get("metadata"), "metadata")
     spec = Reader(obj.get("spec"), "spec")
     return DeviceClass(
@@ -394,6 +410,7 @@ def parse_device_class(obj: dict[str, Any]) -> DeviceClass:
         config=tuple(_configuration(c) for c in spec.readers("config")),
         extended_resource_name=spec.opt_string("extendedResourceName"),
         created=meta.string("creationTimestamp"),
+        raw=original,
     )
 
 

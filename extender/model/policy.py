@@ -11,7 +11,7 @@ neither does one that ``metav1.LabelSelectorAsSelector`` cannot convert.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from extender.model.errors import ObjectError
 from extender.model.reader import Reader
@@ -80,6 +80,8 @@ class PodDisruptionBudget:
     disrupted_pods: frozenset[str]
     #: The selector is the empty ``{}`` (``selector`` is None then).
     selects_all: bool = False
+    #: The object as read.
+    raw: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
 
     def protects(self, namespace: str, labels: Mapping[str, str], *, as_policy_v1: bool = False) -> bool:
         """Whether a pod with these labels counts against this budget.
@@ -116,4 +118,5 @@ def parse_pod_disruption_budget(obj: dict[str, object]) -> PodDisruptionBudget:
         disruptions_allowed=status.integer("disruptionsAllowed"),
         disrupted_pods=frozenset(str(k) for k in status.mapping("disruptedPods")),
         selects_all=selects_all,
+        raw=obj,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from extender.model.dra import Device, Taint
@@ -16,6 +16,8 @@ class DeviceTaintRule:
     pool: str | None
     device: str | None
     taint: Taint
+    #: The object as read.
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def selects(self, device: Device) -> bool:
         """Upstream selects by driver, pool and device name only (the alpha class and CEL selectors
@@ -38,4 +40,5 @@ def parse_device_taint_rule(obj: dict[str, Any]) -> DeviceTaintRule:
         pool=sel.opt_string("pool"),
         device=sel.opt_string("device"),
         taint=Taint(taint.string("key"), taint.string("value"), taint.string("effect")),
+        raw=obj,
     )

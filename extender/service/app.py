@@ -9,23 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import yaml
 from fastapi import FastAPI, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from extender.defaults import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
 from extender.model.core import Node, Pod, parse_pod
 from extender.model.errors import ObjectError
+from extender.scheduling.decide.capacity import Capacity, capacity_steps
 from extender.scheduling.decide.extended import may_request
 from extender.scheduling.engine import Engine
-from extender.service import debug, wire
+from extender.service import capacity_page, debug, wire
 from extender.service.bind_pressure import BindPressure
 from extender.service.metrics import Metrics
 from extender.service.worker import EngineWorker
@@ -257,7 +260,6 @@ def create_app(
         openapi_url=None,
         lifespan=lifespan,
     )
-    engine, worker = service.engine, service.worker
     prefix = verb_prefix(prefix)
 
     verbs = Verbs(service, max_body_bytes, bind_pressure)
@@ -290,66 +292,7 @@ def create_app(
     app.state.fence = service.fence
 
     add_probes(app, service)
-
-    def view(name: str, data: dict[str, Any], fmt: str | None) -> Response:
-        if fmt == "text":
-            return PlainTextResponse(debug.render_text(name, data))
-        if fmt == "yaml":
-            return Response(yaml.safe_dump(data, sort_keys=False), media_type="application/yaml")
-        return _json(wire.encode(data))
-
-    def bad_format(fmt: str | None) -> Response | None:
-        if fmt is None or fmt in VIEW_FORMATS:
-            return None
-        return _bad_request(f"format must be one of {', '.join(VIEW_FORMATS)}, not {fmt!r}")
-
-    @app.get("/debug/inventory")
-    async def debug_inventory(format: str | None = None) -> Response:
-        return bad_format(format) or view("inventory", await worker.call(debug.inventory, engine), format)
-
-    @app.get("/debug/claims")
-    async def debug_claims(format: str | None = None) -> Response:
-        return bad_format(format) or view("claims", await worker.call(debug.claims, engine), format)
-
-    @app.get("/debug/inflight")
-    async def debug_in_flight(format: str | None = None) -> Response:
-        return bad_format(format) or view("inflight", await worker.call(debug.in_flight, engine), format)
-
-    @app.get("/debug/capacity")
-    async def debug_capacity(
-        request: Request, format: str | None = None, count: str | None = None
-    ) -> Response:
-        if (refused := bad_format(format)) is not None:
-            return refused
-        device_class = request.query_params.get("class")
-        wanted: int | None = None
-        if count is not None:
-            if not count.isdigit() or int(count) < 1:
-                return _bad_request(f"count must be a positive integer, not {count!r}")
-            wanted = int(count)
-        return view("capacity", await worker.call(debug.capacity_view, engine, device_class, wanted), format)
-
-    @app.get("/debug/decisions")
-    async def debug_decisions(format: str | None = None, limit: str = "50") -> Response:
-        if (refused := bad_format(format)) is not None:
-            return refused
-        if not limit.isdigit() or int(limit) < 1:
-            return _bad_request(f"limit must be a positive integer, not {limit!r}")
-        return view("decisions", await worker.call(debug.decisions, engine, int(limit)), format)
-
-    @app.get("/debug/pods/{namespace}/{name}")
-    async def debug_pod(namespace: str, name: str, format: str | None = None) -> Response:
-        if (refused := bad_format(format)) is not None:
-            return refused
-
-        def explain() -> dict[str, Any] | None:
-            pod = engine.state.pods.get((namespace, name))
-            return None if pod is None else debug.pod(engine, pod)
-
-        data = await worker.call(explain)
-        if data is None:
-            return _json(wire.encode({"Error": f"pod {namespace}/{name} not found"}), 404)
-        return view("pod", data, format)
+    add_debug_views(app, service)
 
     return app
 
@@ -386,8 +329,151 @@ def add_probes(app: FastAPI, service: Service) -> None:
         )
 
 
-def create_ops_app(service: Service) -> FastAPI:
-    """The second listener's app: probes and metrics only (no verbs, no debug views)."""
+def create_ops_app(service: Service, *, debug_views: bool = False) -> FastAPI:
+    """The second listener's app: probes and metrics; with ``debug_views`` (``--ops-debug``)
+    also the read-only debug views and the capacity page, one at a time (a second one asked
+    while the first is computed gets 429): that listener is reachable through the API server's
+    service proxy, by anyone its NetworkPolicy admits."""
     app = FastAPI(title="dra-extender ops", docs_url=None, redoc_url=None, openapi_url=None)
     add_probes(app, service)
+    if debug_views:
+        add_debug_views(app, service, one_at_a_time=True)
     return app
+
+
+class OneAtATime:
+    """Handlers served one at a time on one event loop; one asked while another runs is
+    answered 429 at once (debug views reachable by more than kube-scheduler must not queue up
+    engine work)."""
+
+    def __init__(self) -> None:
+        self.busy = False
+
+    def wrap(self, handler: Callable[..., Awaitable[Response]]) -> Callable[..., Awaitable[Response]]:
+        @functools.wraps(handler)
+        async def one_at_a_time(*args: Any, **kwargs: Any) -> Response:
+            if self.busy:  # one event loop serves the listener: no lock needed
+                return _bad_request("another debug view is being computed; try again shortly", 429)
+            self.busy = True
+            try:
+                return await handler(*args, **kwargs)
+            finally:
+                self.busy = False
+
+        return one_at_a_time
+
+
+#: Nodes per page of the capacity page.
+PAGE_NODES = 100
+
+
+def add_debug_views(app: FastAPI, service: Service, *, one_at_a_time: bool = False) -> None:
+    """/debug/*: what the extender believes, read-only. Each view is computed on the engine's
+    loop (the capacity in slices, so the verbs run in between) and encoded off it."""
+    engine, worker = service.engine, service.worker
+
+    def view(name: str, data: dict[str, Any], fmt: str | None) -> Response:
+        if fmt == "text":
+            return PlainTextResponse(debug.render_text(name, data))
+        if fmt == "yaml":
+            return Response(yaml.safe_dump(data, sort_keys=False), media_type="application/yaml")
+        return _json(wire.encode(data))
+
+    def bad_format(fmt: str | None) -> Response | None:
+        if fmt is None or fmt in VIEW_FORMATS:
+            return None
+        return _bad_request(f"format must be one of {', '.join(VIEW_FORMATS)}, not {fmt!r}")
+
+    def positive(name: str, text: str | None) -> int | Response | None:
+        if text is None:
+            return None
+        if not text.isdigit() or int(text) < 1:
+            return _bad_request(f"{name} must be a positive integer, not {text!r}")
+        return int(text)
+
+    gate = OneAtATime() if one_at_a_time else None
+
+    def debug_route(path: str) -> Callable[[Callable[..., Awaitable[Response]]], Any]:
+        """``app.get(path)``, through the gate when there is one."""
+
+        def register(handler: Callable[..., Awaitable[Response]]) -> Any:
+            return app.get(path)(handler if gate is None else gate.wrap(handler))
+
+        return register
+
+    async def computed_capacity() -> Capacity:
+        return await worker.steps(lambda: capacity_steps(engine.snapshot()))
+
+    @debug_route("/debug/inventory")
+    async def debug_inventory(format: str | None = None) -> Response:
+        return bad_format(format) or view("inventory", await worker.call(debug.inventory, engine), format)
+
+    @debug_route("/debug/claims")
+    async def debug_claims(format: str | None = None) -> Response:
+        return bad_format(format) or view("claims", await worker.call(debug.claims, engine), format)
+
+    @debug_route("/debug/inflight")
+    async def debug_in_flight(format: str | None = None) -> Response:
+        return bad_format(format) or view("inflight", await worker.call(debug.in_flight, engine), format)
+
+    @debug_route("/debug/capacity")
+    async def debug_capacity(
+        request: Request, format: str | None = None, count: str | None = None
+    ) -> Response:
+        if (refused := bad_format(format)) is not None:
+            return refused
+        wanted = positive("count", count)
+        if isinstance(wanted, Response):
+            return wanted
+        found = await computed_capacity()
+        device_class = request.query_params.get("class")
+        data = await worker.call(debug.capacity_view, engine, device_class, wanted, found)
+        return view("capacity", data, format)
+
+    @debug_route("/debug/decisions")
+    async def debug_decisions(format: str | None = None, limit: str = "50") -> Response:
+        if (refused := bad_format(format)) is not None:
+            return refused
+        wanted = positive("limit", limit)
+        if isinstance(wanted, Response):
+            return wanted
+        return view("decisions", await worker.call(debug.decisions, engine, wanted), format)
+
+    @debug_route("/debug/pods/{namespace}/{name}")
+    async def debug_pod(namespace: str, name: str, format: str | None = None) -> Response:
+        if (refused := bad_format(format)) is not None:
+            return refused
+
+        def explain() -> dict[str, Any] | None:
+            pod = engine.state.pods.get((namespace, name))
+            return None if pod is None else debug.pod(engine, pod)
+
+        data = await worker.call(explain)
+        if data is None:
+            return _json(wire.encode({"Error": f"pod {namespace}/{name} not found"}), 404)
+        return view("pod", data, format)
+
+    @debug_route("/debug/snapshot")
+    async def debug_snapshot() -> Response:
+        """The cache's objects as a state file (``kubectl dra snapshot``)."""
+        return _json(orjson.dumps(await worker.call(debug.snapshot, engine)))
+
+    @debug_route("/debug/ui")
+    async def debug_ui(request: Request, page: str | None = None) -> Response:
+        """The capacity page (HTML and SVG, nothing loaded from elsewhere)."""
+        wanted = positive("page", page)
+        if isinstance(wanted, Response):
+            return wanted
+        device_class = request.query_params.get("class") or None
+        found = await computed_capacity()
+        data = await worker.call(debug.page_view, engine, found, wanted or 1, PAGE_NODES, device_class)
+        return HTMLResponse(capacity_page.render(data, time.time()), headers=PAGE_HEADERS)
+
+
+#: The page loads nothing and runs no script: a policy that says so, whatever it is embedded in.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}

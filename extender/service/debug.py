@@ -13,8 +13,9 @@ import orjson
 
 from extender.model.core import Pod
 from extender.model.dra import DeviceID, ResourceClaim
-from extender.scheduling.decide.capacity import SHAPE_COUNTS, capacity, product_of
+from extender.scheduling.decide.capacity import SHAPE_COUNTS, Capacity, capacity, product_of
 from extender.scheduling.decide.decision import fit_summary, node_info
+from extender.scheduling.decide.extended import may_request
 from extender.scheduling.engine import Engine
 
 
@@ -177,12 +178,17 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def capacity_view(
-    engine: Engine, device_class: str | None = None, count: int | None = None
+    engine: Engine,
+    device_class: str | None = None,
+    count: int | None = None,
+    found: Capacity | None = None,
 ) -> dict[str, Any]:
     """Free devices per node and driver, per class and product, and pods of a shape that fit.
 
-    ``device_class`` and ``count``: the one shape asked about, with its fit per node."""
-    found = capacity(engine.snapshot())
+    ``device_class`` and ``count``: the one shape asked about, with its fit per node.
+    ``found``: the capacity already computed (the HTTP layer computes it in slices)."""
+    found = found if found is not None else capacity(engine.snapshot())
+    classes = sorted(found.free_by_class)
     out: dict[str, Any] = {
         "nodes": [
             {"node": n.node, "driver": n.driver, "total": n.total, "allocated": n.allocated, "free": n.free}
@@ -192,13 +198,13 @@ def capacity_view(
             {"deviceClass": c.device_class, "product": c.product, "total": c.total, "free": c.free}
             for c in found.classes
         ],
-        "podsThatFit": {
-            cls: {str(n): found.pods_that_fit(cls, n) for n in SHAPE_COUNTS}
-            for cls in sorted(found.free_by_class)
-        },
+        "devicesByClass": {cls: found.class_states(cls).as_dict() for cls in classes},
+        "podsThatFit": {cls: {str(n): found.pods_that_fit(cls, n) for n in SHAPE_COUNTS} for cls in classes},
+        "strandedFor": {cls: {str(n): found.stranded(cls, n) for n in SHAPE_COUNTS} for cls in classes},
         "classErrors": found.class_errors,
         "note": "pods that fit: sum over nodes of free // count; constraints (matchAttribute, "
-        "distinctAttribute), counters and capacity are not considered",
+        "distinctAttribute), counters and capacity are not considered; devicesByClass and "
+        "strandedFor count a device on every node that reaches it",
     }
     if device_class is not None:
         wanted = count or 1
@@ -211,6 +217,92 @@ def capacity_view(
             "byNode": {node: free // wanted for node, free in sorted(per_node.items()) if free >= wanted},
         }
     return out
+
+
+#: Pending pods and recent decisions the capacity page lists at most.
+PAGE_PENDING = 100
+PAGE_DECISIONS = 20
+
+
+def pending_pods(engine: Engine, limit: int = PAGE_PENDING) -> dict[str, Any]:
+    """Pods of the extender's schedulers not bound yet that ask for devices (claims, or
+    extended resources), each with what the last filter answered for it (from the decision
+    log: what kube-scheduler was told), oldest first by name."""
+    schedulers = engine.config.scheduler_names
+    waiting = sorted(
+        key
+        for key, p in engine.state.pods.items()
+        if not p.node_name and p.scheduler_name in schedulers and (p.claims or may_request(p))
+    )
+    last_filter: dict[str, dict[str, Any]] = {}
+    for entry in reversed(engine.log.entries):
+        if entry.get("verb") == "filter" and entry.get("pod") and entry["pod"] not in last_filter:
+            last_filter[entry["pod"]] = entry
+    rows = []
+    for namespace, name in waiting[:limit]:
+        label = f"{namespace}/{name}"
+        entry = last_filter.get(label)
+        rows.append(
+            {
+                "pod": label,
+                "filtered": entry is not None,
+                "time": entry["time"] if entry else None,
+                "passed": entry.get("passed") if entry else None,
+                "error": entry.get("error") if entry else None,
+                "reasons": entry.get("reasons") or {} if entry else {},
+            }
+        )
+    return {"pending": rows, "more": max(0, len(waiting) - limit)}
+
+
+def page_view(
+    engine: Engine, found: Capacity, page: int, per_page: int, device_class: str | None
+) -> dict[str, Any]:
+    """What the capacity page shows: /debug/capacity's figures, one page of nodes with each
+    class's devices there by state, pending pods with their reasons, recent decisions."""
+    figures = capacity_view(engine, found=found)
+    classes = [device_class] if device_class is not None else sorted(found.free_by_class)
+    names = sorted(engine.state.nodes)
+    if device_class is not None:
+        names = [n for n in names if n in found.states_by_class.get(device_class, {})]
+    pages = max(1, -(-len(names) // per_page))
+    page = min(max(page, 1), pages)
+    shown = names[(page - 1) * per_page : page * per_page]
+    histograms: dict[str, dict[str, int]] = {}
+    for cls in classes:
+        counts: dict[int, int] = {}
+        for free in found.free_by_class.get(cls, {}).values():
+            counts[free] = counts.get(free, 0) + 1
+        histograms[cls] = {str(free): counts[free] for free in sorted(counts)}
+    return {
+        "capacity": figures,
+        "classes": classes,
+        "deviceClass": device_class,
+        "nodesByFree": histograms,
+        "page": page,
+        "pages": pages,
+        "nodeCount": len(names),
+        "nodes": [
+            {
+                "node": name,
+                "classes": {
+                    cls: states.as_dict()
+                    for cls in classes
+                    if (states := found.states_by_class.get(cls, {}).get(name)) is not None
+                },
+            }
+            for name in shown
+        ],
+        **pending_pods(engine),
+        "decisions": decisions(engine, PAGE_DECISIONS)["decisions"],
+    }
+
+
+def snapshot(engine: Engine) -> dict[str, Any]:
+    """The objects the extender decides from, as its cache holds them: a ``kind: List`` that
+    ``dra-extender simulate``, ``explain --state`` and ``serve --state`` read. Binds in flight
+    and devices held after prioritize are not objects: they are left out."""
+    return {"apiVersion": "v1", "kind": "List", "items": engine.state.objects()}
 
 
 def _text(value: Any) -> str:
@@ -236,10 +328,22 @@ def render_text(view: str, data: dict[str, Any]) -> str:
                 for c in data["classes"]
             ],
         )
+        states = ("free", "allocated", "inFlight", "tainted")
+        text += "\n" + _table(
+            ["CLASS", "FREE", "ALLOCATED", "IN FLIGHT", "TAINTED"],
+            [[cls, *(str(by[k]) for k in states)] for cls, by in data["devicesByClass"].items()],
+        )
         counts = [str(n) for n in SHAPE_COUNTS]
         text += "\n" + _table(
-            ["CLASS", *(f"PODS x{n}" for n in counts)],
-            [[cls, *(str(fits[n]) for n in counts)] for cls, fits in data["podsThatFit"].items()],
+            ["CLASS", *(f"PODS x{n}" for n in counts), *(f"STRANDED x{n}" for n in counts[1:])],
+            [
+                [
+                    cls,
+                    *(str(fits[n]) for n in counts),
+                    *(str(data["strandedFor"][cls][n]) for n in counts[1:]),
+                ]
+                for cls, fits in data["podsThatFit"].items()
+            ],
         )
         for cls, error in data["classErrors"].items():
             text += f"class {cls}: {error}\n"

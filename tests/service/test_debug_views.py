@@ -1,0 +1,250 @@
+"""The debug views that kubectl dra and browsers read: /debug/snapshot (replayed offline it
+decides as the live extender), the capacity page (/debug/ui: its figures are /debug/capacity's),
+and serving them on the ops listener (only with --ops-debug, one at a time)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from fastapi.responses import Response
+
+from extender.cluster.state import object_key
+from extender.explain import engine_from_state
+from extender.service import debug
+from extender.service.app import PAGE_NODES, OneAtATime, create_ops_app
+from extender.service.runtime import ServeConfig, build_embedded
+from extender.statefile import load_objects
+from tests.builders import attrs, device, device_class, node, resource_slice
+from tests.service.fixtures import binding
+from tests.service.harness import Running, run_with_service
+from tests.shared import REPO
+
+EXAMPLES = REPO / "examples"
+
+
+def listed(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "List", "items": objects}
+
+
+def identity(obj: dict[str, Any]) -> tuple[str, str, str]:
+    return (str(obj["kind"]), *object_key(obj))
+
+
+class DataCells(HTMLParser):
+    """The page's ``data-`` figures: per table (its id) a list of rows, each the row's own
+    attributes and its cells' ``data-*`` attributes with their text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[dict[str, Any]]] = {}
+        self._table: str | None = None
+        self._cell: dict[str, str] | None = None
+        self.svgs = 0
+        self.external: list[str] = []
+
+    def handle_starttag(self, tag: str, attributes: list[tuple[str, str | None]]) -> None:
+        attrs_ = {k: v or "" for k, v in attributes}
+        for key in ("src", "href"):
+            value = attrs_.get(key, "")
+            if "//" in value or value.startswith("/"):
+                self.external.append(value)  # nothing absolute: the page works under a proxy path
+        if tag == "svg":
+            self.svgs += 1
+        if tag == "table":
+            self._table = attrs_.get("id", "")
+            self.tables[self._table] = []
+        elif tag == "tr" and self._table is not None:
+            self.tables[self._table].append({"row": attrs_, "cells": []})
+        elif tag == "td" and self._table is not None and self.tables[self._table]:
+            self._cell = {k: v for k, v in attrs_.items() if k.startswith("data-")}
+            self._cell["text"] = ""
+            self.tables[self._table][-1]["cells"].append(self._cell)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self._table = None
+        if tag == "td":
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell["text"] += data
+
+
+def page_figures(html: str) -> DataCells:
+    parser = DataCells()
+    parser.feed(html)
+    return parser
+
+
+def by_class(parser: DataCells, table: str, attribute: str) -> dict[str, dict[str, int]]:
+    """``{class: {attribute value: figure}}`` from a table's rows."""
+    out: dict[str, dict[str, int]] = {}
+    for row in parser.tables[table]:
+        if "data-class" in row["row"]:
+            out[row["row"]["data-class"]] = {
+                c[attribute]: int(c["text"]) for c in row["cells"] if attribute in c
+            }
+    return out
+
+
+def test_the_snapshot_is_the_cache_as_read_and_replays_to_the_live_answers(tmp_path: Path) -> None:
+    async def body(r: Running) -> None:
+        await r.client.post("/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3"))
+        snapshot = (await r.client.get("/debug/snapshot")).json()
+        assert snapshot["kind"] == "List"
+        held = {identity(o): o for o in snapshot["items"]}
+        read, _ = load_objects([str(EXAMPLES)])
+        assert held.keys() == {identity(o) for o in read}
+        # The bind's writes are in it: the claim as the store now holds it.
+        trainer = held[("ResourceClaim", "default", "trainer-gpus")]
+        assert trainer == r.store.get("ResourceClaim", "default", "trainer-gpus")
+        state = tmp_path / "snapshot.json"
+        state.write_bytes(orjson.dumps(snapshot))
+        engine = engine_from_state([str(state)], 1 << 26, r.service.engine.config.release, None)
+        for namespace, name in sorted(r.service.engine.state.pods):
+            live = (await r.client.get(f"/debug/pods/{namespace}/{name}")).json()
+            assert debug.pod(engine, engine.state.pods[(namespace, name)]) == live, name
+
+    run_with_service(body)
+
+
+def test_the_snapshot_keeps_what_orjson_cannot_encode(tmp_path: Path) -> None:
+    huge = resource_slice("big", [device("d0", attributes=attrs(serial=2**70))], pool="p", node="n")
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps(listed([node("n"), device_class("c", "true"), huge])))  # orjson: 2**70 no
+    service, _store = build_embedded([str(state)], ServeConfig())
+    try:
+        (kept,) = [o for o in debug.snapshot(service.engine)["items"] if o["kind"] == "ResourceSlice"]
+        assert kept["spec"]["devices"][0]["attributes"]["serial"]["int"] == 2**70
+    finally:
+        service.worker.stop()
+
+
+def test_the_page_shows_the_capacity_views_figures() -> None:
+    async def body(r: Running) -> None:
+        await r.client.post("/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3"))
+        response = await r.client.get("/debug/ui")
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+        assert "default-src 'none'" in response.headers["content-security-policy"]
+        figures = (await r.client.get("/debug/capacity")).json()
+        page = page_figures(response.text)
+        assert page.external == []
+        assert by_class(page, "class-table", "data-state") == figures["devicesByClass"]
+        assert by_class(page, "fit-table", "data-fit") == figures["podsThatFit"]
+        stranded = {cls: dict(list(s.items())[1:]) for cls, s in figures["strandedFor"].items()}
+        assert by_class(page, "fit-table", "data-stranded") == stranded
+        nodes = [row["row"]["data-node"] for row in page.tables["node-table"] if "data-node" in row["row"]]
+        assert nodes == sorted(r.service.engine.state.nodes)
+        pending = [row["row"]["data-pod"] for row in page.tables["pending-table"] if "data-pod" in row["row"]]
+        assert "default/rdma-worker" in pending and "default/trainer" not in pending  # bound now
+        assert page.svgs > len(figures["devicesByClass"])  # a bar per class, a histogram, node bars
+
+    run_with_service(body)
+
+
+def test_the_page_pages_nodes_and_narrows_to_one_class(tmp_path: Path) -> None:
+    count = PAGE_NODES + 5
+    objects = [device_class("gpu", 'device.driver == "driver-a"'), device_class("other", "false")]
+    for i in range(count):
+        objects += [
+            node(f"n{i:03}"),
+            resource_slice(f"s{i}", [device("g0")], pool=f"n{i:03}", node=f"n{i:03}"),
+        ]
+    state = tmp_path / "state.json"
+    state.write_bytes(orjson.dumps(listed(objects)))
+
+    async def body(r: Running) -> None:
+        first = page_figures((await r.client.get("/debug/ui?class=gpu")).text)
+        second = page_figures((await r.client.get("/debug/ui?class=gpu&page=2")).text)
+        rows = [len([x for x in p.tables["node-table"] if "data-node" in x["row"]]) for p in (first, second)]
+        assert rows == [PAGE_NODES, 5]
+        assert "page=2" in (await r.client.get("/debug/ui?class=gpu")).text
+        beyond = page_figures((await r.client.get("/debug/ui?class=gpu&page=99")).text)
+        assert len([x for x in beyond.tables["node-table"] if "data-node" in x["row"]]) == 5  # the last
+        none = page_figures((await r.client.get("/debug/ui?class=other")).text)
+        assert [x for x in none.tables["node-table"] if "data-node" in x["row"]] == []
+
+    run_with_service(body, paths=[str(state)])
+
+
+BAD_QUERIES = {
+    "a page of zero": "/debug/ui?page=0",
+    "a page that is not a number": "/debug/ui?page=two",
+    "a count below one": "/debug/capacity?count=0",
+    "an unknown format": "/debug/capacity?format=xml",
+    "a limit that is not a number": "/debug/decisions?limit=x",
+}
+
+
+@pytest.mark.parametrize("path", BAD_QUERIES.values(), ids=BAD_QUERIES.keys())
+def test_bad_queries_get_400_with_the_reason(path: str) -> None:
+    async def body(r: Running) -> None:
+        response = await r.client.get(path)
+        assert response.status_code == 400 and "must be" in response.json()["Error"]
+
+    run_with_service(body)
+
+
+def test_the_ops_listener_serves_the_views_only_with_ops_debug() -> None:
+    async def body(r: Running) -> None:
+        for views, status in ((False, 404), (True, 200)):
+            app = create_ops_app(r.service, debug_views=views)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://ops") as ops:
+                for path in (
+                    "/debug/ui",
+                    "/debug/snapshot",
+                    "/debug/capacity",
+                    "/debug/pods/default/trainer",
+                ):
+                    assert (await ops.get(path)).status_code == status, (views, path)
+                assert (await ops.get("/readyz")).status_code == 200
+                assert (await ops.post("/scheduler/filter", content=b"{}")).status_code in (404, 405)
+
+    run_with_service(body)
+
+
+def test_a_second_view_asked_while_one_is_computed_gets_429() -> None:
+    gate = OneAtATime()
+    release = asyncio.Event()
+
+    async def slow() -> Response:
+        await release.wait()
+        return Response("done")
+
+    async def main() -> list[int]:
+        handler = gate.wrap(slow)
+        first = asyncio.create_task(handler())
+        await asyncio.sleep(0)
+        second = await handler()
+        release.set()
+        done = await first
+        third = await handler()  # the first is done: the gate is open again
+        return [done.status_code, second.status_code, third.status_code]
+
+    assert asyncio.run(main()) == [200, 429, 200]
+
+
+def test_a_failing_view_opens_the_gate_again() -> None:
+    gate = OneAtATime()
+
+    async def broken() -> Response:
+        raise RuntimeError("boom")
+
+    async def fine() -> Response:
+        return Response("ok")
+
+    async def main() -> int:
+        with pytest.raises(RuntimeError):
+            await gate.wrap(broken)()
+        return (await gate.wrap(fine)()).status_code
+
+    assert asyncio.run(main()) == 200
