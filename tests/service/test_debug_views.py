@@ -222,7 +222,11 @@ def test_a_second_view_asked_while_one_is_computed_gets_429() -> None:
 
     async def main() -> list[int]:
         handler = gate.wrap(slow)
-        first = asyncio.create_task(handler())
+
+        async def ask() -> Response:
+            return await handler()
+
+        first = asyncio.create_task(ask())
         await asyncio.sleep(0)
         second = await handler()
         release.set()
