@@ -10,9 +10,12 @@ import orjson
 
 
 class ClusterAPIError(Exception):
-    """A failed API call; ``code`` is the HTTP status (0 when there was no answer)."""
+    """A failed API call; ``code`` is the HTTP status (0 when there was no answer), ``answer``
+    the body it came with when that was a JSON object (a Status; through the service proxy,
+    whatever the service answered)."""
 
     code = 0
+    answer: dict[str, Any] | None = None
 
 
 class NotSent(ClusterAPIError):
@@ -61,16 +64,19 @@ def api_error(status: int, reason: str, body: bytes | str | None) -> ClusterAPIE
         if decoded.get("message"):
             message = f"{status}: {decoded['message']}"
         kind = str(decoded.get("reason") or "")
+    error: ClusterAPIError
     if status == 409 and kind == "AlreadyExists":
-        return ApiAlreadyExists(message)
-    if status == 409:
-        return ApiConflict(message)
-    if status == 404:
-        return ApiNotFound(message)
-    if status == 403 and f"ValidatingAdmissionPolicy '{FENCE_POLICY}" in message:
-        return FencedByStore(message)
-    error = ClusterAPIError(message)
-    error.code = status or 0
+        error = ApiAlreadyExists(message)
+    elif status == 409:
+        error = ApiConflict(message)
+    elif status == 404:
+        error = ApiNotFound(message)
+    elif status == 403 and f"ValidatingAdmissionPolicy '{FENCE_POLICY}" in message:
+        error = FencedByStore(message)
+    else:
+        error = ClusterAPIError(message)
+        error.code = status or 0
+    error.answer = decoded if isinstance(decoded, dict) else None
     return error
 
 

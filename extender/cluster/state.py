@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from extender.model import nesting
 from extender.model.core import Node, Pod, parse_node, parse_pod
 from extender.model.dra import (
@@ -26,6 +24,7 @@ from extender.model.dra import (
     parse_resource_slice,
 )
 from extender.model.errors import ObjectError, TooDeep
+from extender.model.json_form import as_json
 from extender.model.policy import PodDisruptionBudget, parse_pod_disruption_budget
 from extender.model.scheduling import SCHEDULING_GROUP, PodGroup, parse_pod_group
 from extender.model.taint_rules import DeviceTaintRule, parse_device_taint_rule
@@ -127,11 +126,12 @@ class ClusterState:
             state.apply(obj)
         return state
 
-    def objects(self) -> list[dict[str, Any]]:
+    def held(self) -> list[dict[str, Any] | bytes]:
         """Every object held, as it was read (what a state file of this cache would hold), kind
-        by kind in the order decisions depend on them."""
-        out: list[dict[str, Any]] = [n.raw for n in self.nodes.values()]
-        out += [orjson.loads(s.source) for s in self.slices.values() if s.source]
+        by kind in the order decisions depend on them: dicts, and ResourceSlices as the compact
+        JSON they are kept in (:func:`as_list_json` joins them without decoding a slice)."""
+        out: list[dict[str, Any] | bytes] = [n.raw for n in self.nodes.values()]
+        out += [s.source for s in self.slices.values() if s.source]
         for records in (self.classes, self.taint_rules, self.templates, self.claims):
             out += [r.raw for r in records.values()]
         out += [p.raw for p in self.pods.values()]
@@ -355,3 +355,9 @@ def is_newer(cached: str, reference: str) -> bool:
         return int(cached) > int(reference)
     except ValueError:
         return cached != reference
+
+
+def as_list_json(held: list[dict[str, Any] | bytes]) -> bytes:
+    """:meth:`ClusterState.held` as one ``kind: List`` in JSON (a state file)."""
+    parts = [o if isinstance(o, bytes) else as_json(o) for o in held]
+    return b'{"apiVersion":"v1","kind":"List","items":[' + b",".join(parts) + b"]}"

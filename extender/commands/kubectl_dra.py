@@ -1,16 +1,18 @@
 """``kubectl dra`` (the ``kubectl-dra`` executable kubectl finds on the PATH): the extender's
 answers from a laptop with a kubeconfig, no access to the pod network needed.
 
-This first form computes from the objects the user's own credentials can list (the kinds the
-extender reads, :mod:`extender.cluster.discovery`), and says so: ``snapshot`` writes them in the
-state-file format that ``dra-extender simulate`` and ``serve --state`` read; ``explain``,
-``simulate``, ``capacity`` and ``pending`` decide on them as the extender would, as the API
-server's Kubernetes release (the nearest one known, as the extender itself does, with a
-warning) and the release's default gates unless ``--kubernetes-version`` and
-``--feature-gates`` say otherwise. What only a running extender knows (binds in flight, devices
-held after prioritize) is not in such a snapshot. A kind the credentials may not list is named
-in a warning; ``snapshot`` goes on without it, a decision does not (it would be wrong, not
-partial), except for PodDisruptionBudgets, which only preemption reads.
+First it asks the running extender, through the API server's service proxy
+(:mod:`extender.cluster.extender_proxy`; ``--extender`` names the Service): ``snapshot`` is then
+the extender's cache as it holds it, ``explain`` and ``capacity`` its own views (binds in flight
+included), and ``simulate`` and ``pending`` decide on that snapshot. When it cannot (no right
+to proxy, no such Service, an extender without ``--ops-debug``), it says why and computes from
+the objects the user's own credentials can list (the kinds the extender reads,
+:mod:`extender.cluster.discovery`); ``--source`` forces either. Every command says on stderr
+which it did. Decisions made here are the API server's Kubernetes release's (the nearest one
+known, as the extender itself does, with a warning) with the release's default gates, unless
+``--kubernetes-version`` and ``--feature-gates`` say otherwise. A kind the credentials may not
+list is named in a warning; ``snapshot`` goes on without it, a decision does not (it would be
+wrong, not partial), except for PodDisruptionBudgets, which only preemption reads.
 """
 
 from __future__ import annotations
@@ -27,14 +29,19 @@ import orjson
 import yaml
 
 from extender import __version__
+from extender.cluster.extender_proxy import DEFAULT_SERVICE, ExtenderService
 from extender.commands.arguments import kubernetes_version
 
 if TYPE_CHECKING:
     from extender.allocator.releases import Release
     from extender.cluster.discovery import Listing
+    from extender.cluster.kube import RawKube
     from extender.scheduling.engine import Engine
 
 COMPUTED = "computed from the objects your credentials can list (the extender itself was not asked)"
+#: Said when the answer came from the running extender (``{service}``: where).
+FROM_EXTENDER = "from the extender's cache at {service}, through the API server's service proxy"
+SOURCES = ("auto", "extender", "objects")
 #: Kinds a decision may do without (as cluster mode's informers: only preemption reads them).
 OPTIONAL_KINDS = frozenset({"PodDisruptionBudget"})
 #: Exit codes, as dra-extender's.
@@ -51,6 +58,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kubectl-dra {__version__}")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
     parser.add_argument("--context", help="the kubeconfig context to use (default: its current one)")
+    parser.add_argument(
+        "--extender",
+        default=DEFAULT_SERVICE,
+        type=_service,
+        metavar="NS/SERVICE:PORT",
+        help=f"the extender's ops port, reached through the API server's service proxy "
+        f"(default {DEFAULT_SERVICE}; the standalone deployment: dra-extender/dra-extender:metrics)",
+    )
+    parser.add_argument(
+        "--source",
+        choices=SOURCES,
+        default="auto",
+        help="auto (default): ask the extender, and compute from the objects you can list when it "
+        "cannot be asked; extender or objects: only that",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     snapshot = sub.add_parser(
         "snapshot",
@@ -105,6 +127,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _service(text: str) -> ExtenderService:
+    try:
+        return ExtenderService.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"a positive integer, not {text!r}")
@@ -131,8 +160,21 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 def _run(args: argparse.Namespace, out: TextIO) -> int:
     from extender.cluster.api import ClusterAPIError
+    from extender.cluster.extender_proxy import NotReachable, ViewRefused
+    from extender.explain import ExplainError
 
-    listing, server_release = _listed(args.kubeconfig, args.context)
+    raw, server_release = _connect(args.kubeconfig, args.context)
+    release = getattr(args, "kubernetes_version", None) or server_release  # snapshot has none
+    if args.source != "objects":
+        try:
+            return _from_extender(raw, args, release, out)
+        except ViewRefused as exc:
+            raise ExplainError(f"the extender at {args.extender} answered: {exc}") from None
+        except NotReachable as exc:
+            if args.source == "extender":
+                raise ClusterAPIError(f"the extender cannot be asked: {exc}") from None
+            print(f"kubectl dra: the extender cannot be asked: {exc}", file=sys.stderr)
+    listing = _listed(raw)
     if args.command == "snapshot":
         _warn_refused(listing.refused)
         print(f"kubectl dra: snapshot {COMPUTED}", file=sys.stderr)
@@ -147,43 +189,91 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         )
     _warn_refused(listing.refused)
     print(f"kubectl dra: answers {COMPUTED}", file=sys.stderr)
-    release = args.kubernetes_version or server_release
+    if args.command in ("simulate", "pending"):
+        return _decide_on(listing.objects, release, args, out)
+    from extender.commands.arguments import offline_features
+    from extender.explain import engine_from_state
+
     with tempfile.TemporaryDirectory(prefix="kubectl-dra-") as folder:
         state = Path(folder) / "snapshot.json"
         _write(state, listing.objects, compact=True)
         limit = state.stat().st_size + 1  # the snapshot is ours: no size limit but its own
-        if args.command == "simulate":
-            return _simulate(state, limit, release.name, args, out)
-        if args.command == "pending":
-            return _pending(state, limit, release.name, args.feature_gates, listing.objects, args.output, out)
-        from extender.commands.arguments import offline_features
-        from extender.explain import engine_from_state
-
-        # (simulate and pending pass the gates on to simulate, which reads them itself)
         engine = engine_from_state(
             [str(state)], limit, release, offline_features(args.feature_gates, release)
         )
-        if args.command == "capacity":
-            from extender.service import debug
+    if args.command == "capacity":
+        from extender.service import debug
 
-            out.write(
-                _rendered("capacity", debug.capacity_view(engine, args.device_class, args.count), args.output)
-            )
-            return FITS
-        return _explain(engine, args.pod, args.output, out)
+        out.write(
+            _rendered("capacity", debug.capacity_view(engine, args.device_class, args.count), args.output)
+        )
+        return FITS
+    return _explain(engine, args.pod, args.output, out)
 
 
-def _listed(kubeconfig: str | None, context: str | None) -> tuple[Listing, Release]:
-    """(:class:`~extender.cluster.discovery.Listing` of every kind the extender reads, as these
-    credentials list them; the release to decide as: the API server's, or the nearest known)."""
+def _from_extender(raw: RawKube, args: argparse.Namespace, release: Release, out: TextIO) -> int:
+    """The command answered by the running extender's views (``NotReachable`` if it cannot be)."""
+    from extender.cluster.extender_proxy import ask
+
+    service: ExtenderService = args.extender
+    said = f"kubectl dra: {{}} {FROM_EXTENDER.format(service=service)}"
+    if args.command == "explain":
+        from extender.explain import fits_somewhere, render, split_pod
+
+        namespace, name = split_pod(args.pod)
+        explained = ask(raw, service, f"pods/{namespace}/{name}")
+        print(said.format("answer"), file=sys.stderr)
+        out.write(render(explained, args.output))
+        return FITS if fits_somewhere(explained) else FITS_NOWHERE
+    if args.command == "capacity":
+        query = {"class": args.device_class} if args.device_class else {}
+        query.update({"count": str(args.count)} if args.count else {})
+        view = ask(raw, service, "capacity", query)
+        print(said.format("answer"), file=sys.stderr)
+        out.write(_rendered("capacity", view, args.output))
+        return FITS
+    snapshot = ask(raw, service, "snapshot")
+    objects: list[dict[str, Any]] = list(snapshot.get("items") or [])
+    if args.command == "snapshot":
+        print(said.format("snapshot"), file=sys.stderr)
+        _write(Path(args.output), objects)
+        print(f"kubectl dra: {len(objects)} objects written to {args.output}", file=sys.stderr)
+        return FITS
+    print(said.format("decided on a snapshot"), file=sys.stderr)
+    return _decide_on(objects, release, args, out)
+
+
+def _decide_on(objects: list[dict[str, Any]], release: Release, args: argparse.Namespace, out: TextIO) -> int:
+    """``simulate`` or ``pending`` on these objects."""
+    with tempfile.TemporaryDirectory(prefix="kubectl-dra-") as folder:
+        state = Path(folder) / "snapshot.json"
+        _write(state, objects, compact=True)
+        limit = state.stat().st_size + 1  # the snapshot is ours: no size limit but its own
+        if args.command == "simulate":
+            return _simulate(state, limit, release.name, args, out)
+        return _pending(state, limit, release.name, args.feature_gates, objects, args.output, out)
+
+
+def _connect(kubeconfig: str | None, context: str | None) -> tuple[RawKube, Release]:
+    """A client with the user's credentials, and the release to decide as: the API server's, or
+    the nearest known."""
     from kubernetes import client as k8s
 
-    from extender.cluster.api import ClusterAPIError
-    from extender.cluster.discovery import discover_once, list_all, watched
     from extender.cluster.kube import RawKube, load_user_configuration
     from extender.service.versions import ServerVersion, release_for
 
     raw = RawKube(k8s.ApiClient(load_user_configuration(kubeconfig, context)))
+    release, warning = release_for(ServerVersion.read(raw, attempts=1))
+    if warning is not None:
+        print(f"kubectl dra: warning: {warning}", file=sys.stderr)
+    return raw, release
+
+
+def _listed(raw: RawKube) -> Listing:
+    """Every kind the extender reads, as these credentials list them."""
+    from extender.cluster.api import ClusterAPIError
+    from extender.cluster.discovery import discover_once, list_all, watched
+
     try:
         paths, served = discover_once(raw)
     except ClusterAPIError as exc:
@@ -194,10 +284,7 @@ def _listed(kubeconfig: str | None, context: str | None) -> tuple[Listing, Relea
         print(
             f"kubectl dra: warning: PodGroup versions not read ({exc}); PodGroups left out", file=sys.stderr
         )
-    release, warning = release_for(ServerVersion.read(raw, attempts=1))
-    if warning is not None:
-        print(f"kubectl dra: warning: {warning}", file=sys.stderr)
-    return list_all(raw, watched(paths, served, device_taint_rules=True), paths), release
+    return list_all(raw, watched(paths, served, device_taint_rules=True), paths)
 
 
 def _warn_refused(refused: Mapping[str, str]) -> None:

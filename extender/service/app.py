@@ -16,12 +16,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 import yaml
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from extender.cluster.state import as_list_json
 from extender.defaults import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
 from extender.model.core import Node, Pod, parse_pod
 from extender.model.errors import ObjectError
@@ -455,8 +455,11 @@ def add_debug_views(app: FastAPI, service: Service, *, one_at_a_time: bool = Fal
 
     @debug_route("/debug/snapshot")
     async def debug_snapshot() -> Response:
-        """The cache's objects as a state file (``kubectl dra snapshot``)."""
-        return _json(orjson.dumps(await worker.call(debug.snapshot, engine)))
+        """The objects the extender decides from, as its cache holds them: a ``kind: List`` that
+        ``dra-extender simulate``, ``explain --state`` and ``serve --state`` read (``kubectl dra
+        snapshot``). Binds in flight and devices held after prioritize are not objects."""
+        held = await worker.call(engine.state.held)  # references only: the encoding is here
+        return _json(as_list_json(held))
 
     @debug_route("/debug/ui")
     async def debug_ui(request: Request, page: str | None = None) -> Response:

@@ -298,13 +298,6 @@ def page_view(
     }
 
 
-def snapshot(engine: Engine) -> dict[str, Any]:
-    """The objects the extender decides from, as its cache holds them: a ``kind: List`` that
-    ``dra-extender simulate``, ``explain --state`` and ``serve --state`` read. Binds in flight
-    and devices held after prioritize are not objects: they are left out."""
-    return {"apiVersion": "v1", "kind": "List", "items": engine.state.objects()}
-
-
 def _text(value: Any) -> str:
     """A detail value as text: strings as they are, mappings and lists as compact JSON."""
     if isinstance(value, str):

@@ -58,8 +58,16 @@ def test_a_server_that_does_not_answer_is_an_error(
         "contexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
     )
     assert main(["--kubeconfig", str(kubeconfig), "explain", "default/p"]) == 2
-    assert capsys.readouterr().err.startswith(
-        "error: API discovery of resource.k8s.io: GET /apis/resource.k8s.io"
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .startswith("error: the API server did not answer: GET /api/v1/namespaces/dra-extender/services/")
+    )
+    assert main(["--kubeconfig", str(kubeconfig), "--source", "objects", "explain", "default/p"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .startswith("error: API discovery of resource.k8s.io: GET /apis/resource.k8s.io")
     )
 
 

@@ -143,3 +143,47 @@ def scheduler_image(docs: tuple[dict[str, Any], ...]) -> str:
         c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "kube-scheduler"
     ]
     return str(container["image"])
+
+
+def kustomized(directory: Path) -> tuple[dict[str, Any], ...]:
+    kubectl = shutil.which("kubectl")
+    assert kubectl
+    out = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True, text=True, check=True)
+    return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
+
+
+@pytest.mark.parametrize("directory", [SIDECAR, STANDALONE])
+def test_the_debug_views_component_turns_on_ops_debug_for_the_extender_alone(
+    directory: str, tmp_path: Path
+) -> None:
+    """manifests/components/debug-views: ``--ops-debug`` on the extender's container (by index in
+    a JSON patch: this catches a container moved), and a Role for the proxy to its Service."""
+    copy = tmp_path / "repo"
+    for part in ("manifests", "scheduler-config"):
+        shutil.copytree(REPO / part, copy / part)
+    overlay = copy / "overlay"
+    overlay.mkdir()
+    overlay.joinpath("kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {"resources": [f"../{directory}"], "components": ["../manifests/components/debug-views"]}
+        )
+    )
+    docs = kustomized(overlay)
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
+    assert "--ops-debug" in containers.pop("dra-extender")["args"]
+    assert all("--ops-debug" not in c.get("args", ()) for c in containers.values())
+    assert all(
+        "--ops-debug" not in c.get("args", ())
+        for c in one("Deployment", directory=directory)["spec"]["template"]["spec"]["containers"]
+    )  # off without the component
+    (service,) = [d for d in docs if d["kind"] == "Service"]
+    ops = [p["name"] for p in service["spec"]["ports"] if p["targetPort"] == "ops"]
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "dra-extender-debug"]
+    (rule,) = role["rules"]
+    assert rule["resources"] == ["services/proxy"] and rule["verbs"] == ["get"]
+    assert [f"{service['metadata']['name']}:{port}" for port in ops] == [
+        name for name in rule["resourceNames"] if name.startswith(f"{service['metadata']['name']}:")
+    ]
+    for doc in docs:
+        kubernetes_validate.validate(doc, VERSIONS[-1], strict=True)

@@ -21,6 +21,7 @@ KINDS: dict[str, tuple[str, bool]] = {
     "ServiceAccount": ("serviceaccounts", True),
     "ConfigMap": ("configmaps", True),
     "Service": ("services", True),
+    "Endpoints": ("endpoints", True),
     "Event": ("events", True),
     "Deployment": ("deployments", True),
     "NetworkPolicy": ("networkpolicies", True),

@@ -18,7 +18,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -471,9 +471,17 @@ class ControlPlane:
         return target
 
     @contextlib.contextmanager
-    def person(self, name: str, cluster_role: str | None, namespace: str = "default") -> Iterator[Path]:
+    def person(
+        self,
+        name: str,
+        cluster_role: str | None,
+        namespace: str = "default",
+        *,
+        roles: Sequence[tuple[str, str]] = (),
+    ) -> Iterator[Path]:
         """A kubeconfig of someone holding ``cluster_role`` (bound through RBAC; None: no role at
-        all): a ServiceAccount's token, removed again with its binding afterwards."""
+        all) and the namespaced ``roles`` ((namespace, Role) pairs, each bound by a RoleBinding):
+        a ServiceAccount's token, removed again with its bindings afterwards."""
         api = self.api
         made: list[tuple[str, str, str | None]] = []
         account: dict[str, Any] = {
@@ -481,17 +489,29 @@ class ControlPlane:
             "kind": "ServiceAccount",
             "metadata": {"name": name, "namespace": namespace},
         }
-        binding: dict[str, Any] = {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-        }
+        subjects = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+        rbac = "rbac.authorization.k8s.io"
+        made_here: list[tuple[dict[str, Any], str | None]] = [(account, namespace)]
+        if cluster_role is not None:
+            binding = {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": cluster_role},
+                "subjects": subjects,
+            }
+            made_here.append((binding, None))
+        for role_namespace, role in roles:
+            role_binding = {
+                "apiVersion": f"{rbac}/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": name, "namespace": role_namespace},
+                "roleRef": {"apiGroup": rbac, "kind": "Role", "name": role},
+                "subjects": subjects,
+            }
+            made_here.append((role_binding, role_namespace))
         try:
-            for obj, where in ((account, namespace), (binding, None)):
-                if obj is binding and cluster_role is None:
-                    continue
+            for obj, where in made_here:
                 try:
                     api.create(obj)
                 except ApiError as exc:

@@ -6,9 +6,12 @@ filter answers for the same pod (issue 41)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +19,15 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+import yaml
 
-from extender.commands.kubectl_dra import COMPUTED
+from extender.commands.kubectl_dra import COMPUTED, FROM_EXTENDER
 from tests.builders import allocated
-from tests.realcluster.components import extender
-from tests.realcluster.controlplane import ControlPlane
+from tests.realcluster.api import ApiError
+from tests.realcluster.components import Extender, extender
+from tests.realcluster.controlplane import EXTENDER_ACCOUNT, EXTENDER_NAMESPACE, ControlPlane
 from tests.realcluster.workload import GPU_DRIVER, gpu_class, gpu_slice, one_gpu_claim, pod_with_claims
+from tests.shared import REPO
 
 
 @pytest.fixture
@@ -151,3 +157,198 @@ def test_pending_says_where_each_waiting_pod_fits_or_why_nowhere(cluster: Contro
     text = kubectl_dra(viewer, "pending")
     assert "default/p  fits on 1 node(s): node-a" in text.stdout
     assert "default/q  fits nowhere (" in text.stdout
+
+
+# --- through the API server's service proxy to a running extender ----------------------------------
+
+DEBUG_ROLE = REPO / "manifests" / "components" / "debug-views" / "debug-role.yaml"
+SIDECAR_SERVICE = "dra-extender-scheduler"
+
+
+def routable_address() -> str | None:
+    """This machine's address on its network: the API server proxies to no loopback address
+    (as to no pod on one), so the extender must listen where a pod's IP would be."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # a documentation address: nothing is sent
+        except OSError:
+            return None
+        address = str(probe.getsockname()[0])
+    return None if address.startswith("127.") else address
+
+
+@contextlib.contextmanager
+def served_through_proxy(cluster: ControlPlane, *args: str) -> Iterator[Extender]:
+    """The extender running here with ``args``, behind the sidecar deployment's Service as the
+    API server sees one: the Service, its Endpoints naming a Pod, the Pod with this machine's
+    address as its IP (no kubelet runs here to start it), and the shipped debug Role."""
+    address = routable_address()
+    if address is None:
+        pytest.skip("no non-loopback address here: the API server proxies to no loopback address")
+    api = cluster.api
+    made: list[tuple[str, str]] = []
+    with extender(cluster, "--ops-host", "0.0.0.0", *args) as ext:
+        port = int(ext.ops_url.rsplit(":", 1)[1])
+        try:
+            role = yaml.safe_load(DEBUG_ROLE.read_text())
+            for obj in (role, *sidecar_endpoint(address, port)):
+                try:
+                    created = api.create(obj)
+                except ApiError as exc:
+                    if exc.code != 409:
+                        raise
+                    created = obj
+                made.append((obj["kind"], obj["metadata"]["name"]))
+                if obj["kind"] == "Pod":
+                    created["status"] = {
+                        "phase": "Running",
+                        "podIP": address,
+                        "podIPs": [{"ip": address}],
+                        "conditions": [{"type": "Ready", "status": "True"}],
+                    }
+                    api.request(
+                        "PUT",
+                        f"/api/v1/namespaces/{EXTENDER_NAMESPACE}/pods/{obj['metadata']['name']}/status",
+                        json=created,
+                    )
+            yield ext
+        finally:
+            for kind, name in reversed(made):
+                with contextlib.suppress(ApiError):
+                    api.delete(kind, name, EXTENDER_NAMESPACE)
+
+
+def sidecar_endpoint(address: str, port: int) -> list[dict[str, Any]]:
+    meta = {"namespace": EXTENDER_NAMESPACE, "labels": {"app.kubernetes.io/name": "dra-extender"}}
+    pod = "dra-extender-scheduler-proxy-test"
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": pod, **meta},
+            "spec": {
+                "nodeName": "node-a",
+                "serviceAccountName": EXTENDER_ACCOUNT,  # no controller makes a "default" one here
+                "containers": [{"name": "dra-extender", "image": "dra-extender"}],
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": SIDECAR_SERVICE, **meta},
+            "spec": {"ports": [{"name": "metrics", "port": 8889, "targetPort": port}]},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": SIDECAR_SERVICE, **meta},
+            "subsets": [
+                {
+                    "addresses": [
+                        {
+                            "ip": address,
+                            "targetRef": {"kind": "Pod", "name": pod, "namespace": EXTENDER_NAMESPACE},
+                        }
+                    ],
+                    "ports": [{"name": "metrics", "port": port}],
+                }
+            ],
+        },
+    ]
+
+
+@pytest.fixture
+def debugger(cluster: ControlPlane) -> Iterator[Path]:
+    """Someone holding the shipped dra-extender-debug Role only: no right to list anything."""
+    with cluster.person(
+        "dra-debugger", None, roles=[(EXTENDER_NAMESPACE, "dra-extender-debug")]
+    ) as kubeconfig:
+        yield kubeconfig
+
+
+def test_through_the_service_proxy_every_command_is_the_extenders_answer(
+    cluster: ControlPlane, debugger: Path, tmp_path: Path
+) -> None:
+    """Holding only the debug Role (it may list nothing): each command is answered by the running
+    extender, and says so; simulate on the extender's snapshot answers what its filter answers."""
+    pod = two_nodes_one_free_gpu(cluster)
+    with served_through_proxy(cluster, "--ops-debug") as ext:
+        wait_until_cached(ext, "default", "p")
+        said = FROM_EXTENDER.format(service=f"{EXTENDER_NAMESPACE}/{SIDECAR_SERVICE}:metrics")
+        answer = kubectl_dra(debugger, "snapshot", "-o", str(tmp_path / "snapshot.json"))
+        assert answer.returncode == 0 and said in answer.stderr, answer.stderr
+        listed = json.loads((tmp_path / "snapshot.json").read_text())["items"]
+        assert listed == ext.get("/debug/snapshot")["items"]  # the cache, as the extender holds it
+        assert {("Pod", "p"), ("Node", "node-a"), ("ResourceClaim", "held-a")} <= {
+            (o["kind"], o["metadata"]["name"]) for o in listed
+        }
+        explained = kubectl_dra(debugger, "explain", "default/p", "-o", "json")
+        assert explained.returncode == 0 and said in explained.stderr, explained.stderr
+        assert json.loads(explained.stdout) == ext.get("/debug/pods/default/p")
+        capacity = kubectl_dra(debugger, "capacity", "--class", "gpu.example.com", "-o", "json")
+        assert capacity.returncode == 0 and said in capacity.stderr, capacity.stderr
+        assert json.loads(capacity.stdout)["shape"]["byNode"] == {"node-a": 1}
+        simulated = kubectl_dra(debugger, "simulate", "--pod", "default/p", "-o", "json")
+        assert simulated.returncode == 0 and said in simulated.stderr, simulated.stderr
+        (decided,) = json.loads(simulated.stdout)["pods"]
+        live = httpx.post(
+            f"{ext.url}/scheduler/filter",
+            content=orjson.dumps(
+                {"Pod": cluster.api.get("Pod", "p", "default") or pod, "NodeNames": ["node-a", "node-b"]}
+            ),
+            timeout=30,
+        ).json()
+        assert live["NodeNames"] == [n for n, v in decided["nodes"].items() if v["fits"]] == ["node-a"]
+        refused = {**live["FailedNodes"], **live["FailedAndUnresolvableNodes"]}
+        assert refused == {n: v["reason"] for n, v in decided["nodes"].items() if not v["fits"]}
+        pending = kubectl_dra(debugger, "pending", "-o", "json")
+        assert pending.returncode == 0 and said in pending.stderr, pending.stderr
+        assert [p["pod"] for p in json.loads(pending.stdout)["pods"]] == ["default/p"]
+        page = httpx_through_proxy(cluster, debugger, "ui")
+        assert page.status_code == 200 and "<title>dra-extender: device capacity</title>" in page.text
+        unknown = kubectl_dra(debugger, "explain", "default/nobody")
+        assert unknown.returncode == 2 and "pod default/nobody not found" in unknown.stderr
+
+
+def httpx_through_proxy(cluster: ControlPlane, kubeconfig: Path, view: str) -> httpx.Response:
+    """``GET .../services/dra-extender-scheduler:metrics/proxy/debug/VIEW`` as that person (what a
+    browser behind ``kubectl proxy`` asks)."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    user = config["users"][0]["user"]
+    cluster_entry = config["clusters"][0]["cluster"]
+    path = f"/api/v1/namespaces/{EXTENDER_NAMESPACE}/services/{SIDECAR_SERVICE}:metrics/proxy/debug/{view}"
+    return httpx.get(
+        cluster_entry["server"] + path,
+        headers={"Authorization": f"Bearer {user['token']}"},
+        verify=cluster_entry.get("certificate-authority") or False,
+        timeout=30,
+    )
+
+
+def wait_until_cached(ext: Extender, namespace: str, name: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if httpx.get(f"{ext.url}/debug/pods/{namespace}/{name}", timeout=10).status_code == 200:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the extender never cached pod {namespace}/{name}")
+
+
+def test_without_the_right_to_proxy_it_says_so_and_computes_from_the_objects(
+    cluster: ControlPlane, viewer: Path
+) -> None:
+    two_nodes_one_free_gpu(cluster)
+    with served_through_proxy(cluster, "--ops-debug"):
+        answer = kubectl_dra(viewer, "explain", "default/p", "-o", "json")
+    assert answer.returncode == 0, answer.stderr
+    assert "the extender cannot be asked: not allowed to reach" in answer.stderr
+    assert "forbidden" in answer.stderr.lower() and COMPUTED in answer.stderr
+    assert json.loads(answer.stdout)["nodes"]["node-a"]["fits"] is True
+
+
+def test_an_extender_without_ops_debug_is_named_as_such(cluster: ControlPlane, debugger: Path) -> None:
+    two_nodes_one_free_gpu(cluster)
+    with served_through_proxy(cluster):  # no --ops-debug: probes and metrics only
+        answer = kubectl_dra(debugger, "--source", "extender", "capacity")
+    assert answer.returncode == 2
+    assert "its extender runs without --ops-debug" in answer.stderr

@@ -128,6 +128,28 @@ def test_the_api_server_accepts_every_object_of_each_kustomization(
     assert len(applied) == len(rendered(directory)), answer.stdout
 
 
+@pytest.mark.parametrize("directory", ["manifests", "manifests/standalone"])
+def test_the_api_server_accepts_each_deployment_with_the_debug_views_component(
+    control_plane: ControlPlane, installer: Path, directory: str, tmp_path: Path
+) -> None:
+    """manifests/components/debug-views is a Component (not applied alone): applied with each
+    deployment, as its comment says to."""
+    for part in ("manifests", "scheduler-config"):
+        shutil.copytree(REPO / part, tmp_path / part)
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    overlay.joinpath("kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {"resources": [f"../{directory}"], "components": ["../manifests/components/debug-views"]}
+        )
+    )
+    answer = dry_run(installer, overlay, tmp_path / "cache")
+    assert answer.returncode == 0, answer.stderr
+    assert "Warning" not in answer.stderr, answer.stderr
+    assert "role.rbac.authorization.k8s.io/dra-extender-debug serverside-applied" in answer.stdout
+    assert len([line for line in answer.stdout.splitlines() if line.strip()]) == len(rendered(directory)) + 1
+
+
 def _broken_copy(tmp_path: Path, change: Any) -> Path:
     """manifests/ and scheduler-config/ copied, with ``change`` made to manifests/ (kustomize
     reads files relative to the kustomization)."""

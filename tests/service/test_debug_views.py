@@ -15,7 +15,7 @@ import orjson
 import pytest
 from fastapi.responses import Response
 
-from extender.cluster.state import object_key
+from extender.cluster.state import as_list_json, object_key
 from extender.explain import engine_from_state
 from extender.service import debug
 from extender.service.app import PAGE_NODES, OneAtATime, create_ops_app
@@ -122,7 +122,8 @@ def test_the_snapshot_keeps_what_orjson_cannot_encode(tmp_path: Path) -> None:
     state.write_text(json.dumps(listed([node("n"), device_class("c", "true"), huge])))  # orjson: 2**70 no
     service, _store = build_embedded([str(state)], ServeConfig())
     try:
-        (kept,) = [o for o in debug.snapshot(service.engine)["items"] if o["kind"] == "ResourceSlice"]
+        snapshot = json.loads(as_list_json(service.engine.state.held()))
+        (kept,) = [o for o in snapshot["items"] if o["kind"] == "ResourceSlice"]
         assert kept["spec"]["devices"][0]["attributes"]["serial"]["int"] == 2**70
     finally:
         service.worker.stop()
