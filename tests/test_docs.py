@@ -133,7 +133,25 @@ RUN_ELSEWHERE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         r"kubectl dra snapshot -o \S+",
-        (KUBECTL_DRA + "test_snapshot_lists_what_the_viewer_may_read_and_says_where_the_answer_came_from",),
+        (
+            KUBECTL_DRA + "test_snapshot_lists_what_the_viewer_may_read_and_says_where_the_answer_came_from",
+            KUBECTL_DRA + "test_through_the_service_proxy_every_command_is_the_extenders_answer",
+        ),
+    ),
+    (
+        r"kubectl dra simulate --pod \S+",
+        (
+            KUBECTL_DRA + "test_simulate_on_a_snapshot_answers_what_the_live_filter_answers",
+            KUBECTL_DRA + "test_through_the_service_proxy_every_command_is_the_extenders_answer",
+        ),
+    ),
+    # A kustomization of one's own with the debug-views component, as the page shows it.
+    (
+        r"kubectl apply -k \.",
+        (
+            "tests/realcluster/test_manifests_applied.py::"
+            "test_the_api_server_accepts_each_deployment_with_the_debug_views_component",
+        ),
     ),
 )
 
