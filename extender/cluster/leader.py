@@ -56,7 +56,7 @@ class LeaseElector:
         self._leading_until = 0.0  # monotonic: leadership lapses unless renewed before this
         #: After taking the lease over from another holder, how long this replica waits before
         #: its first write: the previous leader's writes that passed its fence may still land
-        #: that long after it stopped (see README, "Leader election and fencing").
+        #: that long after it stopped (docs/leader-election.md).
         self.takeover_delay = takeover_delay
         self._writes_from = 0.0  # monotonic: no write before this (the takeover delay)
         self._observed: tuple[Any, ...] | None = None

@@ -95,7 +95,7 @@ class EngineConfig:
     #: How long a preemptor's bind waits for its victims' claims to be released (seconds).
     release_wait: float = DEFAULT_RELEASE_WAIT
     #: After prioritize, how long the devices a pod would get on its single best-scored node
-    #: are kept for it (until its bind or next filter), seconds; 0: off (see README).
+    #: are kept for it (until its bind or next filter), seconds; 0: off (docs/performance.md).
     hold_seconds: float = 0.0
     #: Device-aware preemption (kube-scheduler 1.38+): nodes where evicting lower-priority pods
     #: would make room are Unschedulable instead of Unresolvable, and pods nominated to a node

@@ -223,7 +223,7 @@ class Snapshot:
             for claim, allocation in zip(to_allocate, outcome, strict=True):
                 allocations.setdefault(claim.name, allocation)  # a claim listed twice: first wins
         # 1.36 judges only new allocations (inside the allocator's block); 1.37 counts allocated
-        # claims too, so it judges whenever the pod has claims (inferred: see README Fidelity).
+        # claims too, so it judges whenever the pod has claims (inferred: see docs/fidelity.md).
         if pod is not None and (to_allocate or second_api):
             try:
                 verdict = na.judge(

@@ -7,7 +7,7 @@ with ``--hold-after-prioritize``, prioritize keeps the devices the pod would get
 node, when one node scores best alone, as a ``HELD`` record of the assume cache: no write, gone
 at the pod's bind (whatever node it names) or next filter, or after the hold's seconds. Off by
 default: kube-scheduler adds its own scores to ours, so the guess can be wrong, and a wrong
-guess keeps devices from other pods for that long (README, "Throughput").
+guess keeps devices from other pods for that long (docs/performance.md).
 
 Pure: a decision in, records in the assume cache out.
 """
