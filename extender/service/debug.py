@@ -191,7 +191,14 @@ def capacity_view(
     classes = sorted(found.free_by_class)
     out: dict[str, Any] = {
         "nodes": [
-            {"node": n.node, "driver": n.driver, "total": n.total, "allocated": n.allocated, "free": n.free}
+            {
+                "node": n.node,
+                "driver": n.driver,
+                "total": n.total,
+                "allocated": n.allocated,
+                "tainted": n.tainted,
+                "free": n.free,
+            }
             for n in found.nodes
         ],
         "classes": [
@@ -308,9 +315,16 @@ def _text(value: Any) -> str:
 def render_text(view: str, data: dict[str, Any]) -> str:
     if view == "capacity":
         text = _table(
-            ["NODE", "DRIVER", "TOTAL", "ALLOCATED", "FREE"],
+            ["NODE", "DRIVER", "TOTAL", "ALLOCATED", "TAINTED", "FREE"],
             [
-                [n["node"], n["driver"], str(n["total"]), str(n["allocated"]), str(n["free"])]
+                [
+                    n["node"],
+                    n["driver"],
+                    str(n["total"]),
+                    str(n["allocated"]),
+                    str(n.get("tainted", 0)),  # an extender older than the tainted count
+                    str(n["free"]),
+                ]
                 for n in data["nodes"]
             ],
         )
@@ -324,7 +338,7 @@ def render_text(view: str, data: dict[str, Any]) -> str:
         states = ("free", "allocated", "inFlight", "tainted")
         text += "\n" + _table(
             ["CLASS", "FREE", "ALLOCATED", "IN FLIGHT", "TAINTED"],
-            [[cls, *(str(by[k]) for k in states)] for cls, by in data["devicesByClass"].items()],
+            [[cls, *(str(by[k]) for k in states)] for cls, by in data.get("devicesByClass", {}).items()],
         )
         counts = [str(n) for n in SHAPE_COUNTS]
         text += "\n" + _table(
@@ -333,7 +347,7 @@ def render_text(view: str, data: dict[str, Any]) -> str:
                 [
                     cls,
                     *(str(fits[n]) for n in counts),
-                    *(str(data["strandedFor"][cls][n]) for n in counts[1:]),
+                    *(str(data.get("strandedFor", {}).get(cls, {}).get(n, "-")) for n in counts[1:]),
                 ]
                 for cls, fits in data["podsThatFit"].items()
             ],

@@ -130,12 +130,14 @@ class CapacityCollector(ScrapeTimeCollector):
             return
         nodes = GaugeMetricFamily(
             "dra_extender_node_devices",
-            "Devices a node can allocate, by driver and state (allocated, free); a network-attached "
-            "device counts on every node that reaches it.",
+            "Devices a node can allocate, by driver and state (allocated; tainted: not allocated, but "
+            "a NoSchedule or NoExecute taint keeps it; free); a network-attached device counts on "
+            "every node that reaches it.",
             labels=["node", "driver", "state"],
         )
         for n in capacity.nodes:
             nodes.add_metric([n.node, n.driver, "allocated"], n.allocated)
+            nodes.add_metric([n.node, n.driver, "tainted"], n.tainted)
             nodes.add_metric([n.node, n.driver, "free"], n.free)
         classes = GaugeMetricFamily(
             "dra_extender_class_devices",

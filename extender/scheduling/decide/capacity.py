@@ -38,10 +38,12 @@ class NodeDrivers:
     driver: str
     total: int
     allocated: int
+    #: Not allocated, but kept from requests without tolerations by a NoSchedule or NoExecute taint.
+    tainted: int = 0
 
     @property
     def free(self) -> int:
-        return self.total - self.allocated
+        return self.total - self.allocated - self.tainted
 
 
 @dataclass(frozen=True)
@@ -181,10 +183,13 @@ def capacity_steps(snapshot: Snapshot) -> Generator[None, None, Capacity]:
             continue  # deleted while the computation paused
         counts: dict[str, list[int]] = {}
         for device in inventory.node_devices(name, node.labels):
-            total_held = counts.setdefault(device.id.driver, [0, 0])
-            total_held[0] += 1
-            total_held[1] += allocated.holds(device.id)
-        per_node.extend(NodeDrivers(name, d, t, h) for d, (t, h) in sorted(counts.items()))
+            tally = counts.setdefault(device.id.driver, [0, 0, 0])
+            tally[0] += 1
+            if allocated.holds(device.id):
+                tally[1] += 1
+            elif check_taints and not taints_tolerated(inventory.taints(device), ()):
+                tally[2] += 1
+        per_node.extend(NodeDrivers(name, d, t, h, x) for d, (t, h, x) in sorted(counts.items()))
         info = node_info(node)
         for class_name, claim in claims.items():
             if class_name in class_errors:

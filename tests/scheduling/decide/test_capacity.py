@@ -81,9 +81,11 @@ def test_a_request_size_below_one_is_refused() -> None:
         cluster().pods_that_fit("gpu", 0)
 
 
-def states_of(*extra: dict[str, Any], in_flight: dict[str, Any] | None = None) -> Capacity:
-    """One node, four GPUs; ``in_flight``: a claim only the extender's own writes hold (the
-    snapshot's claims, not the cache's)."""
+def states_of(
+    *extra: dict[str, Any], in_flight: dict[str, Any] | None = None, features: Features | None = None
+) -> Capacity:
+    """One node, five GPUs (g3 tainted NoSchedule, g4 with a None effect); ``in_flight``: a claim
+    only the extender's own writes hold (the snapshot's claims, not the cache's)."""
     objects = [
         device_class("gpu", 'device.driver == "driver-a"'),
         node("node-a"),
@@ -106,8 +108,18 @@ def states_of(*extra: dict[str, Any], in_flight: dict[str, Any] | None = None) -
     if in_flight is not None:
         written = ClusterState.from_objects([in_flight]).claims
         claims.update(written)
-    return capacity(Snapshot(state, Features(), CelEnvironment(), claims=claims))
+    return capacity(Snapshot(state, features or Features(), CelEnvironment(), claims=claims))
 
+
+DRAIN_G0 = {
+    "apiVersion": "resource.k8s.io/v1beta2",
+    "kind": "DeviceTaintRule",
+    "metadata": {"name": "drain-g0"},
+    "spec": {
+        "deviceSelector": {"driver": "driver-a", "device": "g0"},
+        "taint": {"key": "drain", "effect": "NoExecute"},
+    },
+}
 
 STATES = {
     "all free but the NoSchedule-tainted one (a None effect keeps nothing)": (
@@ -130,6 +142,12 @@ STATES = {
         None,
         DeviceStates(free=4, allocated=1),
     ),
+    "admin access holds nothing: the device stays free": (
+        (claim("watcher", allocation=allocated(("driver-a", "node-a", "g0"), admin=True)),),
+        None,
+        DeviceStates(free=4, tainted=1),
+    ),
+    "a DeviceTaintRule's NoExecute taint": ((DRAIN_G0,), None, DeviceStates(free=3, tainted=2)),
 }
 
 
@@ -141,6 +159,18 @@ def test_each_device_of_a_class_counts_in_one_state(
     assert found.states_by_class["gpu"] == {"node-a": expected}
     assert found.class_states("gpu") == expected
     assert found.class_states("gpu").total == 5
+
+
+def test_with_device_taints_off_a_tainted_device_is_free() -> None:
+    """DRADeviceTaints off: the allocator ignores taints, and so does the count."""
+    found = states_of(DRAIN_G0, features=Features(device_taints=False, device_taint_rules=False))
+    assert found.class_states("gpu") == DeviceStates(free=5)
+    assert [n.tainted for n in found.nodes] == [0]
+
+
+def test_node_totals_leave_tainted_devices_out_of_free() -> None:
+    (node_a,) = states_of(claim("held", allocation=allocated(("driver-a", "node-a", "g0")))).nodes
+    assert (node_a.total, node_a.allocated, node_a.tainted, node_a.free) == (5, 1, 1, 3)
 
 
 def test_a_tainted_device_is_not_free_for_pods_that_fit() -> None:
