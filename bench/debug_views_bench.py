@@ -24,7 +24,13 @@ from bench.allocator_bench import cluster
 from extender.service.app import create_ops_app
 from extender.service.runtime import ServeConfig, build_embedded
 
-VIEWS = ("/debug/capacity", "/debug/ui", "/debug/ui?page=2", "/debug/ui?class=gpu.example.com", "/debug/snapshot")
+VIEWS = (
+    "/debug/capacity",
+    "/debug/ui",
+    "/debug/ui?page=2",
+    "/debug/ui?class=gpu.example.com",
+    "/debug/snapshot",
+)
 
 
 async def measure(client: httpx.AsyncClient, path: str, repeat: int) -> tuple[list[float], float, int]:

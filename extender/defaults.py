@@ -34,3 +34,9 @@ DEFAULT_CACHE_STALE_AFTER = 30.0
 
 #: kube-scheduler's httpTimeout for the extender, as scheduler-config/ ships it (seconds).
 DEFAULT_SCHEDULER_HTTP_TIMEOUT = 10.0
+
+#: Response headers of every debug view (extender/service/app.py) that ``kubectl dra`` reads
+#: (extender/cluster/extender_proxy.py): the replica that answered, and how many seconds before
+#: it had last decided, or "never".
+REPLICA_HEADER = "X-Dra-Extender-Replica"
+LAST_DECISION_HEADER = "X-Dra-Extender-Last-Decision-Seconds"

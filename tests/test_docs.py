@@ -65,6 +65,24 @@ def test_every_flag_is_in_the_configuration_reference() -> None:
                     assert f"`{option}" in reference, (name, option)
 
 
+def options(parser: argparse.ArgumentParser) -> set[str]:
+    """Every ``--option`` of a parser and of its subcommands."""
+    found = {o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= options(sub)
+    return found
+
+
+def test_every_kubectl_dra_option_is_on_its_page() -> None:
+    from extender.commands.kubectl_dra import _parser
+
+    page = page_text("docs/kubectl-and-browser.md")
+    missing = sorted(o for o in options(_parser()) if f"`{o}" not in page)
+    assert missing == [], missing
+
+
 #: dra-extender subcommands that read only files and finish in seconds (explain only with --state).
 OFFLINE = {"simulate", "explain", "examples", "--help", "--version"}
 

@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.kube import RawKube
+from extender.defaults import LAST_DECISION_HEADER, REPLICA_HEADER
 
 #: The sidecar deployment's Service and the ops listener's port (manifests/service.yaml).
 DEFAULT_SERVICE = "dra-extender/dra-extender-scheduler:metrics"
+#: A replica that decided within this many seconds is taken as the active one; others are
+#: asked again, this many times in all (the Service's two replicas: one leads).
+ACTIVE_SECONDS = 60.0
+ACTIVE_ATTEMPTS = 3
 #: A view computed for someone else meanwhile answers 429: asked again this often.
 BUSY_ATTEMPTS = 5
 BUSY_PAUSE_SECONDS = 0.5
@@ -57,6 +63,24 @@ class ExtenderService:
         return f"/api/v1/namespaces/{self.namespace}/services/{self.name}:{self.port}/proxy/debug/{view}"
 
 
+@dataclass(frozen=True)
+class Replica:
+    """Which of the Service's replicas answered (``X-Dra-Extender-Replica``), and how many
+    seconds before it had last decided (None: never since it started)."""
+
+    name: str
+    last_decision: float | None
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str]) -> Replica:
+        ago = headers.get(LAST_DECISION_HEADER.lower(), "never")
+        try:
+            seconds: float | None = float(ago)
+        except ValueError:
+            seconds = None
+        return cls(headers.get(REPLICA_HEADER.lower(), "unknown"), seconds)
+
+
 def ask(
     raw: RawKube,
     service: ExtenderService,
@@ -64,12 +88,39 @@ def ask(
     query: dict[str, str] | None = None,
     *,
     pause: float = BUSY_PAUSE_SECONDS,
-) -> Any:
-    """The view's JSON answer; :class:`NotReachable` or :class:`ViewRefused` otherwise, and
-    ClusterAPIError when the API server itself does not answer."""
+    attempts: int = ACTIVE_ATTEMPTS,
+) -> tuple[Any, Replica]:
+    """The view's JSON answer and the replica that gave it; :class:`NotReachable` or
+    :class:`ViewRefused` otherwise, and ClusterAPIError when the API server itself does not
+    answer. The proxy sends each request to any ready replica: while the one that answered has
+    not decided within :data:`ACTIVE_SECONDS` (a standby's views lack binds in flight and
+    decisions), it asks again, up to ``attempts`` times, and keeps the answer of the replica
+    that decided last."""
+    best: tuple[Any, Replica] | None = None
+    for _ in range(attempts):
+        answer = _ask_once(raw, service, view, query, pause)
+        _, replica = answer
+        if best is None or _later(replica, best[1]):
+            best = answer
+        if replica.last_decision is not None and replica.last_decision <= ACTIVE_SECONDS:
+            break
+    assert best is not None
+    return best
+
+
+def _later(a: Replica, b: Replica) -> bool:
+    return a.last_decision is not None and (b.last_decision is None or a.last_decision < b.last_decision)
+
+
+def _ask_once(
+    raw: RawKube, service: ExtenderService, view: str, query: dict[str, str] | None, pause: float
+) -> tuple[Any, Replica]:
     for attempt in range(BUSY_ATTEMPTS):
         try:
-            return raw.request("GET", service.path(view), query={"format": "json", **(query or {})})
+            data, headers = raw.get_with_headers(
+                service.path(view), query={"format": "json", **(query or {})}
+            )
+            return data, Replica.from_headers(headers)
         except ClusterAPIError as exc:
             said = (exc.answer or {}).get("Error")
             if not exc.code:  # no answer at all: the API server's problem, not the extender's

@@ -142,6 +142,29 @@ class RawKube:
         timeout: float | None = None,
         stream: bool = False,
     ) -> Any:
+        if stream:
+            return self._call(method, path, query, body, content_type, timeout, stream=True)
+        data, _headers = self._call(method, path, query, body, content_type, timeout)
+        return data
+
+    def get_with_headers(
+        self, path: str, *, query: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, str]]:
+        """A GET's decoded answer and its response headers (lower-cased names)."""
+        answer: tuple[Any, dict[str, str]] = self._call("GET", path, query, None, "application/json", None)
+        return answer
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float | None,
+        *,
+        stream: bool = False,
+    ) -> Any:
         started = time.perf_counter()
         code = NO_ANSWER
         try:
@@ -168,8 +191,9 @@ class RawKube:
         finally:
             if self.observe is not None:
                 self.observe(*describe(method, path, query), code, time.perf_counter() - started)
+        headers = {str(k).lower(): str(v) for k, v in (response.headers or {}).items()}
         try:
-            return nesting.loads(data or b"null")
+            return nesting.loads(data or b"null"), headers
         except orjson.JSONDecodeError as exc:
             raise ClusterAPIError(f"{method} {path}: malformed answer from the API server: {exc}") from None
 

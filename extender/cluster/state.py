@@ -129,7 +129,8 @@ class ClusterState:
     def held(self) -> list[dict[str, Any] | bytes]:
         """Every object held, as it was read (what a state file of this cache would hold), kind
         by kind in the order decisions depend on them: dicts, and ResourceSlices as the compact
-        JSON they are kept in (:func:`as_list_json` joins them without decoding a slice)."""
+        JSON they are kept in (:func:`as_list_json` joins them without decoding a slice). Only
+        references: cheap on the engine's loop."""
         out: list[dict[str, Any] | bytes] = [n.raw for n in self.nodes.values()]
         out += [s.source for s in self.slices.values() if s.source]
         for records in (self.classes, self.taint_rules, self.templates, self.claims):
@@ -357,7 +358,52 @@ def is_newer(cached: str, reference: str) -> bool:
         return cached != reference
 
 
+#: What a Pod carries that no scheduling decision reads and that may hold secrets or more than
+#: the scheduler needs to show: left out of :meth:`ClusterState.held` (the snapshot), so that
+#: its readers see what the extender decides from and no more.
+POD_METADATA_LEFT_OUT = ("annotations", "managedFields")
+POD_SPEC_LEFT_OUT = ("volumes", "imagePullSecrets", "hostAliases")
+CONTAINER_FIELDS_LEFT_OUT = (
+    "env",
+    "envFrom",
+    "command",
+    "args",
+    "workingDir",
+    "volumeMounts",
+    "volumeDevices",
+    "lifecycle",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+)
+
+
+def without_secrets(pod: dict[str, Any]) -> dict[str, Any]:
+    """A Pod as scheduling reads it: without annotations, managed fields, volumes and its
+    containers' environment, commands, mounts and probes (a copy; ``pod`` is not changed)."""
+    out = dict(pod)
+    if isinstance(pod.get("metadata"), dict):
+        out["metadata"] = {k: v for k, v in pod["metadata"].items() if k not in POD_METADATA_LEFT_OUT}
+    spec = pod.get("spec")
+    if isinstance(spec, dict):
+        kept = {k: v for k, v in spec.items() if k not in POD_SPEC_LEFT_OUT}
+        for key in ("initContainers", "containers", "ephemeralContainers"):
+            if isinstance(spec.get(key), list):
+                kept[key] = [
+                    {k: v for k, v in c.items() if k not in CONTAINER_FIELDS_LEFT_OUT}
+                    if isinstance(c, dict)
+                    else c
+                    for c in spec[key]
+                ]
+        out["spec"] = kept
+    return out
+
+
 def as_list_json(held: list[dict[str, Any] | bytes]) -> bytes:
-    """:meth:`ClusterState.held` as one ``kind: List`` in JSON (a state file)."""
-    parts = [o if isinstance(o, bytes) else as_json(o) for o in held]
+    """:meth:`ClusterState.held` as one ``kind: List`` in JSON (a state file), Pods
+    :func:`without_secrets`."""
+    parts = [
+        o if isinstance(o, bytes) else as_json(without_secrets(o) if o.get("kind") == "Pod" else o)
+        for o in held
+    ]
     return b'{"apiVersion":"v1","kind":"List","items":[' + b",".join(parts) + b"]}"

@@ -213,33 +213,45 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
 
 def _from_extender(raw: RawKube, args: argparse.Namespace, release: Release, out: TextIO) -> int:
     """The command answered by the running extender's views (``NotReachable`` if it cannot be)."""
-    from extender.cluster.extender_proxy import ask
+    from extender.cluster.extender_proxy import ViewRefused, ask
 
     service: ExtenderService = args.extender
-    said = f"kubectl dra: {{}} {FROM_EXTENDER.format(service=service)}"
+
+    def asked(view: str, what: str, query: dict[str, str] | None = None) -> Any:
+        answer, replica = ask(raw, service, view, query)
+        print(
+            f"kubectl dra: {what} {FROM_EXTENDER.format(service=service)} (replica {replica.name})",
+            file=sys.stderr,
+        )
+        if replica.last_decision is None:
+            print(
+                f"kubectl dra: warning: replica {replica.name} has decided nothing since it started: it "
+                "may be a standby (its kube-scheduler does not lead), whose views lack binds in flight "
+                "and decisions; or nothing was scheduled",
+                file=sys.stderr,
+            )
+        if not isinstance(answer, dict):
+            raise ViewRefused(f"{view}: not a JSON object")
+        return answer
+
     if args.command == "explain":
         from extender.explain import fits_somewhere, render, split_pod
 
         namespace, name = split_pod(args.pod)
-        explained = ask(raw, service, f"pods/{namespace}/{name}")
-        print(said.format("answer"), file=sys.stderr)
+        explained = asked(f"pods/{namespace}/{name}", "answer")
         out.write(render(explained, args.output))
         return FITS if fits_somewhere(explained) else FITS_NOWHERE
     if args.command == "capacity":
         query = {"class": args.device_class} if args.device_class else {}
         query.update({"count": str(args.count)} if args.count else {})
-        view = ask(raw, service, "capacity", query)
-        print(said.format("answer"), file=sys.stderr)
-        out.write(_rendered("capacity", view, args.output))
+        out.write(_rendered("capacity", asked("capacity", "answer", query), args.output))
         return FITS
-    snapshot = ask(raw, service, "snapshot")
-    objects: list[dict[str, Any]] = list(snapshot.get("items") or [])
+    what = "snapshot" if args.command == "snapshot" else "decided on a snapshot"
+    objects: list[dict[str, Any]] = list(asked("snapshot", what).get("items") or [])
     if args.command == "snapshot":
-        print(said.format("snapshot"), file=sys.stderr)
         _write(Path(args.output), objects)
         print(f"kubectl dra: {len(objects)} objects written to {args.output}", file=sys.stderr)
         return FITS
-    print(said.format("decided on a snapshot"), file=sys.stderr)
     return _decide_on(objects, release, args, out)
 
 

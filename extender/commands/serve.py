@@ -202,7 +202,8 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=non_negative_seconds,
         default=0.0,
         help="after prioritize, keep the devices a pod would get on its single best-scored node "
-        "for it this many seconds, until its bind or next filter (0, the default: off; see docs/performance.md)",
+        "for it this many seconds, until its bind or next filter (0, the default: off; "
+        "see docs/performance.md)",
     )
     serve.add_argument(
         "--kubernetes-version",

@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,11 +20,12 @@ from typing import Any
 
 import yaml
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from extender.cluster.state import as_list_json
 from extender.defaults import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
+from extender.defaults import LAST_DECISION_HEADER, REPLICA_HEADER
 from extender.model.core import Node, Pod, parse_pod
 from extender.model.errors import ObjectError
 from extender.scheduling.decide.capacity import Capacity, capacity_steps
@@ -39,6 +42,12 @@ log = logging.getLogger("dra_extender.http")
 JSON = "application/json"
 #: ``?format=`` of the debug views.
 VIEW_FORMATS = ("json", "text", "yaml")
+
+
+def replica_name() -> str:
+    """This replica's pod: ``$POD_NAME`` (the manifests set it from the downward API), else the
+    hostname (a pod's, unless it runs on the host's network)."""
+    return os.environ.get("POD_NAME") or socket.gethostname()
 
 
 class BodyTooLarge(Exception):
@@ -363,6 +372,49 @@ class OneAtATime:
         return one_at_a_time
 
 
+#: How long one encoded snapshot is shared (seconds).
+SNAPSHOT_SECONDS = 2.0
+#: A large body goes out this many bytes at a time, each when the client has taken the last.
+CHUNK_BYTES = 64 * 1024
+
+
+class EncodedSnapshot:
+    """/debug/snapshot's body, encoded off the engine's loop and shared for ``seconds``: every
+    request within that time gets the same bytes, sent in chunks as the client reads them, so
+    clients that ask and never read hold one copy between them, not one each (28 MB at 5,000
+    nodes x 8 devices)."""
+
+    def __init__(
+        self,
+        held: Callable[[], Awaitable[list[dict[str, Any] | bytes]]],
+        seconds: float = SNAPSHOT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.held = held
+        self.seconds = seconds
+        self.clock = clock
+        self._body: bytes | None = None
+        self._at = 0.0
+        self._lock: asyncio.Lock | None = None
+
+    async def get(self) -> bytes:
+        self._lock = self._lock or asyncio.Lock()
+        async with self._lock:  # one encoding at a time; the others wait and share it
+            if self._body is None or self.clock() - self._at >= self.seconds:
+                held = await self.held()  # references only, on the engine's loop
+                # Encoded on a thread: the loop serving this listener (the engine's, on the
+                # verbs listener) gets its turns between objects.
+                self._body = await asyncio.to_thread(as_list_json, held)
+                self._at = self.clock()
+            return self._body
+
+
+async def in_chunks(body: bytes) -> AsyncIterator[bytes]:
+    view = memoryview(body)
+    for start in range(0, len(body), CHUNK_BYTES):
+        yield bytes(view[start : start + CHUNK_BYTES])
+
+
 #: Nodes per page of the capacity page.
 PAGE_NODES = 100
 
@@ -371,13 +423,25 @@ def add_debug_views(app: FastAPI, service: Service, *, one_at_a_time: bool = Fal
     """/debug/*: what the extender believes, read-only. Each view is computed on the engine's
     loop (the capacity in slices, so the verbs run in between) and encoded off it."""
     engine, worker = service.engine, service.worker
+    replica = replica_name()
+
+    def headers() -> dict[str, str]:
+        """VIEW_HEADERS, and which replica answered and how long ago it last decided (behind
+        the API server's service proxy, requests go to any of the Service's replicas: a
+        standby's views have no binds in flight and no decisions; ``kubectl dra`` prefers the
+        replica that decided last)."""
+        entries = engine.log.entries
+        last = entries[-1]["time"] if entries else None
+        ago = "never" if last is None else f"{max(0.0, engine.log.wall_clock() - last):.1f}"
+        return {**VIEW_HEADERS, REPLICA_HEADER: replica, LAST_DECISION_HEADER: ago}
 
     def view(name: str, data: dict[str, Any], fmt: str | None) -> Response:
         if fmt == "text":
-            return PlainTextResponse(debug.render_text(name, data))
+            return PlainTextResponse(debug.render_text(name, data), headers=headers())
         if fmt == "yaml":
-            return Response(yaml.safe_dump(data, sort_keys=False), media_type="application/yaml")
-        return _json(wire.encode(data))
+            text = yaml.safe_dump(data, sort_keys=False)
+            return Response(text, media_type="application/yaml", headers=headers())
+        return Response(wire.encode(data), media_type=JSON, headers=headers())
 
     def bad_format(fmt: str | None) -> Response | None:
         if fmt is None or fmt in VIEW_FORMATS:
@@ -453,13 +517,17 @@ def add_debug_views(app: FastAPI, service: Service, *, one_at_a_time: bool = Fal
             return _json(wire.encode({"Error": f"pod {namespace}/{name} not found"}), 404)
         return view("pod", data, format)
 
+    snapshots = EncodedSnapshot(lambda: worker.call(engine.state.held))
+
     @debug_route("/debug/snapshot")
     async def debug_snapshot() -> Response:
         """The objects the extender decides from, as its cache holds them: a ``kind: List`` that
         ``dra-extender simulate``, ``explain --state`` and ``serve --state`` read (``kubectl dra
         snapshot``). Binds in flight and devices held after prioritize are not objects."""
-        held = await worker.call(engine.state.held)  # references only: the encoding is here
-        return _json(as_list_json(held))
+        body = await snapshots.get()
+        return StreamingResponse(
+            in_chunks(body), media_type=JSON, headers={"Content-Length": str(len(body)), **headers()}
+        )
 
     @debug_route("/debug/ui")
     async def debug_ui(request: Request, page: str | None = None) -> Response:
@@ -470,13 +538,15 @@ def add_debug_views(app: FastAPI, service: Service, *, one_at_a_time: bool = Fal
         device_class = request.query_params.get("class") or None
         found = await computed_capacity()
         data = await worker.call(debug.page_view, engine, found, wanted or 1, PAGE_NODES, device_class)
-        return HTMLResponse(capacity_page.render(data, time.time()), headers=PAGE_HEADERS)
+        return HTMLResponse(capacity_page.render(data, time.time()), headers={**headers(), **PAGE_HEADERS})
 
 
+#: Every debug view: never sniffed as another type (text views echo cluster strings), never
+#: cached on the way (through ``kubectl proxy`` they share the API server's origin).
+VIEW_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 #: The page loads nothing and runs no script: a policy that says so, whatever it is embedded in.
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-    "form-action 'self'; frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Cache-Control": "no-store",
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    **VIEW_HEADERS,
 }

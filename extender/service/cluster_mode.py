@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import random
-import socket
 import threading
 import time
 import uuid
@@ -42,7 +40,7 @@ from extender.cluster.reflector import Reflector
 from extender.cluster.state import ClusterState
 from extender.scheduling.assembly import assemble, in_flight_view
 from extender.scheduling.config import EngineConfig
-from extender.service.app import Service
+from extender.service.app import Service, replica_name
 from extender.service.logs import decision_log
 from extender.service.metrics import InformerState
 from extender.service.runtime import ServeConfig, observed
@@ -198,7 +196,7 @@ def default_identity() -> str:
     (``manifests/*leader-fence.yaml``) admits writes from the pod whose name starts the Lease
     holder's identity. The pod name comes from ``$POD_NAME`` (the manifests set it from the
     downward API), else the hostname (a pod's, unless it runs on the host's network)."""
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    return f"{replica_name()}_{uuid.uuid4().hex[:8]}"
 
 
 def leader_elector(raw: RawKube, config: ServeConfig) -> LeaseElector | None:

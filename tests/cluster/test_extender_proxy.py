@@ -10,7 +10,15 @@ import orjson
 import pytest
 
 from extender.cluster.api import ClusterAPIError, api_error
-from extender.cluster.extender_proxy import ExtenderService, NotReachable, ViewRefused, ask
+from extender.cluster.extender_proxy import (
+    ACTIVE_ATTEMPTS,
+    ExtenderService,
+    NotReachable,
+    Replica,
+    ViewRefused,
+    ask,
+)
+from extender.defaults import LAST_DECISION_HEADER, REPLICA_HEADER
 
 SERVICES = {
     "a port by name": (
@@ -48,20 +56,30 @@ def test_anything_else_is_refused(text: str) -> None:
 
 
 class Answers:
-    """A RawKube stand-in that answers each request with the next of ``answers`` (an error to
-    raise, or a body to return), recording the paths asked."""
+    """A RawKube stand-in that answers each GET with the next of ``answers``: an error to raise,
+    or a body (with the replica headers of ``replica``, else of an active replica), recording
+    the paths asked."""
 
     def __init__(self, *answers: Any) -> None:
         self.answers = list(answers)
         self.asked: list[tuple[str, dict[str, Any] | None]] = []
 
-    def request(self, method: str, path: str, *, query: dict[str, Any] | None = None) -> Any:
-        assert method == "GET"
+    def get_with_headers(
+        self, path: str, *, query: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, str]]:
         self.asked.append((path, query))
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return answer
+        if isinstance(answer, Replied):
+            return answer.body, answer.headers
+        return answer, {REPLICA_HEADER.lower(): "active", LAST_DECISION_HEADER.lower(): "0.5"}
+
+
+class Replied:
+    def __init__(self, body: Any, replica: str, last_decision: str) -> None:
+        self.body = body
+        self.headers = {REPLICA_HEADER.lower(): replica, LAST_DECISION_HEADER.lower(): last_decision}
 
 
 def status(code: int, message: str) -> ClusterAPIError:
@@ -123,7 +141,8 @@ def test_no_answer_at_all_is_the_api_servers_problem() -> None:
 def test_a_busy_extender_is_asked_again_then_given_up_on() -> None:
     busy = extender_error(429, "another debug view is being computed; try again shortly")
     again = Answers(busy, {"kind": "List", "items": []})
-    assert ask(again, SERVICE, "snapshot", pause=0) == {"kind": "List", "items": []}  # type: ignore[arg-type]
+    answer, _ = ask(again, SERVICE, "snapshot", pause=0)  # type: ignore[arg-type]
+    assert answer == {"kind": "List", "items": []}
     assert len(again.asked) == 2
     always = Answers(*[busy] * 5)
     with pytest.raises(NotReachable, match="busy"):
@@ -134,3 +153,42 @@ def test_views_are_asked_for_as_json_with_the_query() -> None:
     answers = Answers({"nodes": []})
     ask(answers, SERVICE, "capacity", {"class": "gpu"})  # type: ignore[arg-type]
     assert answers.asked == [(SERVICE.path("capacity"), {"format": "json", "class": "gpu"})]
+
+
+REPLICAS = {
+    "the first decided a moment ago: asked once": (
+        [Replied("a", "one", "2.0")],
+        ("a", Replica("one", 2.0)),
+        1,
+    ),
+    "a standby first, then the active one: asked twice, the active one's answer": (
+        [Replied("standby", "two", "never"), Replied("active", "one", "1.5")],
+        ("active", Replica("one", 1.5)),
+        2,
+    ),
+    "a quiet cluster: every try, and the one that decided last": (
+        [Replied("old", "one", "900"), Replied("never", "two", "never"), Replied("older", "one", "901")],
+        ("old", Replica("one", 900.0)),
+        ACTIVE_ATTEMPTS,
+    ),
+    "no replica ever decided: the first answer, after every try": (
+        [Replied("a", "one", "never"), Replied("b", "two", "never"), Replied("c", "one", "never")],
+        ("a", Replica("one", None)),
+        ACTIVE_ATTEMPTS,
+    ),
+}
+
+
+@pytest.mark.parametrize(("answers", "kept", "asked"), REPLICAS.values(), ids=REPLICAS.keys())
+def test_the_replica_that_decided_last_answers(
+    answers: list[Replied], kept: tuple[Any, Replica], asked: int
+) -> None:
+    """Behind the proxy any ready replica answers; a standby's views lack binds in flight."""
+    stand_in = Answers(*answers)
+    assert ask(stand_in, SERVICE, "capacity") == kept  # type: ignore[arg-type]
+    assert len(stand_in.asked) == asked
+
+
+def test_headers_that_name_no_replica_read_as_unknown_and_never() -> None:
+    assert Replica.from_headers({}) == Replica("unknown", None)
+    assert Replica.from_headers({LAST_DECISION_HEADER.lower(): "soon"}) == Replica("unknown", None)

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 from typing import Any
 
 from extender.cluster.state import KINDS, ClusterState, as_list_json, object_key
+from extender.model.core import parse_pod
 from tests.builders import (
     allocated,
     claim,
@@ -62,11 +65,48 @@ def identity(obj: dict[str, Any]) -> tuple[str, str, str]:
 def test_every_kind_held_comes_back_as_it_was_read() -> None:
     objects = one_of_each()
     assert {o["kind"] for o in objects} == KINDS  # the case covers every kind the cache holds
-    state = ClusterState.from_objects(objects)
+    state = ClusterState.from_objects(copy.deepcopy(objects))  # reading them must not change them
     assert state.problems == []
     listed = json.loads(as_list_json(state.held()))
     assert listed["apiVersion"] == "v1" and listed["kind"] == "List"
     assert {identity(o): o for o in listed["items"]} == {identity(o): o for o in objects}
+
+
+def secret_pod() -> dict[str, Any]:
+    """A pod with everything a snapshot leaves out, and everything scheduling reads."""
+    p = pod("p", claims=["c"], node_name="n", priority=7, labels={"app": "p"})
+    p["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{...password...}"}
+    p["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    p["spec"]["volumes"] = [{"name": "s", "secret": {"secretName": "db"}}]
+    p["spec"]["imagePullSecrets"] = [{"name": "registry"}]
+    for container in p["spec"]["containers"]:
+        container.update(
+            env=[{"name": "PASSWORD", "value": "hunter2"}],
+            envFrom=[{"secretRef": {"name": "db"}}],
+            command=["sh", "-c", "echo hunter2"],
+            args=["--token=hunter2"],
+            volumeMounts=[{"name": "s", "mountPath": "/s"}],
+            livenessProbe={
+                "httpGet": {"path": "/", "httpHeaders": [{"name": "X-Token", "value": "hunter2"}]}
+            },
+        )
+    p["spec"]["initContainers"] = [
+        {"name": "init", "env": [{"name": "K", "value": "hunter2"}], "restartPolicy": "Always"}
+    ]
+    return p
+
+
+def test_a_pod_is_shown_without_secrets_and_reads_as_the_same_pod() -> None:
+    original = secret_pod()
+    state = ClusterState.from_objects([copy.deepcopy(original)])
+    (shown,) = json.loads(as_list_json(state.held()))["items"]
+    assert "hunter2" not in json.dumps(shown) and "db" not in json.dumps(shown)
+    assert "annotations" not in shown["metadata"] and "volumes" not in shown["spec"]
+    assert shown["spec"]["containers"][0]["name"] == original["spec"]["containers"][0]["name"]
+    # Everything the extender reads of it is the same: the parsed pod but for its raw form.
+    read, again = parse_pod(original), parse_pod(shown)
+    assert dataclasses.replace(read, raw={}) == dataclasses.replace(again, raw={})
+    assert state.pods[("default", "p")].raw == original  # the cache keeps the pod as read
 
 
 def test_a_replaced_object_is_held_as_read_the_second_time() -> None:

@@ -306,6 +306,9 @@ def test_through_the_service_proxy_every_command_is_the_extenders_answer(
         assert [p["pod"] for p in json.loads(pending.stdout)["pods"]] == ["default/p"]
         page = httpx_through_proxy(cluster, debugger, "ui")
         assert page.status_code == 200 and "<title>dra-extender: device capacity</title>" in page.text
+        # The API server passes the page's policy and the replica's name on to the browser.
+        assert page.headers["content-security-policy"].startswith("default-src 'none'")
+        assert page.headers["x-dra-extender-replica"] and "(replica " in explained.stderr
         unknown = kubectl_dra(debugger, "explain", "default/nobody")
         assert unknown.returncode == 2 and "pod default/nobody not found" in unknown.stderr
 

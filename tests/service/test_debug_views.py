@@ -18,10 +18,10 @@ from fastapi.responses import Response
 from extender.cluster.state import as_list_json, object_key
 from extender.explain import engine_from_state
 from extender.service import debug
-from extender.service.app import PAGE_NODES, OneAtATime, create_ops_app
+from extender.service.app import PAGE_NODES, EncodedSnapshot, OneAtATime, create_app, create_ops_app
 from extender.service.runtime import ServeConfig, build_embedded
 from extender.statefile import load_objects
-from tests.builders import attrs, device, device_class, node, resource_slice
+from tests.builders import attrs, claim, device, device_class, exact, node, pod, resource_slice
 from tests.service.fixtures import binding
 from tests.service.harness import Running, run_with_service
 from tests.shared import REPO
@@ -48,9 +48,13 @@ class DataCells(HTMLParser):
         self._cell: dict[str, str] | None = None
         self.svgs = 0
         self.external: list[str] = []
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
 
     def handle_starttag(self, tag: str, attributes: list[tuple[str, str | None]]) -> None:
         attrs_ = {k: v or "" for k, v in attributes}
+        self.tags.add(tag)
+        self.attributes |= set(attrs_)
         for key in ("src", "href"):
             value = attrs_.get(key, "")
             if "//" in value or value.startswith("/"):
@@ -253,3 +257,105 @@ def test_a_failing_view_opens_the_gate_again() -> None:
         return (await gate.wrap(fine)()).status_code
 
     assert asyncio.run(main()) == 200
+
+
+def many_nodes(tmp_path: Path, count: int = 400) -> Path:
+    """A cluster whose capacity takes more than one 10 ms slice of the engine's loop."""
+    objects: list[dict[str, Any]] = [device_class("gpu", 'device.driver == "driver-a"')]
+    for i in range(count):
+        name = f"n{i:03}"
+        devices = [device(f"g{j}", attributes=attrs(productName="A100")) for j in range(8)]
+        objects += [node(name), resource_slice(f"s{i}", devices, pool=name, node=name)]
+    state = tmp_path / "state.json"
+    state.write_bytes(orjson.dumps(listed(objects)))
+    return state
+
+
+LISTENERS = {
+    "the ops listener with --ops-debug: one at a time": (True, [200, 429]),
+    "the verbs listener: as many as --max-concurrency admits": (False, [200, 200]),
+}
+
+
+@pytest.mark.parametrize(("ops", "statuses"), LISTENERS.values(), ids=LISTENERS.keys())
+def test_two_views_asked_at_once(tmp_path: Path, ops: bool, statuses: list[int]) -> None:
+    """The first computes in slices, giving the loop back; the second arrives meanwhile."""
+    service, _store = build_embedded([str(many_nodes(tmp_path))], ServeConfig())
+    app = create_ops_app(service, debug_views=True) if ops else create_app(service)
+
+    async def main() -> list[int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://x", timeout=60) as client:
+            answers = await asyncio.gather(client.get("/debug/ui"), client.get("/debug/capacity"))
+        return sorted(a.status_code for a in answers)
+
+    try:
+        assert asyncio.run(main()) == statuses
+    finally:
+        service.worker.stop()
+
+
+HOSTILE = '<script>alert(1)</script>"><img src=x onerror=alert(2)>'
+
+
+def test_strings_from_the_cluster_are_escaped_on_the_page(tmp_path: Path) -> None:
+    """Names and messages come from objects anyone with create rights on pods or classes wrote."""
+    objects = [
+        node("n"),
+        resource_slice("s", [device("g0")], pool="n", node="n"),
+        device_class(f"c{HOSTILE}", f'device.driver == "{HOSTILE}" &&'),  # does not compile
+        device_class("gpu", "true"),
+        pod(f"p{HOSTILE}", claims=["c"], scheduler="default-scheduler"),
+        claim("c", [exact(cls="gpu")]),
+    ]
+    state = tmp_path / "state.json"
+    state.write_bytes(orjson.dumps(listed(objects)))
+
+    async def body(r: Running) -> None:
+        page = (await r.client.get(f"/debug/ui?class=x{HOSTILE}")).text
+        assert "<script" not in page and "<img" not in page
+        assert "&lt;script&gt;" in page  # shown, as text
+        parsed = page_figures(page)
+        assert parsed.external == []
+        assert not {"script", "img"} & parsed.tags  # no element came from the strings
+        assert not [a for a in parsed.attributes if a.startswith("on")]  # nor any handler
+
+    run_with_service(body, paths=[str(state)])
+
+
+def test_the_snapshot_is_shared_for_a_moment_and_names_the_replica() -> None:
+    async def body(r: Running) -> None:
+        first = await r.client.get("/debug/snapshot")
+        assert first.headers["x-dra-extender-last-decision-seconds"] == "never"
+        assert first.headers["x-dra-extender-replica"] and first.headers["cache-control"] == "no-store"
+        assert int(first.headers["content-length"]) == len(first.content)
+        await r.client.post("/scheduler/bind", content=binding("trainer", "uid-pod-trainer", "gpu-node-3"))
+        shared = await r.client.get("/debug/snapshot")
+        assert shared.content == first.content  # within SNAPSHOT_SECONDS: the same bytes
+        assert float(shared.headers["x-dra-extender-last-decision-seconds"]) < 60  # the bind
+        pods = [o for o in shared.json()["items"] if o["kind"] == "Pod"]
+        assert pods and all("annotations" not in p["metadata"] for p in pods)
+
+    run_with_service(body)
+
+
+def test_a_shared_snapshot_is_encoded_again_once_its_moment_passed() -> None:
+    now = [0.0]
+    calls: list[int] = []
+
+    async def held() -> list[dict[str, Any] | bytes]:
+        calls.append(1)
+        return [node(f"n{len(calls)}")]
+
+    async def main() -> list[bytes]:
+        snapshots = EncodedSnapshot(held, seconds=2.0, clock=lambda: now[0])
+        first = await snapshots.get()
+        now[0] = 1.9
+        same = await snapshots.get()
+        now[0] = 2.0
+        later = await snapshots.get()
+        return [first, same, later]
+
+    first, same, later = asyncio.run(main())
+    assert first is same and later != first and len(calls) == 2
+    assert b"n2" in later

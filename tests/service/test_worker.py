@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections.abc import Generator
 
 from extender.service.worker import Batches, EngineWorker
 
@@ -107,3 +109,63 @@ def test_batches_run_in_arrival_order_on_the_engine_loop_and_survive_a_failing_c
     asyncio.run(main())
     assert [i for i, _ in seen] == list(range(200))
     assert {name for _, name in seen} == {"MainThread"}
+
+
+def slow_steps(count: int, each: float) -> Generator[None, None, int]:
+    for _ in range(count):
+        deadline = time.perf_counter() + each
+        while time.perf_counter() < deadline:  # busy, as a capacity step is
+            pass
+        yield
+    return count
+
+
+def test_stepwise_work_gives_the_loop_back_between_slices() -> None:
+    """50 steps of 2 ms (100 ms in all) in slices of 10 ms: other work on the loop waits for one
+    slice at most, never for the whole computation."""
+    worker = EngineWorker()
+    gaps: list[float] = []
+
+    async def main() -> int:
+        running = True
+
+        async def other_work() -> None:
+            last = time.perf_counter()
+            while running:
+                await asyncio.sleep(0)
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+
+        ticker = asyncio.create_task(other_work())
+        await asyncio.sleep(0)
+        result = await worker.steps(lambda: slow_steps(50, 0.002), slice_seconds=0.01)
+        running = False
+        await ticker
+        return result
+
+    assert asyncio.run(main()) == 50
+    assert len(gaps) >= 5  # it ran in between, several times
+    assert max(gaps) < 0.05  # a slice and a step, with room for a loaded machine; never 100 ms
+
+
+def test_stepwise_work_from_another_loop_runs_on_the_engine_loop() -> None:
+    worker = EngineWorker()
+    seen: list[int] = []
+
+    def steps() -> Generator[None, None, str]:
+        seen.append(threading.get_ident())
+        yield
+        return "done"
+
+    async def engine_side() -> str:
+        worker.attach(asyncio.get_running_loop())
+        other: list[str] = []
+        thread = threading.Thread(target=lambda: other.append(asyncio.run(worker.steps(steps))))
+        thread.start()
+        while thread.is_alive():
+            await asyncio.sleep(0.01)
+        return other[0]
+
+    assert asyncio.run(engine_side()) == "done"
+    assert seen == [threading.get_ident()]  # this thread's loop was the engine's
