@@ -15,18 +15,6 @@ from extender.cli import main
 from tests.shared import REPO
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(REPO), "-w", str(out)],
-        check=True,
-        capture_output=True,
-    )
-    (built,) = out.glob("dra_extender-*.whl")
-    return built
-
-
 def test_the_wheel_installs_only_the_extender_package_with_examples_and_license(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     distribution, version = wheel.name.split("-")[:2]
