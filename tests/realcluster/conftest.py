@@ -29,8 +29,8 @@ TEST_NAMESPACES = ("default", "team-a")
 
 
 #: The long fault runs (minutes of leases lapsing and pods arriving, mostly waiting): a group of
-#: their own, so that a second worker runs them on a control plane of its own while the first
-#: runs the rest (one group took the suite past ten minutes on two cores).
+#: their own, so that another worker runs them on a control plane of its own while one runs the
+#: other real-control-plane tests (one group took the suite past ten minutes on two cores).
 FAULT_RUNS = {"test_failover.py", "test_soak.py", "test_fence_trials.py"}
 
 
