@@ -222,6 +222,19 @@ def pod(
     return p
 
 
+def device_taint_rule(
+    name: str, *, driver: str = "driver-a", effect: str = "NoExecute", key: str = "drain", **selector: str
+) -> dict[str, Any]:
+    """A DeviceTaintRule (v1beta2, as 1.36 serves it) tainting the devices ``selector`` names
+    (``pool``, ``device``) of ``driver``."""
+    return {
+        "apiVersion": "resource.k8s.io/v1beta2",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": name},
+        "spec": {"deviceSelector": {"driver": driver, **selector}, "taint": {"key": key, "effect": effect}},
+    }
+
+
 def pod_disruption_budget(
     name: str,
     match_labels: dict[str, str] | None,

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from tests.allocator.harness import NO_GATES, allocate
-from tests.builders import allocated, attrs, claim, device, device_class, exact, resource_slice
+from tests.builders import (
+    allocated,
+    attrs,
+    claim,
+    device,
+    device_class,
+    device_taint_rule,
+    exact,
+    resource_slice,
+)
 
 A = device_class()
 
@@ -94,15 +103,7 @@ def test_none_effect_and_gate_off_ignore_taints() -> None:
 
 
 def test_device_taint_rules_add_taints() -> None:
-    rule = {
-        "apiVersion": "resource.k8s.io/v1beta2",
-        "kind": "DeviceTaintRule",
-        "metadata": {"name": "drain-d0"},
-        "spec": {
-            "deviceSelector": {"driver": "driver-a", "device": "d0"},
-            "taint": {"key": "drain", "effect": "NoExecute"},
-        },
-    }
+    rule = device_taint_rule("drain-d0", device="d0")
     objects = [A, resource_slice("s", [device("d0"), device("d1")]), rule, claim()]
     assert allocate(objects).devices() == [("req-0", "d1")]
     assert allocate(objects, gates="DRADeviceTaintRules=false").devices() == [("req-0", "d0")]

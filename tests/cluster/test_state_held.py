@@ -15,21 +15,14 @@ from tests.builders import (
     claim,
     device,
     device_class,
+    device_taint_rule,
     node,
     pod,
     pod_disruption_budget,
     resource_slice,
 )
 
-TAINT_RULE = {
-    "apiVersion": "resource.k8s.io/v1beta2",
-    "kind": "DeviceTaintRule",
-    "metadata": {"name": "drain-d0"},
-    "spec": {
-        "deviceSelector": {"driver": "driver-a", "device": "d0"},
-        "taint": {"key": "drain", "effect": "NoExecute"},
-    },
-}
+TAINT_RULE = device_taint_rule("drain-d0", device="d0")
 POD_GROUP = {
     "apiVersion": "scheduling.k8s.io/v1alpha2",
     "kind": "PodGroup",

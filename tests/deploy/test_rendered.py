@@ -145,6 +145,23 @@ def scheduler_image(docs: tuple[dict[str, Any], ...]) -> str:
     return str(container["image"])
 
 
+def with_debug_views(directory: str, tmp_path: Path) -> Path:
+    """A kustomization of one's own beside copies of manifests/ and scheduler-config/: the
+    deployment in ``directory`` with the debug-views component, as docs/kubectl-and-browser.md
+    shows (kustomize refuses one inside manifests/ that includes its parent)."""
+    copy = tmp_path / "repo"
+    for part in ("manifests", "scheduler-config"):
+        shutil.copytree(REPO / part, copy / part)
+    overlay = copy / "overlay"
+    overlay.mkdir()
+    overlay.joinpath("kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {"resources": [f"../{directory}"], "components": ["../manifests/components/debug-views"]}
+        )
+    )
+    return overlay
+
+
 def kustomized(directory: Path) -> tuple[dict[str, Any], ...]:
     kubectl = shutil.which("kubectl")
     assert kubectl
@@ -158,17 +175,7 @@ def test_the_debug_views_component_turns_on_ops_debug_for_the_extender_alone(
 ) -> None:
     """manifests/components/debug-views: ``--ops-debug`` on the extender's container (by index in
     a JSON patch: this catches a container moved), and a Role for the proxy to its Service."""
-    copy = tmp_path / "repo"
-    for part in ("manifests", "scheduler-config"):
-        shutil.copytree(REPO / part, copy / part)
-    overlay = copy / "overlay"
-    overlay.mkdir()
-    overlay.joinpath("kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {"resources": [f"../{directory}"], "components": ["../manifests/components/debug-views"]}
-        )
-    )
-    docs = kustomized(overlay)
+    docs = kustomized(with_debug_views(directory, tmp_path))
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
     assert "--ops-debug" in containers.pop("dra-extender")["args"]

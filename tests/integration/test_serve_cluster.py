@@ -14,7 +14,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.builders import device, node, resource_slice
+from tests.builders import device, device_taint_rule, node, resource_slice
 from tests.fakeapi.server import FakeApiServer
 from tests.integration.servers import cli_server, server_process
 from tests.service.fixtures import EXAMPLE_NODES, TRAINER, args_names, binding
@@ -401,15 +401,13 @@ def test_device_taint_rules_served_only_at_v1beta2_are_read_there(tmp_path: Path
                 "NodeNames"
             ] == ["gpu-node-3"]
             server.create(
-                {
-                    "apiVersion": "resource.k8s.io/v1beta2",
-                    "kind": "DeviceTaintRule",
-                    "metadata": {"name": "drain-gpu-node-3"},
-                    "spec": {
-                        "deviceSelector": {"driver": "gpu.example.com", "pool": "gpu-node-3"},
-                        "taint": {"key": "maintenance", "effect": "NoSchedule"},
-                    },
-                }
+                device_taint_rule(
+                    "drain-gpu-node-3",
+                    driver="gpu.example.com",
+                    pool="gpu-node-3",
+                    key="maintenance",
+                    effect="NoSchedule",
+                )
             )
             wait_until(
                 lambda: (

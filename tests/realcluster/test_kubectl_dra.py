@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -108,13 +109,20 @@ def test_simulate_on_a_snapshot_answers_what_the_live_filter_answers(
     assert answer.returncode == 0, answer.stderr
     (simulated,) = json.loads(answer.stdout)["pods"]
     with extender(cluster) as ext:
-        live = httpx.post(
-            f"{ext.url}/scheduler/filter",
-            content=orjson.dumps(
-                {"Pod": cluster.api.get("Pod", "p", "default") or pod, "NodeNames": ["node-a", "node-b"]}
-            ),
-            timeout=30,
-        ).json()
+        assert_simulated_as_filtered(simulated, live_filter(cluster, ext, pod))
+
+
+def live_filter(cluster: ControlPlane, ext: Extender, pod: dict[str, Any]) -> dict[str, Any]:
+    """The running extender's filter answer for pod p on both nodes (as kube-scheduler asks)."""
+    sent = {"Pod": cluster.api.get("Pod", "p", "default") or pod, "NodeNames": ["node-a", "node-b"]}
+    answer: dict[str, Any] = httpx.post(
+        f"{ext.url}/scheduler/filter", content=orjson.dumps(sent), timeout=30
+    ).json()
+    return answer
+
+
+def assert_simulated_as_filtered(simulated: dict[str, Any], live: dict[str, Any]) -> None:
+    """simulate's answer for a pod is the live filter's: the nodes passed, and each reason."""
     assert live["NodeNames"] == [n for n, v in simulated["nodes"].items() if v["fits"]] == ["node-a"]
     refused = {**live["FailedNodes"], **live["FailedAndUnresolvableNodes"]}
     assert refused == {n: v["reason"] for n, v in simulated["nodes"].items() if not v["fits"]}
@@ -291,16 +299,7 @@ def test_through_the_service_proxy_every_command_is_the_extenders_answer(
         simulated = kubectl_dra(debugger, "simulate", "--pod", "default/p", "-o", "json")
         assert simulated.returncode == 0 and said in simulated.stderr, simulated.stderr
         (decided,) = json.loads(simulated.stdout)["pods"]
-        live = httpx.post(
-            f"{ext.url}/scheduler/filter",
-            content=orjson.dumps(
-                {"Pod": cluster.api.get("Pod", "p", "default") or pod, "NodeNames": ["node-a", "node-b"]}
-            ),
-            timeout=30,
-        ).json()
-        assert live["NodeNames"] == [n for n, v in decided["nodes"].items() if v["fits"]] == ["node-a"]
-        refused = {**live["FailedNodes"], **live["FailedAndUnresolvableNodes"]}
-        assert refused == {n: v["reason"] for n, v in decided["nodes"].items() if not v["fits"]}
+        assert_simulated_as_filtered(decided, live_filter(cluster, ext, pod))
         pending = kubectl_dra(debugger, "pending", "-o", "json")
         assert pending.returncode == 0 and said in pending.stderr, pending.stderr
         assert [p["pod"] for p in json.loads(pending.stdout)["pods"]] == ["default/p"]
@@ -323,7 +322,9 @@ def httpx_through_proxy(cluster: ControlPlane, kubeconfig: Path, view: str) -> h
     return httpx.get(
         cluster_entry["server"] + path,
         headers={"Authorization": f"Bearer {user['token']}"},
-        verify=cluster_entry.get("certificate-authority") or False,
+        verify=ssl.create_default_context(cafile=authority)
+        if (authority := cluster_entry.get("certificate-authority"))
+        else False,
         timeout=30,
     )
 

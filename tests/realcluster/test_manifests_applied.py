@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.test_rendered import rendered
+from tests.deploy.test_rendered import rendered, with_debug_views
 from tests.realcluster.api import Api, ApiError
 from tests.realcluster.controlplane import ControlPlane
 from tests.shared import REPO
@@ -134,16 +134,7 @@ def test_the_api_server_accepts_each_deployment_with_the_debug_views_component(
 ) -> None:
     """manifests/components/debug-views is a Component (not applied alone): applied with each
     deployment, as its comment says to."""
-    for part in ("manifests", "scheduler-config"):
-        shutil.copytree(REPO / part, tmp_path / part)
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    overlay.joinpath("kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {"resources": [f"../{directory}"], "components": ["../manifests/components/debug-views"]}
-        )
-    )
-    answer = dry_run(installer, overlay, tmp_path / "cache")
+    answer = dry_run(installer, with_debug_views(directory, tmp_path), tmp_path / "cache")
     assert answer.returncode == 0, answer.stderr
     assert "Warning" not in answer.stderr, answer.stderr
     assert "role.rbac.authorization.k8s.io/dra-extender-debug serverside-applied" in answer.stdout

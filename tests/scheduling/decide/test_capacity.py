@@ -12,7 +12,16 @@ from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
 from extender.scheduling.decide.capacity import Capacity, ClassProduct, DeviceStates, NodeDrivers, capacity
 from extender.scheduling.decide.snapshot import Snapshot
-from tests.builders import allocated, attrs, claim, device, device_class, node, resource_slice
+from tests.builders import (
+    allocated,
+    attrs,
+    claim,
+    device,
+    device_class,
+    device_taint_rule,
+    node,
+    resource_slice,
+)
 
 
 def gpus(prefix: str, count: int, product: str) -> list[dict[str, Any]]:
@@ -111,15 +120,7 @@ def states_of(
     return capacity(Snapshot(state, features or Features(), CelEnvironment(), claims=claims))
 
 
-DRAIN_G0 = {
-    "apiVersion": "resource.k8s.io/v1beta2",
-    "kind": "DeviceTaintRule",
-    "metadata": {"name": "drain-g0"},
-    "spec": {
-        "deviceSelector": {"driver": "driver-a", "device": "g0"},
-        "taint": {"key": "drain", "effect": "NoExecute"},
-    },
-}
+DRAIN_G0 = device_taint_rule("drain-g0", device="g0")
 
 STATES = {
     "all free but the NoSchedule-tainted one (a None effect keeps nothing)": (
