@@ -7,6 +7,7 @@ import os
 import pytest
 
 
+@pytest.hookimpl(optionalhook=True)  # the conftest loads without xdist too
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto``: one worker more than there are cores (``--maxprocesses`` caps it). The
     real-control-plane groups (tests/realcluster/conftest.py) spend much of their time waiting
@@ -16,4 +17,5 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     del config
-    return len(os.sched_getaffinity(0)) + 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores + 1

@@ -120,6 +120,32 @@ class Paths:
         return f"/apis/{RESOURCE_GROUP}/{self.dra_version}/namespaces/{namespace}/resourceclaims/{name}"
 
 
+class OpenAnswer:
+    """An answer whose headers have arrived: read its JSON body, or close it unread."""
+
+    def __init__(self, what: str, response: Any) -> None:
+        self.what = what
+        self.response = response
+        self.headers = {str(k).lower(): str(v) for k, v in (response.headers or {}).items()}
+
+    def json(self) -> Any:
+        """The decoded body; ClusterAPIError when it breaks off or is not JSON (``malformed``)."""
+        try:
+            data = self.response.data
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ClusterAPIError(f"{self.what}: the answer broke off: {exc}") from None
+        finally:
+            self.response.release_conn()
+        try:
+            return nesting.loads(data or b"null")
+        except orjson.JSONDecodeError as exc:
+            raise ClusterAPIError(f"{self.what}: malformed answer: {exc}") from None
+
+    def close(self) -> None:
+        """Give the answer up unread (its connection is not reused)."""
+        self.response.close()
+
+
 class RawKube:
     """Synchronous raw-JSON requests over the official client's ApiClient (run in threads)."""
 
@@ -131,6 +157,11 @@ class RawKube:
         #: Told of every request once answered (a watch: once its answer's headers arrived).
         self.observe = observe
 
+    def open_get(self, path: str, *, query: dict[str, Any] | None = None) -> OpenAnswer:
+        """A GET answered 2xx, its headers read and its body not yet: :class:`OpenAnswer`."""
+        response = self.request("GET", path, query=query, stream=True)
+        return OpenAnswer(f"GET {path}", response)
+
     def request(
         self,
         method: str,
@@ -140,29 +171,6 @@ class RawKube:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | None = None,
-        stream: bool = False,
-    ) -> Any:
-        if stream:
-            return self._call(method, path, query, body, content_type, timeout, stream=True)
-        data, _headers = self._call(method, path, query, body, content_type, timeout)
-        return data
-
-    def get_with_headers(
-        self, path: str, *, query: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, str]]:
-        """A GET's decoded answer and its response headers (lower-cased names)."""
-        answer: tuple[Any, dict[str, str]] = self._call("GET", path, query, None, "application/json", None)
-        return answer
-
-    def _call(
-        self,
-        method: str,
-        path: str,
-        query: dict[str, Any] | None,
-        body: Any,
-        content_type: str,
-        timeout: float | None,
-        *,
         stream: bool = False,
     ) -> Any:
         started = time.perf_counter()
@@ -191,9 +199,8 @@ class RawKube:
         finally:
             if self.observe is not None:
                 self.observe(*describe(method, path, query), code, time.perf_counter() - started)
-        headers = {str(k).lower(): str(v) for k, v in (response.headers or {}).items()}
         try:
-            return nesting.loads(data or b"null"), headers
+            return nesting.loads(data or b"null")
         except orjson.JSONDecodeError as exc:
             raise ClusterAPIError(f"{method} {path}: malformed answer from the API server: {exc}") from None
 

@@ -378,10 +378,37 @@ CONTAINER_FIELDS_LEFT_OUT = (
 )
 
 
+#: Of a Pod's status, what decisions read (everything else, such as containers' states and
+#: termination messages, is application output): kept, the rest left out.
+POD_STATUS_KEPT = (
+    "phase",
+    "conditions",
+    "nominatedNodeName",
+    "startTime",
+    "resourceClaimStatuses",
+    "extendedResourceClaimStatus",
+    "nodeAllocatableResourceClaimStatuses",
+    "resources",
+    "allocatedResources",
+)
+CONTAINER_STATUS_KEPT = ("name", "resources", "allocatedResources")
+
+
 def without_secrets(pod: dict[str, Any]) -> dict[str, Any]:
-    """A Pod as scheduling reads it: without annotations, managed fields, volumes and its
-    containers' environment, commands, mounts and probes (a copy; ``pod`` is not changed)."""
+    """A Pod as scheduling reads it: without annotations, managed fields, volumes, its
+    containers' environment, commands, mounts and probes, and of its status only what decisions
+    read (a copy; ``pod`` is not changed)."""
     out = dict(pod)
+    status = pod.get("status")
+    if isinstance(status, dict):
+        kept_status = {k: v for k, v in status.items() if k in POD_STATUS_KEPT}
+        for key in ("initContainerStatuses", "containerStatuses"):
+            if isinstance(status.get(key), list):
+                kept_status[key] = [
+                    {k: v for k, v in c.items() if k in CONTAINER_STATUS_KEPT} if isinstance(c, dict) else c
+                    for c in status[key]
+                ]
+        out["status"] = kept_status
     if isinstance(pod.get("metadata"), dict):
         out["metadata"] = {k: v for k, v in pod["metadata"].items() if k not in POD_METADATA_LEFT_OUT}
     spec = pod.get("spec")
@@ -406,4 +433,4 @@ def as_list_json(held: list[dict[str, Any] | bytes]) -> bytes:
         o if isinstance(o, bytes) else as_json(without_secrets(o) if o.get("kind") == "Pod" else o)
         for o in held
     ]
-    return b'{"apiVersion":"v1","kind":"List","items":[' + b",".join(parts) + b"]}"
+    return b"".join([b'{"apiVersion":"v1","kind":"List","items":[', b",".join(parts), b"]}"])

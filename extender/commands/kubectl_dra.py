@@ -223,11 +223,16 @@ def _from_extender(raw: RawKube, args: argparse.Namespace, release: Release, out
             f"kubectl dra: {what} {FROM_EXTENDER.format(service=service)} (replica {replica.name})",
             file=sys.stderr,
         )
-        if replica.last_decision is None:
+        if replica.named and not replica.active:
+            since = (
+                "has decided nothing since it started"
+                if replica.last_decision is None
+                else f"last decided {replica.last_decision:.0f} s ago"
+            )
             print(
-                f"kubectl dra: warning: replica {replica.name} has decided nothing since it started: it "
-                "may be a standby (its kube-scheduler does not lead), whose views lack binds in flight "
-                "and decisions; or nothing was scheduled",
+                f"kubectl dra: warning: replica {replica.name} {since}: it may be a standby (its "
+                "kube-scheduler does not lead), whose views lack binds in flight and decisions; "
+                "or nothing was scheduled meanwhile",
                 file=sys.stderr,
             )
         if not isinstance(answer, dict):

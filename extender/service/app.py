@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from extender.cluster.state import as_list_json
@@ -409,10 +409,60 @@ class EncodedSnapshot:
             return self._body
 
 
-async def in_chunks(body: bytes) -> AsyncIterator[bytes]:
-    view = memoryview(body)
-    for start in range(0, len(body), CHUNK_BYTES):
-        yield bytes(view[start : start + CHUNK_BYTES])
+#: Snapshots sent at once (each may hold its body, 28 MB at 5,000 nodes x 8 devices, for as long
+#: as its client takes); more are answered 429. And how long one may take to be read.
+SNAPSHOT_STREAMS = 2
+SNAPSHOT_SEND_SECONDS = 120.0
+
+
+class StreamSlots:
+    """How many large answers are being sent (one event loop: no lock)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+
+    def take(self) -> bool:
+        if self.open >= self.limit:
+            return False
+        self.open += 1
+        return True
+
+    def give_back(self) -> None:
+        self.open -= 1
+
+
+class SentInTime(Response):
+    """A large body sent a chunk at a time, each when the client has taken the last (uvicorn
+    waits for the socket to drain); cut off when it is not all taken within ``seconds``
+    (uvicorn has no write timeout, and the API server none for a proxied request); ``done``
+    once it is sent or given up."""
+
+    def __init__(
+        self,
+        body: bytes,
+        headers: dict[str, str],
+        done: Callable[[], None],
+        seconds: float = SNAPSHOT_SEND_SECONDS,
+    ) -> None:
+        super().__init__(media_type=JSON, headers={**headers, "Content-Length": str(len(body))})
+        self.whole = body
+        self.done = done
+        self.seconds = seconds
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            async with asyncio.timeout(self.seconds):
+                await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+                view = memoryview(self.whole)
+                for start in range(0, len(self.whole), CHUNK_BYTES):
+                    chunk = bytes(view[start : start + CHUNK_BYTES])
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except TimeoutError:
+            log.warning("a client took longer than %.0f s to read a snapshot: cut off", self.seconds)
+        finally:
+            self.done()
 
 
 #: Nodes per page of the capacity page.
@@ -519,15 +569,21 @@ def add_debug_views(app: FastAPI, service: Service, *, one_at_a_time: bool = Fal
 
     snapshots = EncodedSnapshot(lambda: worker.call(engine.state.held))
 
+    streams = StreamSlots(SNAPSHOT_STREAMS)
+
     @debug_route("/debug/snapshot")
     async def debug_snapshot() -> Response:
         """The objects the extender decides from, as its cache holds them: a ``kind: List`` that
         ``dra-extender simulate``, ``explain --state`` and ``serve --state`` read (``kubectl dra
         snapshot``). Binds in flight and devices held after prioritize are not objects."""
-        body = await snapshots.get()
-        return StreamingResponse(
-            in_chunks(body), media_type=JSON, headers={"Content-Length": str(len(body)), **headers()}
-        )
+        if not streams.take():
+            return _bad_request(f"{SNAPSHOT_STREAMS} snapshots are being sent; try again shortly", 429)
+        try:
+            body = await snapshots.get()
+        except BaseException:
+            streams.give_back()
+            raise
+        return SentInTime(body, headers(), streams.give_back)
 
     @debug_route("/debug/ui")
     async def debug_ui(request: Request, page: str | None = None) -> Response:

@@ -55,31 +55,52 @@ def test_anything_else_is_refused(text: str) -> None:
         ExtenderService.parse(text)
 
 
+class Opened:
+    """What ``RawKube.open_get`` gives: headers now, the body when read (or never, if closed)."""
+
+    def __init__(self, body: Any, headers: dict[str, str], log: list[str]) -> None:
+        self.body, self.headers, self.log = body, headers, log
+
+    def json(self) -> Any:
+        self.log.append("read")
+        if isinstance(self.body, Exception):
+            raise self.body
+        return self.body
+
+    def close(self) -> None:
+        self.log.append("closed")
+
+
 class Answers:
     """A RawKube stand-in that answers each GET with the next of ``answers``: an error to raise,
-    or a body (with the replica headers of ``replica``, else of an active replica), recording
-    the paths asked."""
+    a :class:`Replied`, or a body from an active replica; recording the paths asked and which
+    bodies were read."""
 
     def __init__(self, *answers: Any) -> None:
         self.answers = list(answers)
         self.asked: list[tuple[str, dict[str, Any] | None]] = []
+        self.bodies: list[str] = []
 
-    def get_with_headers(
-        self, path: str, *, query: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, str]]:
+    def open_get(self, path: str, *, query: dict[str, Any] | None = None) -> Opened:
         self.asked.append((path, query))
         answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
+        if isinstance(answer, ClusterAPIError):
             raise answer
         if isinstance(answer, Replied):
-            return answer.body, answer.headers
-        return answer, {REPLICA_HEADER.lower(): "active", LAST_DECISION_HEADER.lower(): "0.5"}
+            return Opened(answer.body, answer.headers, self.bodies)
+        return Opened(
+            answer, {REPLICA_HEADER.lower(): "active", LAST_DECISION_HEADER.lower(): "0.5"}, self.bodies
+        )
 
 
 class Replied:
-    def __init__(self, body: Any, replica: str, last_decision: str) -> None:
+    def __init__(self, body: Any, replica: str | None, last_decision: str = "never") -> None:
         self.body = body
-        self.headers = {REPLICA_HEADER.lower(): replica, LAST_DECISION_HEADER.lower(): last_decision}
+        self.headers = (
+            {}
+            if replica is None
+            else {REPLICA_HEADER.lower(): replica, LAST_DECISION_HEADER.lower(): last_decision}
+        )
 
 
 def status(code: int, message: str) -> ClusterAPIError:
@@ -155,40 +176,68 @@ def test_views_are_asked_for_as_json_with_the_query() -> None:
     assert answers.asked == [(SERVICE.path("capacity"), {"format": "json", "class": "gpu"})]
 
 
+BUSY = extender_error(429, "another debug view is being computed; try again shortly")
+
 REPLICAS = {
     "the first decided a moment ago: asked once": (
         [Replied("a", "one", "2.0")],
         ("a", Replica("one", 2.0)),
-        1,
+        ["read"],
     ),
-    "a standby first, then the active one: asked twice, the active one's answer": (
+    "a standby first, then the active one: the active one's answer": (
         [Replied("standby", "two", "never"), Replied("active", "one", "1.5")],
         ("active", Replica("one", 1.5)),
-        2,
+        ["read", "read"],
     ),
-    "a quiet cluster: every try, and the one that decided last": (
+    "a quiet cluster: every try, bodies read only when better": (
         [Replied("old", "one", "900"), Replied("never", "two", "never"), Replied("older", "one", "901")],
         ("old", Replica("one", 900.0)),
-        ACTIVE_ATTEMPTS,
+        ["read", "closed", "closed"],
     ),
-    "no replica ever decided: the first answer, after every try": (
-        [Replied("a", "one", "never"), Replied("b", "two", "never"), Replied("c", "one", "never")],
+    "no replica ever decided: the first answer, the others closed unread": (
+        [Replied("a", "one"), Replied("b", "two"), Replied("c", "one")],
         ("a", Replica("one", None)),
-        ACTIVE_ATTEMPTS,
+        ["read", "closed", "closed"],
+    ),
+    "an extender that names no replica: its answer as is": (
+        [Replied("old-extender", None)],
+        ("old-extender", Replica("unknown", None, named=False)),
+        ["read"],
+    ),
+    "a later attempt that fails keeps the answer in hand": (
+        [Replied("standby", "two"), extender_error(404, "no such endpoint: GET /debug/capacity")],
+        ("standby", Replica("two", None)),
+        ["read"],
+    ),
+    "a later body that breaks off keeps the answer in hand": (
+        [Replied("standby", "two"), Replied(ClusterAPIError("the answer broke off"), "one", "1.0")],
+        ("standby", Replica("two", None)),
+        ["read", "read"],
     ),
 }
 
 
-@pytest.mark.parametrize(("answers", "kept", "asked"), REPLICAS.values(), ids=REPLICAS.keys())
+@pytest.mark.parametrize(("answers", "kept", "bodies"), REPLICAS.values(), ids=REPLICAS.keys())
 def test_the_replica_that_decided_last_answers(
-    answers: list[Replied], kept: tuple[Any, Replica], asked: int
+    answers: list[Any], kept: tuple[Any, Replica], bodies: list[str]
 ) -> None:
     """Behind the proxy any ready replica answers; a standby's views lack binds in flight."""
+    assert len(answers) <= ACTIVE_ATTEMPTS
     stand_in = Answers(*answers)
-    assert ask(stand_in, SERVICE, "capacity") == kept  # type: ignore[arg-type]
-    assert len(stand_in.asked) == asked
+    assert ask(stand_in, SERVICE, "capacity", pause=0) == kept  # type: ignore[arg-type]
+    assert stand_in.answers == []  # asked exactly as often as the case expects
+    assert stand_in.bodies == bodies
 
 
-def test_headers_that_name_no_replica_read_as_unknown_and_never() -> None:
-    assert Replica.from_headers({}) == Replica("unknown", None)
-    assert Replica.from_headers({LAST_DECISION_HEADER.lower(): "soon"}) == Replica("unknown", None)
+def test_a_first_body_that_cannot_be_read_is_named() -> None:
+    broken = Answers(Replied(ClusterAPIError("GET ...: malformed answer: unexpected end"), "one", "1.0"))
+    with pytest.raises(NotReachable, match="could not be read"):
+        ask(broken, SERVICE, "snapshot")  # type: ignore[arg-type]
+
+
+def test_headers_read_as_a_replica() -> None:
+    assert Replica.from_headers({}) == Replica("unknown", None, named=False)
+    assert Replica.from_headers(
+        {REPLICA_HEADER.lower(): "r", LAST_DECISION_HEADER.lower(): "soon"}
+    ) == Replica("r", None)
+    assert Replica.from_headers({REPLICA_HEADER.lower(): "r", LAST_DECISION_HEADER.lower(): "3.5"}).active

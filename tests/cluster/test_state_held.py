@@ -83,6 +83,20 @@ def secret_pod() -> dict[str, Any]:
                 "httpGet": {"path": "/", "httpHeaders": [{"name": "X-Token", "value": "hunter2"}]}
             },
         )
+    p["status"] = {
+        "phase": "Running",
+        "message": "hunter2",
+        "containerStatuses": [
+            {
+                "name": "c",
+                "state": {"terminated": {"message": "token hunter2"}},
+                "lastState": {"terminated": {"message": "hunter2"}},
+                "resources": {"requests": {"cpu": "2"}},
+                "allocatedResources": {"cpu": "2"},
+            }
+        ],
+        "resourceClaimStatuses": [{"name": "c", "resourceClaimName": "c"}],
+    }
     p["spec"]["initContainers"] = [
         {"name": "init", "env": [{"name": "K", "value": "hunter2"}], "restartPolicy": "Always"}
     ]

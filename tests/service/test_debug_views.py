@@ -18,7 +18,16 @@ from fastapi.responses import Response
 from extender.cluster.state import as_list_json, object_key
 from extender.explain import engine_from_state
 from extender.service import debug
-from extender.service.app import PAGE_NODES, EncodedSnapshot, OneAtATime, create_app, create_ops_app
+from extender.service.app import (
+    CHUNK_BYTES,
+    PAGE_NODES,
+    EncodedSnapshot,
+    OneAtATime,
+    SentInTime,
+    StreamSlots,
+    create_app,
+    create_ops_app,
+)
 from extender.service.runtime import ServeConfig, build_embedded
 from extender.statefile import load_objects
 from tests.builders import attrs, claim, device, device_class, exact, node, pod, resource_slice
@@ -359,3 +368,49 @@ def test_a_shared_snapshot_is_encoded_again_once_its_moment_passed() -> None:
     first, same, later = asyncio.run(main())
     assert first is same and later != first and len(calls) == 2
     assert b"n2" in later
+
+
+def test_snapshots_sent_at_once_are_capped() -> None:
+    slots = StreamSlots(2)
+    assert [slots.take(), slots.take(), slots.take()] == [True, True, False]
+    slots.give_back()
+    assert slots.take()
+
+
+def test_a_client_that_stops_reading_is_cut_off_and_its_slot_given_back() -> None:
+    """uvicorn waits for the socket to drain before each chunk: a client that never reads holds
+    the send, and the answer's deadline ends it."""
+    given_back: list[int] = []
+    sent: list[dict[str, Any]] = []
+    stalled = asyncio.Event()
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if len(sent) == 3:  # the head and one chunk went out; then the client stops reading
+            await stalled.wait()
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request"}
+
+    answer = SentInTime(b"x" * (3 * CHUNK_BYTES), {}, lambda: given_back.append(1), seconds=0.05)
+    asyncio.run(answer({"type": "http"}, receive, send))
+    assert given_back == [1]
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body", "http.response.body"]
+    assert all(m.get("more_body") for m in sent[1:])  # never told it was complete
+
+
+def test_a_snapshot_read_to_the_end_gives_its_slot_back() -> None:
+    given_back: list[int] = []
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request"}
+
+    body = b"y" * (CHUNK_BYTES + 10)
+    asyncio.run(SentInTime(body, {"X-A": "b"}, lambda: given_back.append(1))({"type": "http"}, receive, send))
+    assert given_back == [1]
+    assert b"".join(m.get("body", b"") for m in sent[1:]) == body and sent[-1]["more_body"] is False
+    assert (b"content-length", str(len(body)).encode()) in sent[0]["headers"]
