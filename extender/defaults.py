@@ -35,7 +35,7 @@ DEFAULT_CACHE_STALE_AFTER = 30.0
 #: kube-scheduler's httpTimeout for the extender, as scheduler-config/ ships it (seconds).
 DEFAULT_SCHEDULER_HTTP_TIMEOUT = 10.0
 
-#: Response headers of every debug view (extender/service/app.py) that ``kubectl dra`` reads
+#: Response headers of every debug view (extender/service/debug_http.py) that ``kubectl dra`` reads
 #: (extender/cluster/extender_proxy.py): the replica that answered, and how many seconds before
 #: it had last decided, or "never".
 REPLICA_HEADER = "X-Dra-Extender-Replica"

@@ -18,15 +18,14 @@ from fastapi.responses import Response
 from extender.cluster.state import as_list_json, object_key
 from extender.explain import engine_from_state
 from extender.service import debug
-from extender.service.app import (
+from extender.service.app import create_app, create_ops_app
+from extender.service.debug_http import (
     CHUNK_BYTES,
     PAGE_NODES,
     EncodedSnapshot,
     OneAtATime,
     SentInTime,
     StreamSlots,
-    create_app,
-    create_ops_app,
 )
 from extender.service.runtime import ServeConfig, build_embedded
 from extender.statefile import load_objects
