@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 
 from extender.allocator.tolerations import taints_tolerated
 from extender.cel import CelCompileError
-from extender.model.dra import Device, ResourceClaim, parse_resource_claim
+from extender.model.dra import Device, DeviceID, ResourceClaim, parse_resource_claim
 from extender.scheduling.decide.decision import node_info
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decide.stepwise import to_the_end
 
 #: Device attributes read as the product name, first found.
 PRODUCT_ATTRIBUTES = ("productName", "model", "type")
+#: Claims looked at per step when gathering the devices the cache's claims hold.
+CLAIMS_PER_STEP = 5000
 #: Request sizes the fit counts are given for when none is asked.
 SHAPE_COUNTS = (1, 2, 4, 8)
 
@@ -158,18 +160,23 @@ def capacity_steps(snapshot: Snapshot) -> Generator[None, None, Capacity]:
     seen: dict[tuple[str, str], dict[object, bool]] = {}
     claims = {name: one_device_of(name) for name in sorted(state.classes)}
     #: Devices claims in the cache hold: the rest of what is in use is the extender's own writes.
-    in_cache = {r.id for c in state.claims.values() if c.allocation is not None for r in c.allocation.devices}
+    #: Gathered a slice at a time, like the nodes below (tens of thousands of claims).
+    in_cache: set[DeviceID] = set()
+    allocations = [c.allocation for c in state.claims.values() if c.allocation is not None]
+    for start in range(0, len(allocations), CLAIMS_PER_STEP):
+        in_cache.update(r.id for a in allocations[start : start + CLAIMS_PER_STEP] for r in a.devices)
+        yield
     check_taints = snapshot.features.device_taints
+
+    def tainted(device: Device) -> bool:
+        """An untolerated NoSchedule or NoExecute taint keeps it from a class's request."""
+        return check_taints and not taints_tolerated(inventory.taints(device), ())
 
     def state_of(device: Device, free: bool) -> int:
         """0 free, 1 allocated, 2 in flight, 3 tainted (see :class:`DeviceStates`)."""
-        if not free and device.id in in_cache:
-            return 1
         if not free:
-            return 2
-        if check_taints and not taints_tolerated(inventory.taints(device), ()):
-            return 3
-        return 0
+            return 1 if device.id in in_cache else 2
+        return 3 if tainted(device) else 0
 
     for class_name, device_class in state.classes.items():
         for i, selector in enumerate(device_class.selectors):
@@ -187,7 +194,7 @@ def capacity_steps(snapshot: Snapshot) -> Generator[None, None, Capacity]:
             tally[0] += 1
             if allocated.holds(device.id):
                 tally[1] += 1
-            elif check_taints and not taints_tolerated(inventory.taints(device), ()):
+            elif tainted(device):
                 tally[2] += 1
         per_node.extend(NodeDrivers(name, d, t, h, x) for d, (t, h, x) in sorted(counts.items()))
         info = node_info(node)
