@@ -188,7 +188,6 @@ def capacity_view(
     ``device_class`` and ``count``: the one shape asked about, with its fit per node.
     ``found``: the capacity already computed (the HTTP layer computes it in slices)."""
     found = found if found is not None else capacity(engine.snapshot())
-    classes = sorted(found.free_by_class)
     out: dict[str, Any] = {
         "nodes": [
             {
@@ -205,13 +204,7 @@ def capacity_view(
             {"deviceClass": c.device_class, "product": c.product, "total": c.total, "free": c.free}
             for c in found.classes
         ],
-        "devicesByClass": {cls: found.class_states(cls).as_dict() for cls in classes},
-        "podsThatFit": {cls: {str(n): found.pods_that_fit(cls, n) for n in SHAPE_COUNTS} for cls in classes},
-        "strandedFor": {cls: {str(n): found.stranded(cls, n) for n in SHAPE_COUNTS} for cls in classes},
-        "classErrors": found.class_errors,
-        "note": "pods that fit: sum over nodes of free // count; constraints (matchAttribute, "
-        "distinctAttribute), counters and capacity are not considered; devicesByClass and "
-        "strandedFor count a device on every node that reaches it",
+        **class_figures(found),
     }
     if device_class is not None:
         wanted = count or 1
@@ -224,6 +217,21 @@ def capacity_view(
             "byNode": {node: free // wanted for node, free in sorted(per_node.items()) if free >= wanted},
         }
     return out
+
+
+def class_figures(found: Capacity) -> dict[str, Any]:
+    """Per class: its devices by state, pods of each shape that fit, free devices stranded for
+    them, and the classes that cannot be judged (the capacity view's and the page's)."""
+    classes = sorted(found.free_by_class)
+    return {
+        "devicesByClass": {cls: found.class_states(cls).as_dict() for cls in classes},
+        "podsThatFit": {cls: {str(n): found.pods_that_fit(cls, n) for n in SHAPE_COUNTS} for cls in classes},
+        "strandedFor": {cls: {str(n): found.stranded(cls, n) for n in SHAPE_COUNTS} for cls in classes},
+        "classErrors": found.class_errors,
+        "note": "pods that fit: sum over nodes of free // count; constraints (matchAttribute, "
+        "distinctAttribute), counters and capacity are not considered; devicesByClass and "
+        "strandedFor count a device on every node that reaches it",
+    }
 
 
 #: Pending pods and recent decisions the capacity page lists at most.
@@ -267,7 +275,7 @@ def page_view(
 ) -> dict[str, Any]:
     """What the capacity page shows: /debug/capacity's figures, one page of nodes with each
     class's devices there by state, pending pods with their reasons, recent decisions."""
-    figures = capacity_view(engine, found=found)
+    figures = class_figures(found)  # not the per-node list: 5,000 entries the page pages itself
     classes = [device_class] if device_class is not None else sorted(found.free_by_class)
     names = sorted(engine.state.nodes)
     if device_class is not None:

@@ -21,7 +21,7 @@ from extender.defaults import LAST_DECISION_HEADER, REPLICA_HEADER
 from extender.scheduling.decide.capacity import Capacity, capacity_steps
 from extender.scheduling.engine import Engine
 from extender.service import capacity_page, debug, wire
-from extender.service.responses import JSON, error_response, json_response
+from extender.service.responses import JSON, error_response
 from extender.service.worker import EngineWorker
 
 log = logging.getLogger("dra_extender.http")
@@ -60,9 +60,8 @@ CHUNK_BYTES = 64 * 1024
 
 class EncodedSnapshot:
     """/debug/snapshot's body, encoded off the engine's loop and shared for ``seconds``: every
-    request within that time gets the same bytes, sent in chunks as the client reads them, so
-    clients that ask and never read hold one copy between them, not one each (28 MB at 5,000
-    nodes x 8 devices)."""
+    request within that time gets the same bytes (28 MB at 5,000 nodes x 8 devices) instead of
+    an encoding of its own."""
 
     def __init__(
         self,
@@ -245,7 +244,7 @@ def add_debug_views(
 
         data = await worker.call(explain)
         if data is None:
-            return json_response(wire.encode({"Error": f"pod {namespace}/{name} not found"}), 404)
+            return error_response(f"pod {namespace}/{name} not found", 404)
         return view("pod", data, format)
 
     snapshots = EncodedSnapshot(lambda: worker.call(engine.state.held))
