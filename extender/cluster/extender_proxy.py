@@ -115,21 +115,15 @@ def ask(
     for _ in range(attempts):
         try:
             opened = _open(raw, service, view, query, pause)
+            replica = Replica.from_headers(opened.headers)
+            if best is not None and not replica.later_than(best[1]):
+                opened.close()
+                continue
+            best = (_body(service, opened), replica)
         except (NotReachable, ViewRefused):
             if best is None:
                 raise
             break  # keep the answer in hand (the other replica is busy, or being replaced)
-        replica = Replica.from_headers(opened.headers)
-        if best is not None and not replica.later_than(best[1]):
-            opened.close()
-            continue
-        try:
-            answer = _body(service, opened)
-        except NotReachable:
-            if best is None:
-                raise
-            break
-        best = (answer, replica)
         if replica.active:
             break
     assert best is not None

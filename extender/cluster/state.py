@@ -358,40 +358,60 @@ def is_newer(cached: str, reference: str) -> bool:
         return cached != reference
 
 
-#: What a Pod carries that no scheduling decision reads and that may hold secrets or more than
-#: the scheduler needs to show: left out of :meth:`ClusterState.held` (the snapshot), so that
-#: its readers see what the extender decides from and no more.
-POD_METADATA_LEFT_OUT = ("annotations", "managedFields")
-POD_SPEC_LEFT_OUT = ("volumes", "imagePullSecrets", "hostAliases")
-CONTAINER_FIELDS_LEFT_OUT = (
-    "env",
-    "envFrom",
-    "command",
-    "args",
-    "workingDir",
-    "volumeMounts",
-    "volumeDevices",
-    "lifecycle",
-    "livenessProbe",
-    "readinessProbe",
-    "startupProbe",
+#: What a snapshot shows of a Pod: what scheduling decisions read, and nothing that may hold
+#: secrets or application output. Per part: which of its keys stay, the lists of containers in
+#: it, and which of a container's keys stay. Everything not named in the status is left out;
+#: in the metadata and spec, only what is named.
+POD_METADATA_LEFT_OUT = frozenset({"annotations", "managedFields"})
+POD_SPEC_LEFT_OUT = frozenset({"volumes", "imagePullSecrets", "hostAliases"})
+CONTAINER_FIELDS_LEFT_OUT = frozenset(
+    {
+        "env",
+        "envFrom",
+        "command",
+        "args",
+        "workingDir",
+        "volumeMounts",
+        "volumeDevices",
+        "lifecycle",
+        "livenessProbe",
+        "readinessProbe",
+        "startupProbe",
+    }
+)
+POD_STATUS_KEPT = frozenset(
+    {
+        "phase",
+        "conditions",
+        "nominatedNodeName",
+        "startTime",
+        "resourceClaimStatuses",
+        "extendedResourceClaimStatus",
+        "nodeAllocatableResourceClaimStatuses",
+        "resources",
+        "allocatedResources",
+    }
+)
+CONTAINER_STATUS_KEPT = frozenset({"name", "resources", "allocatedResources"})
+_POD_SHOWN: tuple[tuple[str, Callable[[str], bool], tuple[str, ...], Callable[[str], bool]], ...] = (
+    ("metadata", lambda k: k not in POD_METADATA_LEFT_OUT, (), lambda k: True),
+    (
+        "spec",
+        lambda k: k not in POD_SPEC_LEFT_OUT,
+        ("initContainers", "containers", "ephemeralContainers"),
+        lambda k: k not in CONTAINER_FIELDS_LEFT_OUT,
+    ),
+    (
+        "status",
+        lambda k: k in POD_STATUS_KEPT,
+        ("initContainerStatuses", "containerStatuses"),
+        lambda k: k in CONTAINER_STATUS_KEPT,
+    ),
 )
 
 
-#: Of a Pod's status, what decisions read (everything else, such as containers' states and
-#: termination messages, is application output): kept, the rest left out.
-POD_STATUS_KEPT = (
-    "phase",
-    "conditions",
-    "nominatedNodeName",
-    "startTime",
-    "resourceClaimStatuses",
-    "extendedResourceClaimStatus",
-    "nodeAllocatableResourceClaimStatuses",
-    "resources",
-    "allocatedResources",
-)
-CONTAINER_STATUS_KEPT = ("name", "resources", "allocatedResources")
+def _kept(value: Any, keep: Callable[[str], bool]) -> Any:
+    return {k: v for k, v in value.items() if keep(k)} if isinstance(value, dict) else value
 
 
 def without_secrets(pod: dict[str, Any]) -> dict[str, Any]:
@@ -399,30 +419,15 @@ def without_secrets(pod: dict[str, Any]) -> dict[str, Any]:
     containers' environment, commands, mounts and probes, and of its status only what decisions
     read (a copy; ``pod`` is not changed)."""
     out = dict(pod)
-    status = pod.get("status")
-    if isinstance(status, dict):
-        kept_status = {k: v for k, v in status.items() if k in POD_STATUS_KEPT}
-        for key in ("initContainerStatuses", "containerStatuses"):
-            if isinstance(status.get(key), list):
-                kept_status[key] = [
-                    {k: v for k, v in c.items() if k in CONTAINER_STATUS_KEPT} if isinstance(c, dict) else c
-                    for c in status[key]
-                ]
-        out["status"] = kept_status
-    if isinstance(pod.get("metadata"), dict):
-        out["metadata"] = {k: v for k, v in pod["metadata"].items() if k not in POD_METADATA_LEFT_OUT}
-    spec = pod.get("spec")
-    if isinstance(spec, dict):
-        kept = {k: v for k, v in spec.items() if k not in POD_SPEC_LEFT_OUT}
-        for key in ("initContainers", "containers", "ephemeralContainers"):
-            if isinstance(spec.get(key), list):
-                kept[key] = [
-                    {k: v for k, v in c.items() if k not in CONTAINER_FIELDS_LEFT_OUT}
-                    if isinstance(c, dict)
-                    else c
-                    for c in spec[key]
-                ]
-        out["spec"] = kept
+    for part, keep, lists, keep_in_list in _POD_SHOWN:
+        section = pod.get(part)
+        if not isinstance(section, dict):
+            continue
+        shown = _kept(section, keep)
+        for key in lists:
+            if isinstance(section.get(key), list):
+                shown[key] = [_kept(c, keep_in_list) for c in section[key]]
+        out[part] = shown
     return out
 
 

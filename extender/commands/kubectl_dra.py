@@ -18,10 +18,11 @@ wrong, not partial), except for PodDisruptionBudgets, which only preemption read
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -178,9 +179,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "snapshot":
         _warn_refused(listing.refused)
         print(f"kubectl dra: snapshot {COMPUTED}", file=sys.stderr)
-        _write(Path(args.output), listing.objects)
-        print(f"kubectl dra: {len(listing.objects)} objects written to {args.output}", file=sys.stderr)
-        return FITS
+        return _snapshot_written(listing.objects, args.output)
     missing = {kind: why for kind, why in listing.refused.items() if kind not in OPTIONAL_KINDS}
     if missing:
         kinds = ", ".join(f"{kind} ({why})" for kind, why in missing.items())
@@ -194,10 +193,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
     from extender.commands.arguments import offline_features
     from extender.explain import engine_from_state
 
-    with tempfile.TemporaryDirectory(prefix="kubectl-dra-") as folder:
-        state = Path(folder) / "snapshot.json"
-        _write(state, listing.objects, compact=True)
-        limit = state.stat().st_size + 1  # the snapshot is ours: no size limit but its own
+    with _state_file(listing.objects) as (state, limit):
         engine = engine_from_state(
             [str(state)], limit, release, offline_features(args.feature_gates, release)
         )
@@ -254,21 +250,26 @@ def _from_extender(raw: RawKube, args: argparse.Namespace, release: Release, out
     what = "snapshot" if args.command == "snapshot" else "decided on a snapshot"
     objects: list[dict[str, Any]] = list(asked("snapshot", what).get("items") or [])
     if args.command == "snapshot":
-        _write(Path(args.output), objects)
-        print(f"kubectl dra: {len(objects)} objects written to {args.output}", file=sys.stderr)
-        return FITS
+        return _snapshot_written(objects, args.output)
     return _decide_on(objects, release, args, out)
 
 
 def _decide_on(objects: list[dict[str, Any]], release: Release, args: argparse.Namespace, out: TextIO) -> int:
     """``simulate`` or ``pending`` on these objects."""
-    with tempfile.TemporaryDirectory(prefix="kubectl-dra-") as folder:
-        state = Path(folder) / "snapshot.json"
-        _write(state, objects, compact=True)
-        limit = state.stat().st_size + 1  # the snapshot is ours: no size limit but its own
+    with _state_file(objects) as (state, limit):
         if args.command == "simulate":
             return _simulate(state, limit, release.name, args, out)
         return _pending(state, limit, release.name, args.feature_gates, objects, args.output, out)
+
+
+@contextlib.contextmanager
+def _state_file(objects: list[dict[str, Any]]) -> Iterator[tuple[Path, int]]:
+    """``objects`` as a state file for as long as the block runs, and the size limit to read it
+    with (the snapshot is ours: no limit but its own)."""
+    with tempfile.TemporaryDirectory(prefix="kubectl-dra-") as folder:
+        state = Path(folder) / "snapshot.json"
+        _write(state, objects, compact=True)
+        yield state, state.stat().st_size + 1
 
 
 def _connect(kubeconfig: str | None, context: str | None) -> tuple[RawKube, Release]:
@@ -438,6 +439,12 @@ def _rendered(view: str, data: dict[str, Any], output: str) -> str:
     if output == "json":
         return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n"
     return debug.render_text(view, data)
+
+
+def _snapshot_written(objects: list[dict[str, Any]], output: str) -> int:
+    _write(Path(output), objects)
+    print(f"kubectl dra: {len(objects)} objects written to {output}", file=sys.stderr)
+    return FITS
 
 
 def _write(path: Path, objects: list[dict[str, Any]], *, compact: bool = False) -> None:
