@@ -4,8 +4,11 @@ then would wait).
 
 Run: ``python -m bench.debug_views_bench`` (``--nodes``, ``--repeat``): the allocator bench's
 cluster (8 GPUs of two products and 2 NICs per node, 30% of the GPUs allocated), served in
-process from a state file (``serve --state``'s path), each view asked through the ops app with
-``--ops-debug``. A ticker on the engine's loop records the longest gap between its turns.
+process from a state file as ``serve --state`` loads it (the loaded heap frozen), each view
+asked through the ops app with ``--ops-debug``. A ticker on the engine's loop records the
+longest gap between its turns: the views' own slices, the garbage collector's passes (run with
+``gc.set_threshold(10**9)`` to tell them apart) and, for the snapshot, this in-process client
+reading its 28 MB on the same loop.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import httpx
 import orjson
 
 from bench.allocator_bench import cluster
+from extender.serve_command import paused_collector
 from extender.service.app import create_ops_app
 from extender.service.runtime import ServeConfig, build_embedded
 
@@ -72,7 +76,9 @@ def main() -> None:
             state = Path(folder) / "state.json"
             objects = cluster(nodes, 8, 0.3)
             state.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-            service, _store = build_embedded([str(state)], ServeConfig(max_state_bytes=1 << 31))
+            service, _store = build_embedded(
+                [str(state)], ServeConfig(max_state_bytes=1 << 31), loading=paused_collector
+            )
         app = create_ops_app(service, debug_views=True)
 
         async def run(nodes: int = nodes, app: object = app) -> None:
