@@ -6,6 +6,9 @@ import os
 
 import pytest
 
+# The closing lines that name what did not run (issue 50).
+from tests.skip_summary import pytest_terminal_summary  # noqa: F401
+
 
 @pytest.hookimpl(optionalhook=True)  # the conftest loads without xdist too
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
