@@ -35,23 +35,37 @@ WATCHED = (
 #: The API group/version of the kinds outside resource.k8s.io.
 OUTSIDE_DRA = {"Node": "v1", "Pod": "v1", "PodDisruptionBudget": "policy/v1"}
 
-#: Read-only resources that may be read at an older version than the one claims are written at.
-READ_ELSEWHERE = ("devicetaintrules",)
+#: Read-only resources that may be read at an older version than the one claims are written at,
+#: with the versions outside :data:`~extender.cluster.kube.PREFERRED_VERSIONS` they may be read
+#: at: DeviceTaintRules are v1alpha3 in 1.34 and 1.35 (alpha), v1beta2 only in 1.36, and
+#: kube-scheduler of those releases with the gate on reads them there.
+READ_ELSEWHERE: dict[str, tuple[str, ...]] = {"devicetaintrules": ("v1alpha3",)}
 
 
 def discover_once(raw: RawKube) -> tuple[Paths, set[str]]:
     """The paths of the served resource.k8s.io version (and of a read-only resource served only
-    at an older one: 1.36's DeviceTaintRules are v1beta2) and the resources served there."""
+    at an older one: 1.36's DeviceTaintRules are v1beta2, 1.35's v1alpha3) and the resources
+    served there."""
     version, *older = raw.served_dra_versions()
     served = raw.served_resources(version)
     elsewhere: dict[str, str] = {}
-    for resource in READ_ELSEWHERE:
+    for resource, also in READ_ELSEWHERE.items():
         if resource in served:
             continue
-        found = next((v for v in older if resource in raw.served_resources(v)), None)
+        found = next((v for v in (*older, *also) if resource in _served_at(raw, v)), None)
         if found is not None:
             elsewhere[resource] = found
     return Paths(version, elsewhere), served | set(elsewhere)
+
+
+def _served_at(raw: RawKube, version: str) -> set[str]:
+    """The resources of resource.k8s.io/``version``; none where the version is not served."""
+    try:
+        return raw.served_resources(version)
+    except ClusterAPIError as exc:
+        if exc.code == 404:
+            return set()
+        raise
 
 
 def watched(paths: Paths, served: set[str], *, device_taint_rules: bool) -> list[tuple[str, str, str]]:

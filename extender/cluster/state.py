@@ -28,7 +28,7 @@ from extender.model.json_form import as_json
 from extender.model.policy import PodDisruptionBudget, parse_pod_disruption_budget
 from extender.model.scheduling import SCHEDULING_GROUP, PodGroup, parse_pod_group
 from extender.model.taint_rules import DeviceTaintRule, parse_device_taint_rule
-from extender.model.versions import SUPPORTED_VERSIONS, resource_version_of
+from extender.model.versions import resource_version_of, supported_versions
 from extender.tally import tally
 
 Key = tuple[str, str]  # (namespace, name); namespace '' for cluster-scoped objects
@@ -165,7 +165,7 @@ class ClusterState:
         if parser is None:
             self.problems.append(f"{label}: kind not used for DRA scheduling, ignored")
             return
-        if kind in _DRA_KINDS and resource_version_of(obj) not in SUPPORTED_VERSIONS:
+        if kind in _DRA_KINDS and resource_version_of(obj) not in supported_versions(kind):
             self.problems.append(f"{label}: unsupported apiVersion {obj.get('apiVersion')!r}, ignored")
             return
         if not name:

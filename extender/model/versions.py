@@ -11,6 +11,15 @@ from typing import Any
 
 RESOURCE_GROUP = "resource.k8s.io"
 SUPPORTED_VERSIONS = ("v1", "v1beta2", "v1beta1")
+#: DeviceTaintRules are also read at v1alpha3, where 1.34 and 1.35 serve them (its shape is
+#: v1beta2's; 1.34's alpha class and CEL selectors, removed in 1.35, are not applied).
+VERSIONS_OF_KIND: dict[str, tuple[str, ...]] = {"DeviceTaintRule": (*SUPPORTED_VERSIONS, "v1alpha3")}
+
+
+def supported_versions(kind: str) -> tuple[str, ...]:
+    """The resource.k8s.io versions a DRA ``kind`` is read at."""
+    return VERSIONS_OF_KIND.get(kind, SUPPORTED_VERSIONS)
+
 
 _EXACT_FIELDS = (
     "deviceClassName",

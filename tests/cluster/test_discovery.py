@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from extender.cluster.api import ClusterAPIError
-from extender.cluster.discovery import list_all, watched
-from extender.cluster.kube import Paths
+from extender.cluster.discovery import discover_once, list_all, watched
+from extender.cluster.kube import PREFERRED_VERSIONS, Paths
+from extender.cluster.state import ClusterState
 
 
 class FakeRaw:
@@ -83,3 +84,66 @@ def test_what_is_read_from_a_server(
         assert read["DeviceTaintRule"] == "resource.k8s.io/v1beta2"  # served only at an older version
     if "PodGroup" in read:
         assert read["PodGroup"] == f"scheduling.k8s.io/{pod_groups}"
+
+
+class ServedVersions:
+    """Discovery of resource.k8s.io: version -> the resources served there (absent: 404)."""
+
+    def __init__(self, served: dict[str, set[str]]) -> None:
+        self.served = served
+
+    def served_dra_versions(self) -> list[str]:
+        return [v for v in PREFERRED_VERSIONS if v in self.served]
+
+    def served_resources(self, version: str) -> set[str]:
+        if version not in self.served:
+            error = ClusterAPIError(f"GET /apis/resource.k8s.io/{version}: 404")
+            error.code = 404
+            raise error
+        return self.served[version]
+
+
+DRA = {"resourceslices", "resourceclaims", "deviceclasses", "resourceclaimtemplates"}
+
+#: name -> (served: version -> resources, where DeviceTaintRules are read (None: nowhere))
+TAINT_RULES_SERVED: dict[str, tuple[dict[str, set[str]], str | None]] = {
+    "1.34 and 1.35: alpha, v1alpha3 only": (
+        {"v1": DRA, "v1beta2": DRA, "v1alpha3": {"devicetaintrules"}},
+        "v1alpha3",
+    ),
+    "1.36: beta, v1beta2 only": ({"v1": DRA, "v1beta2": DRA | {"devicetaintrules"}}, "v1beta2"),
+    "1.37: GA, at v1": ({"v1": DRA | {"devicetaintrules"}, "v1beta2": DRA}, "v1"),
+    "not served anywhere": ({"v1": DRA, "v1beta2": DRA}, None),
+}
+
+
+@pytest.mark.parametrize("case", list(TAINT_RULES_SERVED))
+def test_device_taint_rules_are_read_where_the_release_serves_them(case: str) -> None:
+    served, where = TAINT_RULES_SERVED[case]
+    paths, resources = discover_once(ServedVersions(served))  # type: ignore[arg-type]
+    assert paths.dra_version == "v1"
+    if where is None:
+        assert "devicetaintrules" not in resources
+    else:
+        assert "devicetaintrules" in resources
+        assert paths.version_of("devicetaintrules") == where
+
+
+def test_a_v1alpha3_device_taint_rule_is_kept_and_another_kind_at_it_is_not() -> None:
+    state = ClusterState()
+    rule = {
+        "apiVersion": "resource.k8s.io/v1alpha3",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "maintenance"},
+        "spec": {
+            "deviceSelector": {"driver": "gpu.example.com", "pool": "node-a", "device": "gpu-0"},
+            "taint": {"key": "example.com/maintenance", "value": "planned", "effect": "NoSchedule"},
+        },
+    }
+    state.apply(rule)
+    state.apply(
+        {"apiVersion": "resource.k8s.io/v1alpha3", "kind": "DeviceClass", "metadata": {"name": "gpu"}}
+    )
+    assert [r.name for r in state.taint_rules.values()] == ["maintenance"]
+    assert not state.classes
+    assert any("DeviceClass gpu: unsupported apiVersion" in p for p in state.problems), state.problems

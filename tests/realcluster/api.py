@@ -58,9 +58,8 @@ DEFAULT_VERSIONS: dict[str, str] = {
     "DeviceClass": "resource.k8s.io/v1",
     "ResourceClaim": "resource.k8s.io/v1",
     "ResourceClaimTemplate": "resource.k8s.io/v1",
-    # 1.36 serves DeviceTaintRule as v1beta2 (and v1alpha3).
+    # Release-dependent: an Api of a control plane takes its release's (releases.py api_versions).
     "DeviceTaintRule": "resource.k8s.io/v1beta2",
-    # 1.36 serves PodGroups as v1alpha2 (GenericWorkload and runtime-config); 1.37 as v1beta1.
     "PodGroup": "scheduling.k8s.io/v1alpha2",
     "ValidatingAdmissionPolicy": "admissionregistration.k8s.io/v1",
     "ValidatingAdmissionPolicyBinding": "admissionregistration.k8s.io/v1",
@@ -107,8 +106,17 @@ def tls_context(ca: str, cert: tuple[str, str] | None = None) -> ssl.SSLContext:
 
 class Api:
     def __init__(
-        self, server: str, *, ca: str, cert: tuple[str, str] | None = None, token: str | None = None
+        self,
+        server: str,
+        *,
+        ca: str,
+        cert: tuple[str, str] | None = None,
+        token: str | None = None,
+        versions: dict[str, str] | None = None,
     ):
+        """``versions``: kind -> apiVersion where this API server's release differs from
+        :data:`DEFAULT_VERSIONS` (tests/realcluster/releases.py)."""
+        self.versions = {**DEFAULT_VERSIONS, **(versions or {})}
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=server, verify=tls_context(ca, cert), headers=headers, timeout=30)
 
@@ -125,9 +133,14 @@ class Api:
             raise ApiError(answer.status_code, str(status.get("message")), str(status.get("reason", "")))
         return answer.json() if answer.content else None
 
+    def _path(
+        self, kind: str, name: str | None, namespace: str | None, *, subresource: str | None = None
+    ) -> str:
+        return path(kind, name, namespace, api_version=self.versions.get(kind), subresource=subresource)
+
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         kind = obj["kind"]
-        obj.setdefault("apiVersion", DEFAULT_VERSIONS.get(kind, "v1"))
+        obj.setdefault("apiVersion", self.versions.get(kind, "v1"))
         meta = obj.get("metadata") or {}
         return dict(
             self.request(
@@ -143,19 +156,19 @@ class Api:
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
-            return dict(self.request("GET", path(kind, name, namespace)))
+            return dict(self.request("GET", self._path(kind, name, namespace)))
         except ApiError as exc:
             if exc.code == 404:
                 return None
             raise
 
     def list(self, kind: str, namespace: str | None = None, **params: str) -> list[dict[str, Any]]:
-        answer = self.request("GET", path(kind, None, namespace), params=params)
+        answer = self.request("GET", self._path(kind, None, namespace), params=params)
         return list(answer.get("items") or [])
 
     def update(self, obj: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
         meta = obj["metadata"]
-        url = path(obj["kind"], meta["name"], meta.get("namespace"), subresource=subresource)
+        url = self._path(obj["kind"], meta["name"], meta.get("namespace"), subresource=subresource)
         return dict(self.request("PUT", url, json=obj))
 
     def patch(
@@ -168,7 +181,7 @@ class Api:
         subresource: str | None = None,
         content_type: str = "application/merge-patch+json",
     ) -> dict[str, Any]:
-        url = path(kind, name, namespace, subresource=subresource)
+        url = self._path(kind, name, namespace, subresource=subresource)
         return dict(self.request("PATCH", url, json=body, headers={"Content-Type": content_type}))
 
     def delete(self, kind: str, name: str, namespace: str | None = None, *, grace: int | None = 0) -> None:
@@ -176,7 +189,7 @@ class Api:
         if grace is not None:
             body["gracePeriodSeconds"] = grace  # type: ignore[assignment]
         try:
-            self.request("DELETE", path(kind, name, namespace), json=body)
+            self.request("DELETE", self._path(kind, name, namespace), json=body)
         except ApiError as exc:
             if exc.code != 404:
                 raise

@@ -21,10 +21,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.realcluster.releases import SUPPORTED_MINORS, HarnessRelease, supported_range
+
 REQUIRED = ("kube-apiserver", "kube-scheduler")
-#: The minor versions whose flags, gates and served APIs the harness is written for
-#: (controlplane.py: 1.36 serves DeviceTaintRules at v1beta2 behind --runtime-config, say).
-KNOWN_MINORS = (36,)
 OPTIONAL = ("kube-controller-manager",)
 
 HOW_TO_PROVIDE = (
@@ -46,6 +45,11 @@ class Binaries:
     folder: Path
     #: ``kube-apiserver --version``'s, as (major, minor, patch).
     version: tuple[int, int, int] = (0, 0, 0)
+
+    @property
+    def release(self) -> HarnessRelease:
+        """What the harness starts these binaries with (tests/realcluster/releases.py)."""
+        return HarnessRelease(self.version[1])
 
 
 def version_of(kube_apiserver: Path) -> tuple[int, int, int] | None:
@@ -89,13 +93,30 @@ def for_bench() -> Binaries:
     """The binaries for a benchmark command; without them, the reason on stderr and exit status 2."""
     located = find()
     if isinstance(located, str):
-        print(f"real control plane: {located}", file=sys.stderr)
+        print(f"real control plane: {located}; {HOW_TO_PROVIDE}", file=sys.stderr)
         raise SystemExit(2)
     return located
 
 
+def release_of_binaries() -> HarnessRelease:
+    """The release of the binaries found, for a module that must choose before starting a plane
+    of its own; skipped (as :func:`find` says) without them."""
+    import pytest
+
+    located = find()
+    if isinstance(located, str):
+        pytest.skip(skip_reason(located))
+    return located.release
+
+
+def skip_reason(reason: str) -> str:
+    """A test's skip line for :func:`find`'s reason."""
+    return f"real control plane: {reason} (see docs/real-control-plane.md)"
+
+
 def find(env: dict[str, str] | None = None) -> Binaries | str:
-    """The binaries, or one line saying what is missing and how to provide it."""
+    """The binaries, or one short line saying what is missing (:data:`HOW_TO_PROVIDE` and
+    docs/real-control-plane.md say how to provide them)."""
     folders = candidate_folders(env)
     for folder in folders:
         if not all(_executable(folder / name) for name in REQUIRED):
@@ -104,16 +125,15 @@ def find(env: dict[str, str] | None = None) -> Binaries | str:
         if not _executable(etcd):
             found = shutil.which("etcd", path=(env or os.environ).get("PATH"))
             if found is None:
-                return f"no etcd beside {folder} nor on PATH: {HOW_TO_PROVIDE}"
+                return f"no etcd beside {folder} nor on PATH"
             etcd = Path(found)
         version = version_of(folder / "kube-apiserver")
         if version is None:
-            return f"{folder / 'kube-apiserver'} --version names no version: {HOW_TO_PROVIDE}"
-        if version[1] not in KNOWN_MINORS:
-            known = ", ".join(f"1.{m}" for m in KNOWN_MINORS)
+            return f"{folder / 'kube-apiserver'} --version names no version"
+        if version[0] != 1 or version[1] not in SUPPORTED_MINORS:
             return (
                 f"the binaries in {folder} are v{'.'.join(map(str, version))}; the real-control-plane "
-                f"harness is written for {known} (its flags and gates: tests/realcluster/controlplane.py)"
+                f"harness runs {supported_range()} (tests/realcluster/releases.py)"
             )
         kcm = folder / "kube-controller-manager"
         return Binaries(
@@ -125,4 +145,4 @@ def find(env: dict[str, str] | None = None) -> Binaries | str:
             version=version,
         )
     looked = ", ".join(str(f) for f in folders)
-    return f"no folder with {' and '.join(REQUIRED)} (looked in {looked}): {HOW_TO_PROVIDE}"
+    return f"no {' and '.join(REQUIRED)} found (looked in {looked})"

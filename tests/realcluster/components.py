@@ -85,7 +85,7 @@ class Scheduler:
                 "--authorization-always-allow-paths=/healthz,/readyz,/livez"
                 + (",/metrics" if open_metrics else ""),
                 "--v=2",
-                *([f"--feature-gates={feature_gates}"] if feature_gates else []),
+                *([f"--feature-gates={gates}"] if (gates := plane.component_gates(feature_gates)) else []),
             ],
             folder / f"{name}-{self.port}.log",
         )
@@ -155,6 +155,7 @@ class Extender:
         self.args = args
         self.url = ""
         self.ops_url = ""
+        args = with_release_gates(plane, args)
         self.process = Process(
             name,
             [
@@ -208,6 +209,21 @@ class Extender:
 
     def log(self) -> str:
         return self.process.log.read_text(errors="replace")
+
+
+def with_release_gates(plane: ControlPlane, args: tuple[str, ...]) -> tuple[str, ...]:
+    """The extender's arguments with the gates the suite turns on for the binaries' release
+    (releases.py) merged into its ``--feature-gates`` (added when absent and needed)."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg == "--feature-gates" and i + 1 < len(out):
+            out[i + 1] = plane.component_gates(out[i + 1])
+            return tuple(out)
+        if arg.startswith("--feature-gates="):
+            out[i] = "--feature-gates=" + plane.component_gates(arg.partition("=")[2])
+            return tuple(out)
+    gates = plane.component_gates()
+    return (*out, "--feature-gates", gates) if gates else tuple(out)
 
 
 @contextlib.contextmanager

@@ -49,7 +49,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def binaries() -> found.Binaries:
     located = found.find()
     if isinstance(located, str):
-        pytest.skip(f"real control plane: {located}")
+        pytest.skip(found.skip_reason(located))
     return located
 
 
@@ -110,7 +110,7 @@ def own_plane(tmp_path_factory: pytest.TempPathFactory, name: str, **kw: Any) ->
     ``feature_gates``, ``runtime_config``); skipped, saying why, without the binaries."""
     located = found.find()
     if isinstance(located, str):
-        pytest.skip(f"real control plane: {located}")
+        pytest.skip(found.skip_reason(located))
     with running(located, tmp_path_factory.mktemp(name), **kw) as plane:
         yield plane
 

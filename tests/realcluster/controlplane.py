@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from tests.realcluster.api import Api, ApiError, tls_context
 from tests.realcluster.binaries import Binaries
 from tests.realcluster.proxy import Proxy
+from tests.realcluster.releases import HarnessRelease, gates_text
 
 EXTENDER_NAMESPACE = "dra-extender"
 EXTENDER_ACCOUNT = "dra-extender"
@@ -56,10 +57,6 @@ STANDALONE_APPLIED = (
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding",
 )
-
-
-#: The one resource.k8s.io resource kube-apiserver 1.36 serves only behind runtime-config.
-DEVICE_TAINT_RULES_API = "resource.k8s.io/v1beta2/devicetaintrules"
 
 
 def free_port() -> int:
@@ -202,6 +199,8 @@ class ControlPlane:
         """``etcd_proxy``: kube-apiserver reaches etcd through :attr:`etcd_link`, a proxy the
         test can slow or hold (tests/realcluster/proxy.py)."""
         self.binaries = binaries
+        #: What this release is started with (tests/realcluster/releases.py).
+        self.release: HarnessRelease = binaries.release
         self.want_controller_manager = controller_manager
         self.folder = folder
         self.feature_gates = feature_gates
@@ -296,15 +295,26 @@ class ControlPlane:
             "--audit-log-mode=blocking",
             "--enable-priority-and-fairness=false",
             "--profiling=false",
-            # DeviceTaintRules are beta and off in 1.36, served at v1beta2 only: on here, so the
-            # taint-rule tests can turn them on in kube-scheduler and the extender. Components
-            # with the gate off (1.36's default, as every other test runs them) ignore them.
-            "--runtime-config="
-            + ",".join(g for g in (f"{DEVICE_TAINT_RULES_API}=true", self.runtime_config) if g),
         ]
-        gates = ",".join(g for g in ("DRADeviceTaintRules=true", self.feature_gates) if g)
-        command.append(f"--feature-gates={gates}")
+        # DeviceTaintRules are served wherever the release can (alpha in 1.34 and 1.35, beta and
+        # off in 1.36: releases.py), so the taint-rule tests can turn them on in kube-scheduler
+        # and the extender; components with the gate off (as every other test runs them) ignore
+        # them.
+        release = self.release
+        runtime_config = ",".join(
+            g for g in (release.device_taint_rules_runtime_config, self.runtime_config) if g
+        )
+        if runtime_config:
+            command.append(f"--runtime-config={runtime_config}")
+        gates = gates_text(release.suite_gates, release.device_taint_rules_gate, self.feature_gates)
+        if gates:
+            command.append(f"--feature-gates={gates}")
         return command
+
+    def component_gates(self, extra: str = "") -> str:
+        """``--feature-gates`` for kube-scheduler, kube-controller-manager and the extender: the
+        gates the suite turns on for this release (releases.py), then ``extra``."""
+        return gates_text(self.release.suite_gates, self.feature_gates, extra)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -314,7 +324,12 @@ class ControlPlane:
         if self.etcd_link is not None:
             self.etcd_link.__enter__()
         self.start_apiserver()
-        self.admin = Api(self.url, ca=str(self.certs.ca_file), cert=self.certs.pair("admin"))
+        self.admin = Api(
+            self.url,
+            ca=str(self.certs.ca_file),
+            cert=self.certs.pair("admin"),
+            versions=self.release.api_versions,
+        )
         self._bootstrap()
         if self.want_controller_manager and self.binaries.kube_controller_manager is not None:
             self.start_controller_manager()
@@ -334,7 +349,7 @@ class ControlPlane:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
                 "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-                *([f"--feature-gates={self.feature_gates}"] if self.feature_gates else []),
+                *([f"--feature-gates={gates}"] if (gates := self.component_gates()) else []),
             ],
             self.folder / "kube-controller-manager.log",
         )

@@ -1,9 +1,11 @@
 """DeviceTaintRule objects under the real kube-scheduler, side by side with the in-tree plugin.
 
-kube-apiserver 1.36 serves DeviceTaintRules at resource.k8s.io/v1beta2 only (DRADeviceTaintRules
-beta and off; the control plane here turns it on with runtime-config), while every other DRA
-kind is v1. kube-scheduler 1.36 started with the gate reads them there; so must the extender,
-which reads the rest at v1. A rule taints one of node-a's two GPUs with NoSchedule: a claim that
+Where kube-apiserver serves DeviceTaintRules, and which gate turns them on, depends on the
+release (tests/realcluster/releases.py): v1alpha3 with DRADeviceTaints in 1.34, v1alpha3 with
+DRADeviceTaintRules in 1.35, v1beta2 only with DRADeviceTaintRules (beta, off) in 1.36, v1 from
+1.37; every other DRA kind is v1. The control plane serves them wherever it can; kube-scheduler
+started with the gate reads them at its release's version, and so must the extender, which reads
+the rest at v1. A rule taints one of node-a's two GPUs with NoSchedule: a claim that
 does not tolerate it gets the other GPU, one that tolerates it may get the tainted one, and a
 third pod finds no GPU it may use (v1.37.0 staging/src/k8s.io/dynamic-resource-allocation/
 structured allocator: a device tainted NoSchedule/NoExecute is skipped unless every taint is
@@ -30,7 +32,6 @@ from tests.realcluster.workload import (
     wait_unschedulable,
 )
 
-GATE = "DRADeviceTaintRules=true"
 #: kube-scheduler v1.36.0 to v1.36.2 reads DeviceTaintRules at v1beta2 but its handlers expect
 #: v1alpha3: it panics as soon as a rule exists ("interface conversion: interface {} is
 #: *v1beta2.DeviceTaintRule, not *v1alpha3.DeviceTaintRule"), in either mode, since its
@@ -41,9 +42,9 @@ PANICS_ON_TAINT_RULES = re.compile(r"v1\.36\.[0-2]([^0-9]|$)")
 TOLERATE = [{"key": "example.com/maintenance", "operator": "Exists", "effect": "NoSchedule"}]
 
 
-def taint_rule(device: str) -> dict[str, object]:
+def taint_rule(device: str, api_version: str) -> dict[str, object]:
     return {
-        "apiVersion": "resource.k8s.io/v1beta2",
+        "apiVersion": api_version,
         "kind": "DeviceTaintRule",
         "metadata": {"name": f"maintenance-{device}"},
         "spec": {
@@ -61,12 +62,13 @@ def test_a_device_taint_rule_keeps_pods_off_the_device(cluster: ControlPlane, mo
         pytest.skip(
             f"kube-scheduler {version} panics on DeviceTaintRules (kubernetes#139651; v1.36.3 fixed it)"
         )
+    release = cluster.release
     audit_from = len(cluster.audit_events())
     cluster.add_node("node-a")
     api.create(gpu_class())
     api.create(gpu_slice("node-a", gpus=2))
-    api.create(taint_rule("gpu-0"))
-    with deciding(cluster, mode, GATE):
+    api.create(taint_rule("gpu-0", release.device_taint_rules_version))
+    with deciding(cluster, mode, release.device_taint_rules_gate):
         api.create(one_gpu_claim("plain"))
         api.create(pod_with_claims("plain", ["plain"]))
         assert wait_bound(api, 1) == {"plain": "node-a"}

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests import builders as b
+from tests.realcluster.binaries import release_of_binaries
 from tests.realcluster.components import deciding
 from tests.realcluster.conftest import emptied, own_plane
 from tests.realcluster.controlplane import ControlPlane
@@ -37,6 +38,9 @@ GATES = "DRANodeAllocatableResources=true"
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    reason = release_of_binaries().node_allocatable
+    if reason is not None:
+        pytest.skip(reason)
     yield from own_plane(tmp_path_factory, "nodealloc", feature_gates=GATES)
 
 

@@ -2,7 +2,8 @@
 the in-tree plugin.
 
 kube-apiserver 1.36 serves PodGroups as scheduling.k8s.io/v1alpha2 with GenericWorkload on and
-that version in runtime-config; DRAWorkloadResourceClaims (which kube-scheduler refuses without
+that version in runtime-config (1.37: v1beta1; releases.py); before 1.36 there are no PodGroup
+claims, and the module is skipped saying so; DRAWorkloadResourceClaims (which kube-scheduler refuses without
 GenericWorkload) adds their ``spec.resourceClaims``. This module runs its own control plane with
 both gates on in kube-apiserver, kube-controller-manager, kube-scheduler and the extender.
 
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.realcluster.api import Api
+from tests.realcluster.binaries import release_of_binaries
 from tests.realcluster.components import deciding
 from tests.realcluster.conftest import emptied, own_plane
 from tests.realcluster.controlplane import ControlPlane
@@ -40,8 +42,11 @@ GROUP = "training"
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    release = release_of_binaries()
+    if release.pod_group_claims is not None:
+        pytest.skip(release.pod_group_claims)
     yield from own_plane(
-        tmp_path_factory, "podgroups", feature_gates=GATES, runtime_config="scheduling.k8s.io/v1alpha2=true"
+        tmp_path_factory, "podgroups", feature_gates=GATES, runtime_config=f"{release.pod_group_version}=true"
     )
 
 
@@ -53,7 +58,7 @@ def cluster(plane: ControlPlane) -> Iterator[ControlPlane]:
 
 def pod_group(entry: dict[str, str]) -> dict[str, Any]:
     return {
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "apiVersion": release_of_binaries().pod_group_version,
         "kind": "PodGroup",
         "metadata": {"name": GROUP, "namespace": "default"},
         "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": [entry]},
@@ -171,8 +176,8 @@ def test_a_pod_whose_group_is_missing_waits_with_upstream_s_words(cluster: Contr
 
 
 def test_the_real_scheduler_refuses_the_gate_alone_as_we_do(plane: ControlPlane) -> None:
-    """kube-scheduler v1.36.3 with DRAWorkloadResourceClaims but not GenericWorkload does not
-    start; ``--feature-gates`` parsing gives the same words."""
+    """kube-scheduler (v1.36.3, and every release with the gate) with DRAWorkloadResourceClaims
+    but not GenericWorkload does not start; ``--feature-gates`` parsing gives the same words."""
     import subprocess
 
     from extender.allocator.features import FeatureGateError, parse_feature_gates
@@ -186,7 +191,7 @@ def test_the_real_scheduler_refuses_the_gate_alone_as_we_do(plane: ControlPlane)
     )
     assert out.returncode != 0
     with pytest.raises(FeatureGateError) as ours:
-        parse_feature_gates("DRAWorkloadResourceClaims=true", release=release_of(36))
+        parse_feature_gates("DRAWorkloadResourceClaims=true", release=release_of(plane.release.minor))
     assert str(ours.value) in out.stderr
 
 
