@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from extender.cel import CelDevice, CelEnvironment, Program, parse_quantity
+from extender.cel import CelCostLimitError, CelDevice, CelEnvironment, Program, parse_quantity
 
 DOMAIN = "gpu.nvidia.com"
 MODELS = [
@@ -36,6 +36,9 @@ SELECTORS = {
 }
 
 _40GI = parse_quantity("40Gi").value
+
+#: 4M body evaluations uncapped: stopped by the cost limit (MAX_COST) long before.
+RUNAWAY = "lists.range(2000).all(x, lists.range(2000).all(y, x + y >= 0))"
 
 #: Hand-written equivalents: the floor a Python predicate costs over the same records.
 FLOORS: dict[str, Callable[[CelDevice], bool]] = {
@@ -182,6 +185,20 @@ def run(n_devices: int, repeat: int) -> dict[str, Any]:
             f"floor {ms(passes[label]['floor_s'])}   CEL evaluations: {passes[label]['evaluations']}"
         )
     results["passes"] = passes
+
+    print("== a runaway expression stopped by the runtime cost limit (median of", repeat, "runs)")
+    runaway = env.compile(RUNAWAY)
+    assert isinstance(runaway, Program)
+
+    def stopped() -> None:
+        try:
+            env.evaluate_unmemoized(runaway, sample[0])
+        except CelCostLimitError:
+            return
+        raise AssertionError("the runaway expression was not stopped")
+
+    results["runaway_to_cost_limit_s"] = statistics.median(timed(stopped, repeat))
+    print(f"  {RUNAWAY}: {ms(results['runaway_to_cost_limit_s'])} (--node-timeout is 1 s)")
     return results
 
 

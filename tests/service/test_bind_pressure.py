@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from extender.service.bind_pressure import MIN_IN_FLIGHT, RATE_WINDOW, UNKNOWN_RATE_IN_FLIGHT, BindPressure
+from tests.virtual_time import VirtualTime
 
 TIMEOUT = 10.0  # kube-scheduler's httpTimeout as shipped: binds are held above 3 s expected
 
@@ -87,36 +88,38 @@ def test_an_unknown_token_ends_nothing() -> None:
     assert p.in_flight == 0
 
 
-def test_a_held_filter_goes_on_when_binds_end() -> None:
-    async def scenario() -> tuple[float, bool]:
-        p = BindPressure(TIMEOUT)  # the real clock: the hold is awaited
-        tokens = [p.started() for _ in range(MIN_IN_FLIGHT)]
-        p._started = {t: (p.clock() - 4.0, "") for t in tokens}  # in flight for 4 s: over the limit
-        assert p.pressed()
+def held_past_the_limit(timeout: float, clock: VirtualTime) -> tuple[BindPressure, list[int]]:
+    """:data:`MIN_IN_FLIGHT` binds in flight for 5 s: past the limit of ``timeout``."""
+    p = BindPressure(timeout, clock=clock)
+    tokens = [p.started() for _ in range(MIN_IN_FLIGHT)]
+    clock.now += 5.0
+    assert p.pressed()
+    return p, tokens
 
+
+def test_a_held_filter_goes_on_when_a_bind_ends() -> None:
+    clock = VirtualTime()
+    p, tokens = held_past_the_limit(TIMEOUT, clock)
+
+    async def scenario() -> float:
         async def finish() -> None:
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.12)  # between two rechecks (every 0.05 s): the end wakes it
             p.ended(tokens[0])  # below MIN_IN_FLIGHT: room again
 
         ending = asyncio.create_task(finish())
         held = await p.room()
         await ending
-        return held, p.pressed()
+        return held
 
-    held, pressed = asyncio.run(scenario())
-    assert 0.09 <= held < 1.0
-    assert not pressed
+    assert clock.run(scenario()) == pytest.approx(0.12)  # not a recheck later, not the hold limit
+    assert not p.pressed()
 
 
 def test_a_filter_is_held_at_most_the_hold_limit() -> None:
-    async def scenario() -> float:
-        p = BindPressure(1.0)  # a 1 s httpTimeout: limit 0.3 s, hold at most 0.2 s
-        tokens = [p.started() for _ in range(MIN_IN_FLIGHT)]
-        p._started = {t: (p.clock() - 5.0, "") for t in tokens}
-        return await p.room()
-
-    held = asyncio.run(scenario())
-    assert 0.2 <= held < 0.5
+    clock = VirtualTime()
+    p, _ = held_past_the_limit(1.0, clock)  # a 1 s httpTimeout: limit 0.3 s, hold at most 0.2 s
+    assert clock.run(p.room()) == pytest.approx(p.hold_limit) == pytest.approx(0.2)
+    assert p.pressed()  # let go although nothing changed
 
 
 def test_nothing_is_held_without_pressure() -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -29,6 +31,7 @@ from extender.scheduling.inflight import catch_up
 from extender.scheduling.preempt.victims import Candidate
 from extender.scheduling.write import bind_failures
 from tests.builders import allocated, claim, device, device_class, node, pod, reserve, resource_slice
+from tests.virtual_time import VirtualTime
 
 TEMPLATE_CLAIM = "worker-gpu-abc12"
 
@@ -57,7 +60,10 @@ def generated_claim(rv: int) -> dict[str, Any]:
 
 
 def cluster(
-    *objects: dict[str, Any], observer: Observer | None = None, **config: Any
+    *objects: dict[str, Any],
+    observer: Observer | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    **config: Any,
 ) -> tuple[Engine, MemoryStore]:
     base = [
         device_class(),
@@ -70,7 +76,7 @@ def cluster(
     for obj in objects:
         state.apply(obj)
     return assemble(
-        state, MemoryAPI(store), CelEnvironment(), EngineConfig(**config), observer=observer
+        state, MemoryAPI(store), CelEnvironment(), EngineConfig(**config), clock=clock, observer=observer
     ), store
 
 
@@ -238,16 +244,10 @@ def test_filter_waits_briefly_for_a_claim_the_pod_s_status_names() -> None:
 
 
 def test_filter_does_not_wait_for_a_claim_nobody_created() -> None:
-    e, _store = cluster(catch_up_wait=30.0)
+    clock = VirtualTime()
+    e, _store = cluster(catch_up_wait=30.0, clock=clock)
     as_sent = parse_pod(with_rv(pod("worker", ["never-created"]), 5))
-
-    async def scenario() -> float:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        await e.caught_up(as_sent)
-        return loop.time() - started
-
-    assert asyncio.run(scenario()) < 1.0
+    assert waited(e, as_sent, clock) == 0.0
     assert "not found" in e.filter(as_sent, ["node-1"]).unresolvable["node-1"]
 
 
@@ -332,27 +332,26 @@ def test_filter_waits_for_the_controller_to_create_a_template_s_claim() -> None:
     assert asyncio.run(scenario()) == ["node-1"]
 
 
-def waited(e: Engine, pod: Pod) -> float:
-    async def scenario() -> float:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        await e.caught_up(pod)
-        return loop.time() - started
-
-    return asyncio.run(scenario())
+def waited(e: Engine, pod: Pod, clock: VirtualTime) -> float:
+    """How long the filter's catch-up waited, on the engine's clock (``clock``)."""
+    started = clock()
+    clock.run(e.caught_up(pod))
+    return clock() - started
 
 
 def test_a_pod_whose_claims_never_come_is_waited_for_once() -> None:
-    e, _store = cluster(template(), template_pod(created=False, rv=10), catch_up_wait=0.2)
+    clock = VirtualTime()
+    e, _store = cluster(template(), template_pod(created=False, rv=10), catch_up_wait=0.2, clock=clock)
     as_sent = parse_pod(template_pod(created=False, rv=10))
-    assert waited(e, as_sent) >= 0.2
-    assert waited(e, as_sent) < 0.1  # kube-scheduler's queue is not stalled on every attempt
+    assert waited(e, as_sent, clock) == pytest.approx(0.2)
+    assert waited(e, as_sent, clock) == 0.0  # kube-scheduler's queue is not stalled on every attempt
     assert "ResourceClaim not created yet" in e.filter(as_sent, ["node-1"]).unresolvable["node-1"]
 
 
 def test_no_wait_for_a_template_that_does_not_exist() -> None:
-    e, _store = cluster(template_pod(created=False, rv=10), catch_up_wait=30.0)
-    assert waited(e, parse_pod(template_pod(created=False, rv=10))) < 1.0
+    clock = VirtualTime()
+    e, _store = cluster(template_pod(created=False, rv=10), catch_up_wait=30.0, clock=clock)
+    assert waited(e, parse_pod(template_pod(created=False, rv=10)), clock) == 0.0
 
 
 def test_a_pod_being_deleted_is_not_bound_and_nothing_is_written() -> None:
