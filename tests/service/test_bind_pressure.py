@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Final, Literal
 
 import pytest
 
@@ -127,27 +128,106 @@ def test_nothing_is_held_without_pressure() -> None:
     assert asyncio.run(p.room()) == 0.0
 
 
-#: name -> (binds in flight, of which parked: waiting now (None) or for how many seconds before,
-#: held?). The first bind started 9 s ago, the others 1 s ago; none completed.
-PARKED: dict[str, tuple[int, list[float | None], bool]] = {
-    "binds parked now leave too few to count": (MIN_IN_FLIGHT + 2, [None] * 3, False),
-    "a bind parked now is not the oldest that counts": (MIN_IN_FLIGHT + 4, [None], False),
-    "the same binds, none parked: the oldest is past the limit": (MIN_IN_FLIGHT + 4, [], True),
-    "parked 8 of its 9 s: its age counts 1 s": (MIN_IN_FLIGHT + 4, [8.0], False),
-    "parked 2 of its 9 s: 7 s still count": (MIN_IN_FLIGHT + 4, [2.0], True),
-    "the rest is still a queue": (UNKNOWN_RATE_IN_FLIGHT + 5, [None] * 5, True),
+NOW: Final = "now"
+
+
+@dataclass(frozen=True)
+class Binds:
+    """``count`` binds in flight, started ``age`` seconds ago. ``parked``: never (None), waiting
+    on the cluster now (:data:`NOW`), or the seconds they waited so before."""
+
+    count: int
+    age: float
+    parked: float | Literal["now"] | None = None
+
+
+def pressure_on(binds: list[Binds], completions: int = 0) -> BindPressure:
+    """The binds in flight, started oldest first, after ``completions`` binds ended over the
+    last :data:`RATE_WINDOW` seconds; parked ones as the tracker reports them."""
+    clock = Clock()
+    waits: dict[str, float | None] = {}
+    p = BindPressure(TIMEOUT, clock=clock, parked=lambda: waits)
+    if completions:
+        completed(p, clock, completions, RATE_WINDOW)
+    now = clock.now
+    for i, group in enumerate(sorted(binds, key=lambda b: -b.age)):
+        clock.now = now - group.age
+        for j in range(group.count):
+            uid = f"uid-{i}-{j}"
+            p.started(uid)
+            if group.parked is not None:
+                waits[uid] = None if isinstance(group.parked, str) else group.parked  # NOW: None
+    clock.now = now
+    return p
+
+
+#: name -> (binds in flight, binds completed in the last 2 s, held?). The limit is 3 s
+#: (:data:`TIMEOUT`). Each rule of how parked binds count has a row that fails when that rule
+#: alone is broken in BindPressure.
+PARKED: dict[str, tuple[list[Binds], int, bool]] = {
+    "none parked: the oldest is past the limit": ([Binds(1, 9.0), Binds(MIN_IN_FLIGHT + 3, 1.0)], 0, True),
+    # Binds parked now are left out of the count: of MIN_IN_FLIGHT, of the unknown rate, of
+    # Little's law.
+    "parked now: too few left to count, the oldest unparked past the limit": (
+        [Binds(1, 9.0), Binds(MIN_IN_FLIGHT - 2, 1.0), Binds(3, 1.0, NOW)],
+        0,
+        False,
+    ),
+    "parked now: exactly MIN_IN_FLIGHT left, the oldest past the limit": (
+        [Binds(1, 9.0), Binds(MIN_IN_FLIGHT - 1, 1.0), Binds(3, 1.0, NOW)],
+        0,
+        True,
+    ),
+    "parked now: one short of the unknown rate's count": (
+        [Binds(UNKNOWN_RATE_IN_FLIGHT - 1, 0.5), Binds(1, 0.5, NOW)],
+        0,
+        False,
+    ),
+    "parked now: the unparked rest is still a queue": (
+        [Binds(UNKNOWN_RATE_IN_FLIGHT, 0.5), Binds(5, 0.5, NOW)],
+        0,
+        True,
+    ),
+    "parked now: 50 unparked at 20/s is 2.5 s, not 70": ([Binds(50, 0.0), Binds(20, 0.0, NOW)], 40, False),
+    # A bind parked now is not the oldest.
+    "a bind parked now is not the oldest that counts": (
+        [Binds(1, 9.0, NOW), Binds(MIN_IN_FLIGHT + 3, 1.0)],
+        0,
+        False,
+    ),
+    # A bind parked for part of its life counts the rest of it.
+    "parked 8 of its 9 s: its age counts 1 s": (
+        [Binds(1, 9.0, 8.0), Binds(MIN_IN_FLIGHT + 3, 1.0)],
+        0,
+        False,
+    ),
+    "parked 2 of its 9 s: 7 s still count": ([Binds(1, 9.0, 2.0), Binds(MIN_IN_FLIGHT + 3, 1.0)], 0, True),
+    "parked 6 of its 9 s: 3 s count, exactly the limit": (
+        [Binds(1, 9.0, 6.0), Binds(MIN_IN_FLIGHT + 3, 1.0)],
+        0,
+        False,
+    ),
+    "parked 5.5 of its 9 s: 3.5 s count, past the limit": (
+        [Binds(1, 9.0, 5.5), Binds(MIN_IN_FLIGHT + 3, 1.0)],
+        0,
+        True,
+    ),
+    # Several parked binds: each counts its own unparked time, the longest decides.
+    "parked 8 of 9 s and 2 of 6 s: 4 s count": (
+        [Binds(1, 9.0, 8.0), Binds(1, 6.0, 2.0), Binds(MIN_IN_FLIGHT + 2, 1.0)],
+        0,
+        True,
+    ),
+    "parked 8 of 9 s, 4 of 6 s and one now: 2 s count": (
+        [Binds(1, 9.0, 8.0), Binds(1, 6.0, 4.0), Binds(1, 5.0, NOW), Binds(MIN_IN_FLIGHT, 1.0)],
+        0,
+        False,
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(PARKED))
 def test_waits_on_the_cluster_are_not_api_slowness(case: str) -> None:
-    in_flight, parked, held = PARKED[case]
-    clock = Clock()
-    waits = {f"uid-{i}": seconds for i, seconds in enumerate(parked)}
-    p = BindPressure(TIMEOUT, clock=clock, parked=lambda: waits)
-    first = clock.now
-    for i in range(in_flight):
-        clock.now = first if i == 0 or i < len(parked) else first + 8.0
-        p.started(f"uid-{i}")
-    clock.now = first + 9.0
+    binds, completions, held = PARKED[case]
+    p = pressure_on(binds, completions)
     assert p.pressed() is held, p.expected()
