@@ -8,7 +8,16 @@ call, as upstream (v1.37.0 pkg/scheduler/framework/plugins/dynamicresources/dyna
 1. A claim of the pod that Filter found unavailable and that nobody but the pod uses is
    deallocated (``deallocateOrDeletePodClaims``; upstream picks one at random, we take the first
    in the pod's order). A stale extended-resource claim is deleted instead.
-2. With DRAWorkloadResourceClaims, when no pod of the pod's PodGroup is scheduled: 1.37 first
+2. Beyond upstream: a claim a failed bind left behind. When the pod still has a claim to
+   allocate, one of its allocated claims reserved for the pod alone was written by a bind that
+   did not finish (all of a bind's claims are written before its Binding): the in-tree plugin's
+   own Unreserve would have removed that reservation, but a replica the store fence refused
+   cannot (issue 50: a deposed leader stored claim 1 of a two-claim pod, claim 2 was refused,
+   and claim 1 held its device for the unbound pod). Upstream's rule 1 reaches such a claim only
+   when it is unavailable on some candidate node; with its node the only candidate (or where the
+   pod fits nowhere else either) it would hold the device until the pod is deleted. It is
+   deallocated, as rule 1 deallocates, at the pod's first attempt after the failed bind.
+3. With DRAWorkloadResourceClaims, when no pod of the pod's PodGroup is scheduled: 1.37 first
    deallocates such a claim reserved for nothing but the group (``deallocatePodGroupClaims``,
    kubernetes#139864); both releases then remove the group's reservation from the first group
    claim reserved for it (``unreservePodGroupClaims``, v1.36.3 dynamicresources.go), so a later
@@ -55,8 +64,13 @@ class InFlight:
 class Kind(Enum):
     DELETE_EXTENDED = "delete the stale extended-resource claim"
     DEALLOCATE = "deallocate the pod's unavailable claim"
+    DEALLOCATE_LEFT_BEHIND = "deallocate the claim a failed bind left reserved for the pod"
     DEALLOCATE_FOR_GROUP = "deallocate the group's unavailable claim"
     UNRESERVE_GROUP = "remove the group's reservation"
+
+
+#: The releases of the pod's own claims (the others are its PodGroup's).
+POD_KINDS = (Kind.DELETE_EXTENDED, Kind.DEALLOCATE, Kind.DEALLOCATE_LEFT_BEHIND)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +85,7 @@ class Release:
     def __post_init__(self) -> None:
         if not self.claims:
             raise ValueError(f"{self.kind.value}: no claim")
-        if (self.group is None) != (self.kind in (Kind.DELETE_EXTENDED, Kind.DEALLOCATE)):
+        if (self.group is None) != (self.kind in POD_KINDS):
             raise ValueError(f"{self.kind.value}: a pod group exactly when the release is the group's")
 
 
@@ -101,6 +115,9 @@ def release(
     for claim in unavailable:
         if [e.get("uid") for e in claim.reserved_for] in ([], [pod.uid]):
             return Release(Kind.DEALLOCATE, (claim,))
+    left_behind = _left_behind(pod, claims, in_flight)
+    if left_behind is not None:
+        return Release(Kind.DEALLOCATE_LEFT_BEHIND, (left_behind,))
     if in_flight.may_land or not config.features.workload_resource_claims or pod.pod_group is None:
         return None
     group = state.pod_groups.get((pod.namespace, pod.pod_group))
@@ -135,6 +152,21 @@ def _unavailable(
         if claim.key not in in_flight.settling:
             out.append(claim)
     return out
+
+
+def _left_behind(pod: Pod, claims: PodClaims, in_flight: InFlight) -> ResourceClaim | None:
+    """The first of the pod's allocated claims reserved for the pod alone that a bind left
+    behind: the pod still has a claim to allocate (a finished bind allocated them all), no
+    Binding of ours may land, and no write of ours to the claim is settling. A claim reserved
+    for the pod's PodGroup is the group's (rule 3)."""
+    if not claims.to_allocate or in_flight.may_land:
+        return None
+    for claim in claims.allocated:
+        if claim.key in claims.consumers or claim.key in in_flight.settling:
+            continue
+        if [e.get("uid") for e in claim.reserved_for] == [pod.uid]:
+            return claim
+    return None
 
 
 def _stranded(state: ClusterState, claim: ResourceClaim) -> bool:

@@ -23,6 +23,8 @@ async def carry_out(api: ClusterAPI, pod: Pod, release: Release, group_busy: Cal
         await stale_claims.delete_if_unbound(api, pod, first)
     elif release.kind is Kind.DEALLOCATE:
         await stale_claims.deallocate_if_unbound(api, pod, first)
+    elif release.kind is Kind.DEALLOCATE_LEFT_BEHIND:
+        await stale_claims.deallocate_if_unbound(api, pod, first, stale_claims.LEFT_BEHIND)
     elif release.kind is Kind.DEALLOCATE_FOR_GROUP and group is not None:
         await stale_claims.deallocate_for_group(api, pod, group, first, group_busy)
     elif group is not None:

@@ -107,7 +107,19 @@ async def delete_if_unbound(api: ClusterAPI, pod: Pod, claim: ResourceClaim) -> 
     )
 
 
-async def deallocate_if_unbound(api: ClusterAPI, pod: Pod, claim: ResourceClaim) -> None:
+#: Why PostFilter deallocates a pod's claim, as the log says it.
+UNAVAILABLE = "allocated to devices no candidate node of the pod can use, and reserved for no other pod"
+LEFT_BEHIND = (
+    "reserved for the pod alone by a bind that did not finish (the pod still has a claim to "
+    "allocate), and the pod fits no node"
+)
+
+
+async def deallocate_if_unbound(
+    api: ClusterAPI, pod: Pod, claim: ResourceClaim, why: str = UNAVAILABLE
+) -> None:
+    """Deallocate ``claim`` under the resourceVersion the cache read (a write since wins), while
+    the API server shows ``pod`` unbound."""
     where = f"resourceclaim {claim.namespace}/{claim.name}"
     if not await still_unbound(api, pod):
         return  # the cache is behind: the pod is bound (or gone), its claims stay
@@ -116,13 +128,7 @@ async def deallocate_if_unbound(api: ClusterAPI, pod: Pod, claim: ResourceClaim)
     except ClusterAPIError as exc:
         log.info("not deallocating %s for pod %s/%s: %s", where, pod.namespace, pod.name, exc)
         return
-    log.info(
-        "deallocated %s: allocated to devices no candidate node of pod %s/%s can use, and "
-        "reserved for no other pod",
-        where,
-        pod.namespace,
-        pod.name,
-    )
+    log.info("deallocated %s for pod %s/%s: %s", where, pod.namespace, pod.name, why)
 
 
 async def _group_idle(api: ClusterAPI, pod: Pod, group: str, busy: Callable[[], bool]) -> bool:

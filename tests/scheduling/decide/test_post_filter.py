@@ -104,3 +104,52 @@ def test_a_release_names_its_group_exactly_when_it_is_the_groups() -> None:
         post_filter.Release(Kind.DEALLOCATE, ())
     with pytest.raises(ValueError, match="a pod group exactly when"):
         post_filter.Release(Kind.UNRESERVE_GROUP, (a,))
+
+
+def partial_bind(
+    *, reserved_for: tuple[str, ...] = ("p",), second_allocated: bool = False
+) -> list[dict[str, Any]]:
+    """Pod ``p`` with claims ``a`` (allocated to node-1's gpu-0, reserved for ``reserved_for``)
+    and ``b`` (allocated to gpu-1 when ``second_allocated``, else still to allocate); node-1 is
+    the only node and the candidate."""
+    a = claim("a", allocation=allocated(("driver-a", "node-1", "gpu-0")))
+    if reserved_for:
+        reserve(a, *reserved_for)
+    b = claim("b", allocation=allocated(("driver-a", "node-1", "gpu-1")) if second_allocated else None)
+    if second_allocated:
+        reserve(b, "p")
+    slice_ = resource_slice("s", [device("gpu-0"), device("gpu-1")], pool="node-1", node="node-1")
+    return [device_class(), node("node-1"), slice_, pod("p", ["a", "b"]), a, b]
+
+
+#: Beyond upstream (decide/post_filter.py rule 2): a claim a failed bind left behind, available on
+#: every candidate, so upstream's rule 1 would never reach it.
+LEFT_BEHIND = {
+    "claim a reserved for the pod, b still to allocate: a is released": Case(
+        partial_bind(), Kind.DEALLOCATE_LEFT_BEHIND
+    ),
+    "every claim allocated (a lost Binding, not a partial bind): nothing": Case(
+        partial_bind(second_allocated=True), None
+    ),
+    "reserved for another pod too: nothing": Case(partial_bind(reserved_for=("p", "q")), None),
+    "reserved for nobody (not the pod's bind): nothing": Case(partial_bind(reserved_for=()), None),
+    "the pod is being bound here: nothing": Case(partial_bind(), None, InFlight(binding=True)),
+    "a write of ours to the claim is settling: nothing": Case(
+        partial_bind(), None, InFlight(settling=frozenset({KEY}))
+    ),
+    "a Binding of ours may still land: nothing": Case(partial_bind(), None, InFlight(may_land=True)),
+}
+
+
+@pytest.mark.parametrize("case", LEFT_BEHIND.values(), ids=LEFT_BEHIND.keys())
+def test_a_claim_a_failed_bind_left_behind_is_released(case: Case) -> None:
+    state = ClusterState.from_objects(case.objects)
+    snapshot = Snapshot(state, Features(), CEL)
+    p = state.pods[("default", "p")]
+    claims = snapshot.claims_of(p)
+    release = post_filter.release(
+        state, EngineConfig(), snapshot, p, claims, [state.nodes["node-1"]], case.in_flight, now=0.0
+    )
+    assert (release.kind if release else None) is case.release
+    if release is not None:
+        assert [c.key for c in release.claims] == [KEY]
