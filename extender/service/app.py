@@ -116,6 +116,8 @@ class Verbs:
         self.engine = service.engine
         #: Binds counted, filters held while binds queue (None: never held).
         self.pressure = bind_pressure
+        if bind_pressure is not None:
+            service.metrics.watch_held_filters(lambda: bind_pressure.holding)
         self.metrics = service.metrics
         self.worker = service.worker
         self.max_body_bytes = max_body_bytes

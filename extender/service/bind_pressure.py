@@ -64,6 +64,8 @@ class BindPressure:
     hold_share: float = 0.2
     #: Token -> (when the bind started, its pod's UID), in the order they started.
     _started: dict[int, tuple[float, str]] = field(default_factory=dict)
+    #: Filters being held now (``dra_extender_filters_held``).
+    holding: int = 0
     _ended: deque[float] = field(default_factory=deque)
     _next: int = 0
     _changed: asyncio.Event | None = None
@@ -128,16 +130,20 @@ class BindPressure:
         start = self.clock()
         if self._changed is None:
             self._changed = asyncio.Event()
-        while self.pressed():
-            remaining = start + self.hold_limit - self.clock()
-            if remaining <= 0:
-                break
-            self._changed.clear()
-            try:
-                async with asyncio.timeout(min(RECHECK, remaining)):
-                    await self._changed.wait()
-            except TimeoutError:
-                pass
+        self.holding += 1
+        try:
+            while self.pressed():
+                remaining = start + self.hold_limit - self.clock()
+                if remaining <= 0:
+                    break
+                self._changed.clear()
+                try:
+                    async with asyncio.timeout(min(RECHECK, remaining)):
+                        await self._changed.wait()
+                except TimeoutError:
+                    pass
+        finally:
+            self.holding -= 1
         return self.clock() - start
 
 

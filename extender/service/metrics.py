@@ -327,6 +327,12 @@ class Metrics:
             registry=self.registry,
             buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0),
         )
+        self.filters_held = Gauge(
+            "dra_extender_filters_held",
+            "Filter answers being held back now because binds queue (--scheduler-http-timeout; "
+            "extender/service/bind_pressure.py).",
+            registry=self.registry,
+        )
         self.filter_nodes = Counter(
             "dra_extender_filter_nodes_total",
             "Nodes judged by filter, by outcome (names the cache does not know are not counted).",
@@ -528,6 +534,10 @@ class Metrics:
     ) -> None:
         """Expose readiness, leadership and the informers' state (read at each scrape)."""
         self.registry.register(HealthCollector(ready, leader, informers))
+
+    def watch_held_filters(self, holding: Callable[[], int]) -> None:
+        """Expose how many filters back-pressure holds now (read at each scrape)."""
+        self.filters_held.set_function(holding)
 
     def watch_entries(self, entries: Callable[[], dict[str, int]]) -> None:
         """Expose the in-flight maps' sizes (``Engine.entries``, read at each scrape)."""

@@ -102,9 +102,12 @@ def test_a_held_filter_goes_on_when_a_bind_ends() -> None:
     clock = VirtualTime()
     p, tokens = held_past_the_limit(TIMEOUT, clock)
 
+    holding: list[int] = []
+
     async def scenario() -> float:
         async def finish() -> None:
             await asyncio.sleep(0.12)  # between two rechecks (every 0.05 s): the end wakes it
+            holding.append(p.holding)
             p.ended(tokens[0])  # below MIN_IN_FLIGHT: room again
 
         ending = asyncio.create_task(finish())
@@ -114,6 +117,7 @@ def test_a_held_filter_goes_on_when_a_bind_ends() -> None:
 
     assert clock.run(scenario()) == pytest.approx(0.12)  # not a recheck later, not the hold limit
     assert not p.pressed()
+    assert holding == [1] and p.holding == 0  # dra_extender_filters_held
 
 
 def test_a_filter_is_held_at_most_the_hold_limit() -> None:

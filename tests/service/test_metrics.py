@@ -29,6 +29,7 @@ FAMILIES = {
     "dra_extender_cache_objects": "gauge",
     "dra_extender_in_flight_allocations": "gauge",
     "dra_extender_in_flight_entries": "gauge",
+    "dra_extender_filters_held": "gauge",
     "dra_extender_build_info": "gauge",
     "dra_extender_filter_cut_short": "counter",
     "dra_extender_preempt": "counter",
