@@ -19,6 +19,7 @@ throughout. ``python -m bench.soak_bench`` runs it for 30 minutes; the suite run
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections import Counter
@@ -29,6 +30,7 @@ from typing import Any
 import httpx
 import psutil
 
+from extender.scheduling.config import EngineConfig
 from extender.scheduling.decide.timeout_memo import MAX_REMEMBERED_TIMEOUTS
 from extender.scheduling.inflight.catch_up import SEEN_PODS
 from extender.scheduling.inflight.expected_binds import PRUNE_AT
@@ -57,6 +59,16 @@ from tests.realcluster.races import (
 from tests.realcluster.workload import pod_with_claims, store_violations
 
 SAMPLE_EVERY = 5.0
+#: The first part of a run that is warm-up: caches fill, memories bounded by a time fill up.
+WARM_UP = 1 / 3
+#: The longest any in-flight map keeps an entry by design (a preemption's victims, 10 minutes):
+#: growth is judged only after a warm-up at least this long, so that such a map is full by then.
+LONGEST_MEMORY = EngineConfig().preemption_memory_seconds
+#: Samples after warm-up that a trend is judged on, at the least.
+JUDGED_SAMPLES = 24
+#: A map whose trend after warm-up rose by more than this many entries is still growing: a
+#: steady leak of half an entry a minute over the 20 minutes after a 30-minute run's warm-up.
+GROWN_BY = 8
 #: Pods per cycle step: one per GPU (and CPU) of the cluster, and the preemptors.
 FILL = NODES * 4
 HIGH = 4
@@ -121,18 +133,20 @@ class SoakResult:
     #: The extender process died or logged a traceback.
     crashed: str = ""
 
-    def after_warm_up(self, fraction: float) -> list[Sample]:
+    def after_warm_up(self, fraction: float = WARM_UP) -> list[Sample]:
         return [s for s in self.samples if s.at >= self.seconds * fraction]
 
-    def rss_growth_mib(self, warm_up: float) -> float:
-        """RSS at the end (median of the last 5 samples) less RSS when warm-up ended (median of
-        the 5 samples from there): what the process kept growing by under steady load."""
-        later = self.after_warm_up(warm_up)
-        if len(later) < 2:
-            return 0.0
-        head = sorted(s.rss_mib for s in later[:5])
-        tail = sorted(s.rss_mib for s in later[-5:])
-        return round(tail[len(tail) // 2] - head[len(head) // 2], 1)
+    def judges_growth(self) -> bool:
+        """Whether the run can tell growth from warm-up: its warm-up outlasts every memory
+        bounded by a time (:data:`LONGEST_MEMORY`) and :data:`JUDGED_SAMPLES` samples follow.
+        A short run is all warm-up: RSS and the maps still fill."""
+        return self.seconds * WARM_UP >= LONGEST_MEMORY and len(self.after_warm_up()) >= JUDGED_SAMPLES
+
+    def rss_growth_mib(self, warm_up: float = WARM_UP) -> float:
+        """What RSS grew by after warm-up, along its trend (:func:`trend`): a steady leak shows
+        in full, the collector's and the allocator's ups and downs do not."""
+        rise = trend([(s.at, s.rss_mib) for s in self.after_warm_up(warm_up)])
+        return round(rise[1] - rise[0], 1) if rise else 0.0
 
     def peaks(self, samples: list[Sample] | None = None) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -141,15 +155,21 @@ class SoakResult:
                 out[name] = max(out.get(name, 0), count)
         return out
 
-    def grown(self) -> dict[str, tuple[int, int]]:
-        """Maps whose peak in the last third of the run passed their peak in the middle third
-        (by more than a quarter, and 8 entries): still growing after warm-up. Every map here is
-        bounded by what happened within a time (a pod's bind, a preemption's 10 minutes), so
-        it is flat once the run is longer than that."""
-        third = self.seconds / 3
-        middle = self.peaks([s for s in self.samples if third <= s.at < 2 * third])
-        last = self.peaks([s for s in self.samples if s.at >= 2 * third])
-        return {n: (middle.get(n, 0), c) for n, c in last.items() if c > middle.get(n, 0) * 1.25 + 8}
+    def grown(self) -> dict[str, tuple[float, float]]:
+        """Maps still growing after warm-up: their trend (:func:`trend`) over the samples
+        after warm-up rose by more than :data:`GROWN_BY` entries; by map, the trend's level
+        where warm-up ended and at the end. Every map is bounded by what happened within a time
+        (a pod's bind, a preemption's 10 minutes), so it is flat once warm-up outlasts that
+        (:meth:`judges_growth`), whatever it does from one cycle to the next; a leak of a few
+        entries a minute rises under the churn as at rest."""
+        later = self.after_warm_up()
+        names = sorted({name for s in later for name in s.entries})
+        out = {}
+        for name in names:
+            rise = trend([(s.at, float(s.entries.get(name, 0))) for s in later])
+            if rise and rise[1] - rise[0] > GROWN_BY:
+                out[name] = (round(rise[0], 1), round(rise[1], 1))
+        return out
 
     def over_bounds(self) -> dict[str, int]:
         """Maps whose peak passed their bound (:data:`CAPPED`, or the cluster's pod count)."""
@@ -163,10 +183,11 @@ class SoakResult:
             "cycles": self.cycles,
             "pods": self.pods,
             "rss_mib_first_last_max": [rss[0], rss[-1], max(rss)] if rss else [],
-            "rss_growth_after_warm_up_mib": self.rss_growth_mib(1 / 3),
-            "peaks_warm_up": self.peaks([s for s in self.samples if s.at < self.seconds / 3]),
-            "peaks_after": self.peaks(self.after_warm_up(1 / 3)),
-            "grown_middle_to_last_third": self.grown(),
+            "growth_judged": self.judges_growth(),
+            "rss_growth_after_warm_up_mib": self.rss_growth_mib(),
+            "peaks_warm_up": self.peaks([s for s in self.samples if s.at < self.seconds * WARM_UP]),
+            "peaks_after": self.peaks(self.after_warm_up()),
+            "grown_after_warm_up": self.grown(),
             "held_for_unbound_at_rest_max": max((r.held_for_unbound for r in self.rests), default=0),
             "not_empty_at_rest": [(r.cycle, r.not_empty) for r in self.rests if r.not_empty],
             "violations": [v for r in self.rests for v in r.violations],
@@ -176,6 +197,20 @@ class SoakResult:
             "refused_writes": self.refused_writes[:5],
             "crashed": self.crashed,
         }
+
+
+def trend(points: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """The Theil-Sen line through ``points`` (time, value), as its values at the first and the
+    last time; None for fewer than two times. Its slope is the median of the slopes between
+    every two points, so spikes and cycles (the soak's churn fills a map and empties it again
+    every cycle) leave it flat, and a steady rise shows in full."""
+    if len({t for t, _ in points}) < 2:
+        return None
+    slopes = [(b - a) / (u - t) for i, (t, a) in enumerate(points) for u, b in points[i + 1 :] if u != t]
+    slope = statistics.median(slopes)
+    level = statistics.median(v - slope * t for t, v in points)
+    first, last = min(t for t, _ in points), max(t for t, _ in points)
+    return level + slope * first, level + slope * last
 
 
 class Sampler:
