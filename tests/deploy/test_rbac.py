@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,33 +11,12 @@ import pytest
 import yaml
 
 from tests.deploy.test_rendered import SIDECAR, STANDALONE, rendered
+from tests.fakeapi.rbac import Request, allows
 from tests.fakeapi.server import FakeApiServer
 from tests.integration.servers import cli_server
 from tests.integration.test_serve_cluster import kubeconfig, ready, wait_until
 from tests.service.fixtures import EXAMPLE_NODES, TRAINER, args_names, binding
 from tests.shared import REPO
-
-Call = tuple[str, str, str, str]  # (apiGroup, resource[/subresource], verb, namespace)
-
-
-def api_call(method: str, target: str) -> Call:
-    parsed = urllib.parse.urlsplit(target)
-    query = dict(urllib.parse.parse_qsl(parsed.query))
-    parts = [p for p in parsed.path.split("/") if p]
-    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
-    namespace = ""
-    if rest[0] == "namespaces" and len(rest) > 2:
-        namespace, rest = rest[1], rest[2:]
-    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
-    named = len(rest) > 1
-    verb = {
-        "GET": "get" if named else ("watch" if query.get("watch", "").lower() in ("1", "true") else "list"),
-        "POST": "create",
-        "PUT": "update",
-        "PATCH": "patch",
-        "DELETE": "delete",
-    }[method]
-    return (group, resource, verb, namespace)
 
 
 def rules(directory: str = SIDECAR, account: str = "dra-extender") -> list[tuple[dict[str, Any], str]]:
@@ -61,14 +39,8 @@ def rules(directory: str = SIDECAR, account: str = "dra-extender") -> list[tuple
     return out
 
 
-def allowed(call: Call, directory: str = SIDECAR, account: str = "dra-extender") -> bool:
-    group, resource, verb, namespace = call
-    for rule, scope in rules(directory, account):
-        if scope and scope != namespace:
-            continue
-        if group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]:
-            return True
-    return False
+def allowed(call: Request, directory: str = SIDECAR, account: str = "dra-extender") -> bool:
+    return allows(rules(directory, account), call)
 
 
 @pytest.fixture
@@ -120,9 +92,10 @@ def test_every_call_is_allowed(fake: FakeApiServer, tmp_path: Path) -> None:
         ).json() == {"Error": ""}
         # The Lease is renewed (an update) every retry period: the scenario may end before one.
         wait_until(lambda: any(m == "PUT" and "/leases/" in t for m, t, _ in fake.requests))
-    # Discovery needs no RBAC rule (system:discovery covers every authenticated user).
-    calls = {api_call(method, target) for method, target, _ in fake.requests if not discovery(target)}
-    verbs = {(c[1], c[2]) for c in calls}
+    # Discovery and /version need no RBAC rule (system:discovery and system:public-info-viewer
+    # cover every client): they are no resource request.
+    calls = {call for method, target, _ in fake.requests if (call := Request.of(method, target))}
+    verbs = {(c.resource, c.verb) for c in calls}
     # The scenario did exercise the interesting calls.
     for needed in [
         ("resourceclaims", "update"),
@@ -145,20 +118,12 @@ def test_every_call_is_allowed(fake: FakeApiServer, tmp_path: Path) -> None:
     assert standalone == []
 
 
-def discovery(target: str) -> bool:
-    path = urllib.parse.urlsplit(target).path.strip("/").split("/")
-    # /version, like discovery, is open to every client (ClusterRole system:public-info-viewer).
-    return path in (["api"], ["apis"], ["version"]) or (
-        path[0] == "apis" and len(path) <= 3 and path[-1] in ("resource.k8s.io", "v1", "v1beta1", "v1beta2")
-    )
-
-
 def test_the_checker_can_say_no() -> None:
-    assert allowed(("", "pods/binding", "create", "default"))
-    assert not allowed(("", "secrets", "get", "default"))
-    assert not allowed(("resource.k8s.io", "resourceclaims", "deletecollection", "default"))
-    assert not allowed(("", "pods", "update", "default"))
-    assert not allowed(("coordination.k8s.io", "leases", "update", "other-namespace"))
+    assert allowed(Request("", "pods/binding", "create", "default"))
+    assert not allowed(Request("", "secrets", "get", "default"))
+    assert not allowed(Request("resource.k8s.io", "resourceclaims", "deletecollection", "default"))
+    assert not allowed(Request("", "pods", "update", "default"))
+    assert not allowed(Request("coordination.k8s.io", "leases", "update", "other-namespace"))
 
 
 def test_the_viewer_role_lists_every_kind_kubectl_dra_reads_and_nothing_more() -> None:

@@ -6,15 +6,17 @@ JSON patch helpers below); a ``ThreadingHTTPServer`` on 127.0.0.1:0 in a daemon 
 Supported: discovery, list (label/field selectors), watch (resume by resourceVersion, synthetic
 ADDED for RV 0, bookmarks, 410 after compaction, server timeouts), create, update, update of the
 status subresource (409 on stale resourceVersion), merge / JSON / strategic-merge patches
-(``reservedFor`` keyed by uid), delete with preconditions, both binding endpoints, and a
-request log. Faults: the next N watches expire (410), drop watch streams, inject status codes,
-add latency.
+(``reservedFor`` keyed by uid), delete with preconditions, both binding endpoints, the service
+proxy (:meth:`FakeApiServer.service_endpoint`), RBAC for the people :meth:`FakeApiServer.person`
+names (everyone else is the cluster's admin), and a request log. Faults: the next N watches
+expire (410), drop watch streams, inject status codes, add latency.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import http.client
 import json
 import socket
 import threading
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.fakeapi import rbac
 from tests.fakeapi.patches import PatchError, json_patch, merge_patch, strategic_merge_patch
 
 # resource (plural) -> (group, version, kind, namespaced)
@@ -34,6 +37,9 @@ RESOURCES: dict[str, tuple[str, str, str, bool]] = {
     "pods": ("", "v1", "Pod", True),
     "namespaces": ("", "v1", "Namespace", False),
     "events": ("", "v1", "Event", True),
+    # What the service proxy reads (the real one reads Endpoints, not EndpointSlices).
+    "services": ("", "v1", "Service", True),
+    "endpoints": ("", "v1", "Endpoints", True),
     "resourceslices": ("resource.k8s.io", "v1", "ResourceSlice", False),
     "deviceclasses": ("resource.k8s.io", "v1", "DeviceClass", False),
     "resourceclaims": ("resource.k8s.io", "v1", "ResourceClaim", True),
@@ -52,12 +58,12 @@ def go_bool(text: str | None) -> bool:
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
+        self.code, self.reason, self.message, self.details = code, reason, message, details
 
     def status(self) -> dict[str, Any]:
-        return {
+        status: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
@@ -66,6 +72,7 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        return status if self.details is None else {**status, "details": self.details}
 
 
 @dataclass
@@ -183,6 +190,8 @@ class FakeApiServer:
         self.requests: list[tuple[str, str, str]] = []  # (method, path?query, content-type)
         #: (method, seconds) of every write, from its body read to its answer sent (benchmarks).
         self.write_times: list[tuple[str, float]] = []
+        #: Bearer token -> (user name, the RBAC rules bound to them): see :meth:`person`.
+        self.people: dict[str, tuple[str, list[tuple[dict[str, Any], str]]]] = {}
         self._server: ThreadingHTTPServer | None = None
         self.url = ""
 
@@ -244,6 +253,14 @@ class FakeApiServer:
         with self.store.cond:
             self._delete(resource, namespace, name, {})
 
+    def person(self, name: str, *roles: dict[str, Any]) -> str:
+        """A bearer token for user ``name``, who may do only what ``roles`` (Role and ClusterRole
+        objects, as in manifests/) grant, as if bound to them: anything else is answered 403 as
+        kube-apiserver's RBAC answers it. A token not made here (or none) is the cluster's admin."""
+        token = f"token-{name}"
+        self.people[token] = (name, rbac.bound(*roles))
+        return token
+
     def calls(self, method: str | None = None, fragment: str = "") -> list[tuple[str, str, str]]:
         return [r for r in self.requests if (method is None or r[0] == method) and fragment in r[1]]
 
@@ -282,8 +299,53 @@ class FakeApiServer:
         obj = self.store.objects.get((resource, namespace, name))
         if obj is None:
             group = self.resources[resource][0]
-            raise ApiError(404, "NotFound", f'{resource}{"." + group if group else ""} "{name}" not found')
+            details = {"name": name, "kind": resource, **({"group": group} if group else {})}
+            raise ApiError(
+                404, "NotFound", f'{resource}{"." + group if group else ""} "{name}" not found', details
+            )
         return obj
+
+    def service_endpoint(self, namespace: str, service: str) -> tuple[str, int]:
+        """Where the service proxy sends a request for ``service`` (NAME or NAME:PORT, the port
+        by name or number), as kube-apiserver's ResourceLocation finds it: a port number is
+        named by the Service's ports (404 without the Service), then the Endpoints of that name
+        are read (404 without them) and the first ready address (``addresses``, not
+        ``notReadyAddresses``) whose targetRef is a Pod of this namespace with that IP, on the
+        port of that name, is taken (the real one starts at a random one); 503 "no endpoints
+        available" when there is none. Unlike kube-apiserver, which dials no loopback address,
+        the fake proxies to 127.0.0.1: the tests' extender listens there."""
+        name, _, port = service.partition(":")
+        if ":" in port:
+            raise ApiError(400, "BadRequest", f'invalid service request "{service}"')
+        with self.store.cond:
+            if port.isdigit():
+                ports = self._current("services", namespace, name).get("spec", {}).get("ports") or []
+                named = next((p.get("name", "") for p in ports if str(p.get("port")) == port), None)
+                if named is None:
+                    raise ApiError(
+                        503, "ServiceUnavailable", f'no service port {port} found for service "{name}"'
+                    )
+                port = named
+            subsets = self._current("endpoints", namespace, name).get("subsets") or []
+            if not subsets:
+                raise ApiError(503, "ServiceUnavailable", f'no endpoints available for service "{name}"')
+            for subset in subsets:
+                for endpoint_port in subset.get("ports") or []:
+                    if endpoint_port.get("name", "") != port:
+                        continue
+                    for address in subset.get("addresses") or []:
+                        if self._a_pod_has(namespace, address):
+                            return str(address["ip"]), int(endpoint_port["port"])
+        raise ApiError(503, "ServiceUnavailable", f'no endpoints available for service "{service}"')
+
+    def _a_pod_has(self, namespace: str, address: dict[str, Any]) -> bool:
+        """The address names a Pod of this namespace that has its IP (isValidAddress)."""
+        ref = address.get("targetRef") or {}
+        if ref.get("namespace") != namespace:
+            return False
+        found = self.store.objects.get(("pods", namespace, ref.get("name", "")))
+        ips = ((found or {}).get("status") or {}).get("podIPs") or []
+        return any(ip.get("ip") == address.get("ip") for ip in ips)
 
     def _check_rv(self, resource: str, current: dict[str, Any], sent: dict[str, Any]) -> None:
         rv = (sent.get("metadata") or {}).get("resourceVersion")
@@ -605,6 +667,24 @@ def _selector(text: str | None) -> dict[str, str]:
     return out
 
 
+#: Headers the service proxy does not pass on either way: hop-by-hop ones, the user's
+#: credentials, and those it sets itself.
+NOT_PASSED_ON = frozenset(
+    {
+        "authorization",
+        "connection",
+        "content-length",
+        "host",
+        "keep-alive",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+
+
 class _Handler(BaseHTTPRequestHandler):
     api: FakeApiServer
     protocol_version = "HTTP/1.1"
@@ -716,6 +796,9 @@ class _Handler(BaseHTTPRequestHandler):
         if parts in (["api"], ["apis"]) or (parts[:1] == ["apis"] and len(parts) in (2, 3)):
             self._send(200, self._discovery(parts))
             return
+        request = rbac.Request.of(method, self.path)
+        if request is not None:
+            self._authorize(request)
         # /api/v1/... or /apis/{group}/{version}/...
         rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
         namespace = ""
@@ -724,6 +807,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not rest:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         resource = rest[0]
+        if resource == "services" and rest[2:3] == ["proxy"]:
+            self._proxy(method, namespace, rest[1], "/" + "/".join(rest[3:]))
+            return
         if resource == "bindings" and method == "POST":
             payload = json.loads(body)
             with self.api.store.cond:
@@ -774,6 +860,45 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, self.api._delete(resource, namespace, name, json.loads(body) if body else {}))
             else:
                 raise ApiError(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _authorize(self, request: rbac.Request) -> None:
+        """A person :meth:`FakeApiServer.person` made may do only what their roles grant."""
+        token = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        known = self.api.people.get(token)
+        if known is not None and not rbac.allows(known[1], request):
+            raise ApiError(403, "Forbidden", *rbac.forbidden(known[0], request))
+
+    def _proxy(self, method: str, namespace: str, service: str, path: str) -> None:
+        """The service proxy (GET only, here): the request passed on to one of the Service's
+        ready endpoints (:meth:`FakeApiServer.service_endpoint`) without the user's credentials,
+        and its answer passed back as it came (status, headers, body); 503 "error trying to
+        reach service" when the endpoint does not answer."""
+        if method != "GET":
+            raise ApiError(405, "MethodNotAllowed", f"the fake proxies GET only, not {method}")
+        host, port = self.api.service_endpoint(namespace, service)
+        query = urllib.parse.urlsplit(self.path).query
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in NOT_PASSED_ON}
+        connection = http.client.HTTPConnection(host, port, timeout=30)
+        try:
+            connection.request(method, path + (f"?{query}" if query else ""), headers=headers)
+            answer = connection.getresponse()
+            body = answer.read()
+        except (OSError, http.client.HTTPException) as exc:
+            said = (
+                f"dial tcp {host}:{port}: connect: connection refused"
+                if isinstance(exc, ConnectionRefusedError)
+                else str(exc)
+            )
+            raise ApiError(503, "ServiceUnavailable", f"error trying to reach service: {said}") from None
+        finally:
+            connection.close()
+        self.send_response(answer.status)
+        for key, value in answer.getheaders():
+            if key.lower() not in NOT_PASSED_ON:
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _discovery(self, parts: list[str]) -> dict[str, Any]:
         if parts == ["api"]:

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
+import yaml
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from tests.builders import claim, node, pod
+from tests.fakeapi.rbac import Request
 from tests.fakeapi.server import FakeApiServer
+from tests.shared import REPO
 
 
 @pytest.fixture
@@ -220,3 +226,267 @@ def test_write_latency_delays_writes_only(fake: FakeApiServer) -> None:
     started = time.monotonic()
     core.patch_node("n1", {"metadata": {"labels": {"a": "b"}}})
     assert time.monotonic() - started >= 0.3
+
+
+# --- RBAC and the service proxy (kube-apiserver's answers: tests/realcluster/test_kubectl_dra.py) ---
+
+VIEWER_ROLE = yaml.safe_load((REPO / "manifests" / "common" / "viewer-role.yaml").read_text())
+#: A Role granting the service proxy of one Service's ports (not ``metrics``), by name as the
+#: shipped debug Role does.
+PROXY_ROLE = {
+    "kind": "Role",
+    "metadata": {"name": "proxy", "namespace": "ns"},
+    "rules": [
+        {
+            "apiGroups": [""],
+            "resources": ["services/proxy"],
+            "resourceNames": ["svc:http", "svc:80", "svc:81"],
+            "verbs": ["get"],
+        }
+    ],
+}
+
+# (case, method, target, what the authorizer sees; None: not a resource request)
+READ_AS: list[tuple[str, str, str, Request | None]] = [
+    ("a list", "GET", "/api/v1/pods?limit=5", Request("", "pods", "list")),
+    (
+        "a watch",
+        "GET",
+        "/apis/resource.k8s.io/v1/resourceslices?watch=true",
+        Request("resource.k8s.io", "resourceslices", "watch"),
+    ),
+    ("a namespaced get", "GET", "/api/v1/namespaces/ns/pods/p", Request("", "pods", "get", "ns", "p")),
+    (
+        "a status update",
+        "PUT",
+        "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c/status",
+        Request("resource.k8s.io", "resourceclaims/status", "update", "ns", "c"),
+    ),
+    (
+        "the service proxy",
+        "GET",
+        "/api/v1/namespaces/ns/services/svc:http/proxy/debug/ui",
+        Request("", "services/proxy", "get", "ns", "svc:http"),
+    ),
+    ("a namespace", "GET", "/api/v1/namespaces/ns", Request("", "namespaces", "get", "", "ns")),
+    ("discovery", "GET", "/apis/resource.k8s.io/v1", None),
+    ("the version", "GET", "/version", None),
+]
+
+
+@pytest.mark.parametrize(("case", "method", "target", "seen"), READ_AS, ids=[c[0] for c in READ_AS])
+def test_requests_read_as_the_authorizer_reads_them(
+    case: str, method: str, target: str, seen: Request | None
+) -> None:
+    assert Request.of(method, target) == seen
+
+
+def as_person(fake: FakeApiServer, token: str) -> httpx.Client:
+    return httpx.Client(base_url=fake.url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+
+
+def test_a_person_may_do_what_their_roles_grant_and_nothing_else(fake: FakeApiServer) -> None:
+    fake.create(node("n1"))
+    with as_person(fake, fake.person("dra-viewer", VIEWER_ROLE)) as viewer:
+        assert [n["metadata"]["name"] for n in viewer.get("/api/v1/nodes").json()["items"]] == ["n1"]
+        assert viewer.get("/version").status_code == 200  # as system:public-info-viewer
+        assert viewer.get("/apis/resource.k8s.io/v1").status_code == 200  # as system:discovery
+        refused = viewer.post("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", json=claim("c"))
+        leases = viewer.get("/apis/coordination.k8s.io/v1/leases")
+    assert refused.status_code == 403 and refused.json() == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'resourceclaims.resource.k8s.io is forbidden: User "dra-viewer" cannot create resource '
+        '"resourceclaims" in API group "resource.k8s.io" in the namespace "default"',
+        "reason": "Forbidden",
+        "code": 403,
+        "details": {"group": "resource.k8s.io", "kind": "resourceclaims"},
+    }
+    assert leases.json()["message"] == (
+        'leases.coordination.k8s.io is forbidden: User "dra-viewer" cannot list resource "leases" '
+        'in API group "coordination.k8s.io" at the cluster scope'
+    )
+    with pytest.raises(KeyError):
+        fake.get("ResourceClaim", "c", "default")  # nothing was written
+    # Anyone else (the tests' clients, the extender) is the cluster's admin.
+    assert (
+        api_client(fake).call_api("/apis/coordination.k8s.io/v1/leases", "GET", _preload_content=False).status
+        == 200
+    )
+
+
+class Backend(http.server.BaseHTTPRequestHandler):
+    """What a Service's pod answers: the path, query and credentials it got, with a header of
+    its own; ``/missing`` answers 404 with a body of its own (an extender's error)."""
+
+    def do_GET(self) -> None:
+        missing = self.path.startswith("/missing")
+        body = json.dumps(
+            {"Error": "no such endpoint: GET /missing"}
+            if missing
+            else {"path": self.path, "authorization": self.headers.get("Authorization")}
+        ).encode()
+        self.send_response(404 if missing else 200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Backend", "pod-0")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def backend() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Backend)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    yield int(server.server_address[1])
+    server.shutdown()
+    server.server_close()
+
+
+def service(ports: dict[str, int] | None = None) -> dict[str, Any]:
+    listed = [{"name": name, "port": port} for name, port in (ports or {"http": 80}).items()]
+    return {"kind": "Service", "metadata": {"name": "svc", "namespace": "ns"}, "spec": {"ports": listed}}
+
+
+def endpoints(
+    port: int, *, ready: bool = True, ip: str = "127.0.0.1", subsets: bool = True
+) -> dict[str, Any]:
+    address = {"ip": ip, "targetRef": {"kind": "Pod", "name": "pod-0", "namespace": "ns"}}
+    subset = {
+        "addresses" if ready else "notReadyAddresses": [address],
+        "ports": [{"name": "http", "port": port}],
+    }
+    return {
+        "kind": "Endpoints",
+        "metadata": {"name": "svc", "namespace": "ns"},
+        "subsets": [subset] if subsets else [],
+    }
+
+
+def service_pod() -> dict[str, Any]:
+    return {
+        "kind": "Pod",
+        "metadata": {"name": "pod-0", "namespace": "ns"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+        "status": {"podIPs": [{"ip": "127.0.0.1"}]},
+    }
+
+
+PROXIED = "/api/v1/namespaces/ns/services/{service}/proxy/debug/snapshot"
+
+
+@pytest.mark.parametrize("port", ["http", "80"], ids=["the port by name", "the port by number"])
+def test_the_service_proxy_passes_the_request_on_and_the_answer_back(
+    fake: FakeApiServer, backend: int, port: str
+) -> None:
+    for obj in (service(), endpoints(backend), service_pod()):
+        fake.create(obj)
+    with as_person(fake, fake.person("debugger", PROXY_ROLE)) as debugger:
+        answer = debugger.get(PROXIED.format(service=f"svc:{port}"), params={"format": "json"})
+        refused = debugger.get("/api/v1/namespaces/ns/services/svc:http/proxy/missing")
+    assert answer.status_code == 200 and answer.headers["x-backend"] == "pod-0"
+    # The path and query as sent; the user's credentials stay with the API server.
+    assert answer.json() == {"path": "/debug/snapshot?format=json", "authorization": None}
+    # The pod's own error answer comes back as it was sent.
+    assert (refused.status_code, refused.json()) == (404, {"Error": "no such endpoint: GET /missing"})
+
+
+# (case, objects in namespace ns, the Service asked for, code, reason, message, details)
+NOT_PROXIED: list[tuple[str, list[dict[str, Any]], str, int, str, str, dict[str, str] | None]] = [
+    (
+        "no right to proxy that Service's port",
+        [service(), endpoints(0), service_pod()],
+        "svc:metrics",
+        403,
+        "Forbidden",
+        'services "svc:metrics" is forbidden: User "debugger" cannot get resource "services/proxy" in API group "" in the namespace "ns"',
+        {"name": "svc:metrics", "kind": "services"},
+    ),
+    (
+        "no Service",
+        [],
+        "svc:http",
+        404,
+        "NotFound",
+        'endpoints "svc" not found',
+        {"name": "svc", "kind": "endpoints"},
+    ),
+    (
+        "a port number the Service has not",
+        [service()],
+        "svc:81",
+        503,
+        "ServiceUnavailable",
+        'no service port 81 found for service "svc"',
+        None,
+    ),
+    (
+        "no endpoints",
+        [service(), endpoints(0, subsets=False)],
+        "svc:http",
+        503,
+        "ServiceUnavailable",
+        'no endpoints available for service "svc"',
+        None,
+    ),
+    (
+        "only a pod that is not ready",
+        [service(), endpoints(0, ready=False), service_pod()],
+        "svc:http",
+        503,
+        "ServiceUnavailable",
+        'no endpoints available for service "svc:http"',
+        None,
+    ),
+    (
+        "an address no pod has",
+        [service(), endpoints(0, ip="10.0.0.9"), service_pod()],
+        "svc:http",
+        503,
+        "ServiceUnavailable",
+        'no endpoints available for service "svc:http"',
+        None,
+    ),
+    (
+        "nothing listens there",
+        [service(), endpoints(1), service_pod()],
+        "svc:http",
+        503,
+        "ServiceUnavailable",
+        "error trying to reach service: dial tcp 127.0.0.1:1: connect: connection refused",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "objects", "asked", "code", "reason", "message", "details"),
+    NOT_PROXIED,
+    ids=[c[0] for c in NOT_PROXIED],
+)
+def test_what_the_service_proxy_answers_when_it_cannot_pass_a_request_on(
+    fake: FakeApiServer,
+    case: str,
+    objects: list[dict[str, Any]],
+    asked: str,
+    code: int,
+    reason: str,
+    message: str,
+    details: dict[str, str] | None,
+) -> None:
+    """As kube-apiserver's service proxy (ResourceLocation; the 403 of its RBAC authorizer)."""
+    for obj in objects:
+        fake.create(obj)
+    with as_person(fake, fake.person("debugger", PROXY_ROLE)) as debugger:
+        answer = debugger.get(PROXIED.format(service=asked))
+    status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
+    expected = {**status, "message": message, "reason": reason, "code": code}
+    assert (answer.status_code, answer.json()) == (
+        code,
+        expected if details is None else {**expected, "details": details},
+    )

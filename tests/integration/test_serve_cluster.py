@@ -21,8 +21,9 @@ from tests.service.fixtures import EXAMPLE_NODES, TRAINER, args_names, binding
 from tests.shared import REPO
 
 
-def kubeconfig(fake: FakeApiServer | str, directory: Path) -> str:
-    """A kubeconfig for the fake API server (or any server URL) with a test token."""
+def kubeconfig(fake: FakeApiServer | str, directory: Path, token: str = "test-token") -> str:
+    """A kubeconfig for the fake API server (or any server URL) with a test token (the cluster's
+    admin on the fake, unless :meth:`FakeApiServer.person` made it)."""
     server = fake if isinstance(fake, str) else fake.url
     path = directory / "kubeconfig"
     path.write_text(
@@ -31,7 +32,7 @@ def kubeconfig(fake: FakeApiServer | str, directory: Path) -> str:
                 "apiVersion": "v1",
                 "kind": "Config",
                 "clusters": [{"name": "fake", "cluster": {"server": server}}],
-                "users": [{"name": "extender", "user": {"token": "test-token"}}],
+                "users": [{"name": "extender", "user": {"token": token}}],
                 "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "extender"}}],
                 "current-context": "fake",
             }
