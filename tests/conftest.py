@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-# The closing lines that name what did not run (issue 50).
+# Which documented commands a test ran, and the closing lines that name what did not run (issue 50).
+from tests.documented_runs import pytest_configure, pytest_unconfigure  # noqa: F401
 from tests.skip_summary import pytest_terminal_summary  # noqa: F401
 
 

@@ -109,7 +109,7 @@ class Command:
         return f"{self.page}:{self.line}"
 
 
-def _without_comment(line: str) -> str:
+def without_comment(line: str) -> str:
     """``line`` without a trailing `` # ...`` (a ``#`` outside quotes after a space)."""
     quote = ""
     for i, char in enumerate(line):
@@ -130,7 +130,7 @@ def commands(page: str) -> list[Command]:
         lines = block.body.rstrip("\n").split("\n")
         if block.lang in SHELL_LANGS:
             for offset, line in enumerate(lines):
-                text = _without_comment(line)
+                text = without_comment(line)
                 if text:
                     found.append(Command(page, block.line + offset, text, None))
             continue

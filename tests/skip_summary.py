@@ -38,10 +38,13 @@ def skipped_groups(reports: list[pytest.TestReport]) -> list[str]:
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: after pytest's own summary
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Iterator[None]:
     """After pytest's own summary (its short skip list included) and just before its closing
-    count, what did not run: a line per group of skipped tests."""
+    count, what did not run: a line per group of skipped tests, then the documented commands no
+    test ran (tests/documented_runs.py)."""
     result = yield
+    from tests.documented_runs import not_run_lines
+
     reports = [r for r in terminalreporter.stats.get("skipped", []) if isinstance(r, pytest.TestReport)]
-    lines = skipped_groups(reports)
+    lines = skipped_groups(reports) + not_run_lines(terminalreporter.config)
     if lines:
         terminalreporter.section("what did not run", sep="-")
         for line in lines:

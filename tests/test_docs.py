@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs_pages import Command, all_commands, anchors, defined_tests, doc_section, page_text, pages
+from tests.documented_runs import ran
 from tests.realcluster.test_documented_commands import DOCUMENTED_WRITES
 from tests.shared import REPO
 
@@ -108,23 +109,25 @@ def test_the_commands_that_run_here_do_what_the_page_shows(command: Command, tmp
     assert done.returncode == 0, done.stderr
     if command.output:
         assert done.stdout.rstrip("\n").split("\n") == list(command.output)
+    ran(command.text)
+
+
+RUNS_HERE = "tests/test_docs.py::test_the_commands_that_run_here_do_what_the_page_shows"
 
 
 TOUR = "tests/test_readme.py::test_curl_examples_give_the_documented_answers"
-KUBECTL_DRA = "tests/realcluster/test_kubectl_dra.py::"
+KUBECTL_DRA = "tests/commands/test_kubectl_dra_fake_api.py::test_each_documented_command_runs_as_written"
 
 #: The commands that need a cluster, the network or minutes: (a pattern the command matches in
-#: full, the tests, "path::name", that run it).
+#: full, the tests, "path::name", that run it). Each of those tests records each command it runs
+#: as written (tests/documented_runs.py ``ran``): a command counts as run only when one did in
+#: this run, and a named test that passed without recording it fails the run.
 RUN_ELSEWHERE: tuple[tuple[str, tuple[str, ...]], ...] = (
-    # The tour serves what this command serves (its arguments); what it installs is the lock's.
+    # The tour serves as this command serves (its arguments, the package installed by the suite's
+    # own install); the lock it installs is checked by tests/deploy/test_locks.py.
     (
         r"python3 -m pip install -c constraints\.txt -e \. && dra-extender serve --state examples/",
-        (TOUR, "tests/deploy/test_locks.py::test_the_runtime_lock_is_the_runtime_part_of_the_test_lock"),
-    ),
-    # .ci/run holds it, and CI runs .ci/run.
-    (
-        r'python3 -m pip install -c constraints-test\.txt -e "\.\[test\]" && python3 -m pytest',
-        ("tests/test_readme.py::test_exactly_two_set_up_commands_and_ci_runs_the_second",),
+        (TOUR,),
     ),
     (r"curl -s -X POST localhost:8888/scheduler/(filter|prioritize|bind) -d '.*'", (TOUR,)),
     (r"curl -s '?localhost:8888/(debug/[^ ']*|metrics)'?", (TOUR,)),
@@ -139,30 +142,10 @@ RUN_ELSEWHERE: tuple[tuple[str, tuple[str, ...]], ...] = (
         DOCUMENTED_WRITES,
         ("tests/realcluster/test_documented_commands.py::test_documented_kubectl_writes_are_accepted",),
     ),
-    (r"kubectl dra explain \S+", (KUBECTL_DRA + "test_explain_answers_per_node_as_the_viewer",)),
-    (
-        r"kubectl dra simulate",
-        (KUBECTL_DRA + "test_simulate_on_a_snapshot_answers_what_the_live_filter_answers",),
-    ),
-    (r"kubectl dra pending", (KUBECTL_DRA + "test_pending_says_where_each_waiting_pod_fits_or_why_nowhere",)),
-    (
-        r"kubectl dra capacity --class \S+",
-        (KUBECTL_DRA + "test_capacity_counts_what_is_free_per_node_and_class",),
-    ),
-    (
-        r"kubectl dra snapshot -o \S+",
-        (
-            KUBECTL_DRA + "test_snapshot_lists_what_the_viewer_may_read_and_says_where_the_answer_came_from",
-            KUBECTL_DRA + "test_through_the_service_proxy_every_command_is_the_extenders_answer",
-        ),
-    ),
-    (
-        r"kubectl dra simulate --pod \S+",
-        (
-            KUBECTL_DRA + "test_simulate_on_a_snapshot_answers_what_the_live_filter_answers",
-            KUBECTL_DRA + "test_through_the_service_proxy_every_command_is_the_extenders_answer",
-        ),
-    ),
+    # Each `kubectl dra` command as written, against the fake API server and an extender in
+    # cluster mode (a fresh clone runs it); tests/realcluster/test_kubectl_dra.py asks the same
+    # questions of the real kube-apiserver.
+    (r"kubectl dra (explain|simulate|pending|capacity|snapshot)( .*)?", (KUBECTL_DRA,)),
     # A kustomization of one's own with the debug-views component, as the page shows it.
     (
         r"kubectl apply -k \.",
@@ -173,8 +156,22 @@ RUN_ELSEWHERE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
 )
 
+#: The rows whose commands only the real control plane's binaries can run (kubectl against a
+#: real kube-apiserver, which a fresh clone does not have), with the reason.
+REAL_BINARIES_ONLY: dict[str, str] = {
+    DOCUMENTED_WRITES: "kubectl's writes need the real kube-apiserver's validation, RBAC and admission",
+    r"kubectl apply -k manifests/(standalone/|monitoring/)?": (
+        "kubectl apply -k needs the real kube-apiserver's discovery, validation, RBAC and admission"
+    ),
+    r"kubectl apply -k \.": "as kubectl apply -k manifests/",
+}
+
 #: The commands no test can run, with the reason.
 NOT_RUN = {
+    'python3 -m pip install -c constraints-test.txt -e ".[test]" && python3 -m pytest': (
+        "the suite's own command: .ci/run runs it as written (tests/test_readme.py checks that), "
+        "and this run is it"
+    ),
     "kubectl -n dra-extender port-forward deploy/dra-extender-scheduler 8888 &": (
         "needs the pod running on a kubelet: the real control plane of tests/realcluster/ has none "
         "(Nodes are objects); the curl after it is the tour's"
@@ -184,6 +181,30 @@ NOT_RUN = {
 
 def run_elsewhere(command: Command) -> bool:
     return any(re.fullmatch(pattern, command.text) for pattern, _ in RUN_ELSEWHERE)
+
+
+def runners_by_command() -> list[tuple[Command, tuple[str, ...]]]:
+    """Each documented command that a test runs, with the tests ("path::name") that run it."""
+    out = []
+    for command in all_commands():
+        if command.text in NOT_RUN:
+            continue
+        runners: list[str] = [RUNS_HERE] if runs_here(command) else []
+        for pattern, tests in RUN_ELSEWHERE:
+            if re.fullmatch(pattern, command.text):
+                runners += tests
+        out.append((command, tuple(runners)))
+    return out
+
+
+def test_what_only_the_real_binaries_run_is_listed_and_short() -> None:
+    """A row whose every runner is a real-control-plane test is skipped on a fresh clone: it is
+    listed with its reason, and the list stays short."""
+    only_real = {
+        pattern for pattern, tests in RUN_ELSEWHERE if all(t.startswith("tests/realcluster/") for t in tests)
+    }
+    assert only_real == set(REAL_BINARIES_ONLY)
+    assert len(REAL_BINARIES_ONLY) <= 3
 
 
 def test_every_command_is_run_here_or_by_a_named_test() -> None:

@@ -8,7 +8,8 @@ import shlex
 
 import httpx
 
-from tests.docs_pages import blocks, doc_section, page_text
+from tests.docs_pages import blocks, doc_section, page_text, without_comment
+from tests.documented_runs import ran
 from tests.integration.servers import cli_server
 from tests.shared import REPO
 
@@ -46,6 +47,9 @@ def test_curl_examples_give_the_documented_answers() -> None:
             response = http.request(method, path, content=data.encode())
             assert response.status_code == 200
             assert response.json() == json.loads(answer), command
+            ran(command)  # the request as written, to the service as the set-up command runs it
         for line in next(b for lang, b in BLOCKS if lang == "sh" and "/debug/" in b).splitlines():
             path = shlex.split(line.split("#")[0])[-1].removeprefix("localhost:8888")
             assert http.get(path).status_code == 200, path
+            ran(without_comment(line))
+    ran(setup_commands()[0])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shlex
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from extender.service.app import create_app, create_ops_app
 from extender.service.cluster_mode import build_cluster
 from extender.service.runtime import ServeConfig
 from tests.builders import allocated, node
+from tests.docs_pages import Command, all_commands
+from tests.documented_runs import ran as ran_documented
 from tests.fakeapi.server import ApiError, FakeApiServer
 from tests.integration.servers import thread_server
 from tests.integration.test_serve_cluster import kubeconfig, ready, wait_until
@@ -413,3 +416,59 @@ def test_a_pod_the_extender_does_not_know_is_an_error_not_a_reason_to_fall_back(
     assert (
         ran.err.splitlines()[-1] == f"error: the extender at {SERVICE} answered: pod default/nobody not found"
     )
+
+
+# --- the commands the README and docs/ give, as written ---------------------------------------------
+
+#: The pod the documented commands name, asking for one GPU (it fits node-a).
+DOCUMENTED_POD = "my-pod"
+
+
+def documented_kubectl_dra() -> list[Command]:
+    return [c for c in all_commands() if c.text.startswith("kubectl dra ") and "--help" not in c.text]
+
+
+@pytest.fixture(scope="module")
+def documented_pod(served: World) -> Iterator[None]:
+    """``default/my-pod``, as the documented commands name it, from the first documented command
+    on (they come last in this file: the scene of the tests above stays as it is); the extender
+    has it in its cache and its snapshot."""
+    world = served
+    world.fake.create(one_gpu_claim(f"{DOCUMENTED_POD}-gpu"))
+    world.fake.create(pod_with_claims(DOCUMENTED_POD, [f"{DOCUMENTED_POD}-gpu"]))
+    wait_until(lambda: world.live_filter(DOCUMENTED_POD)["NodeNames"] == ["node-a"])
+    # The snapshot view is encoded once per 2 s window (debug_http.py): until it holds the pod.
+    wait_until(lambda: DOCUMENTED_POD in json.dumps(world.view("/debug/snapshot")))
+    yield
+    world.fake.delete_direct("Pod", DOCUMENTED_POD, "default")
+    world.fake.delete_direct("ResourceClaim", f"{DOCUMENTED_POD}-gpu", "default")
+    wait_until(lambda: DOCUMENTED_POD not in json.dumps(world.view("/debug/snapshot")))
+
+
+@pytest.mark.parametrize("command", documented_kubectl_dra(), ids=lambda c: c.where)
+def test_each_documented_command_runs_as_written(
+    world: World, documented_pod: None, command: Command, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its words as the page gives them, in a folder of its own (``-o state.json`` writes
+    there), as someone holding the viewer ClusterRole and the debug Role (the page's two
+    bindings): it answers from the extender, exits 0, or 1 where a pending pod fits nowhere (q),
+    and says nothing is wrong."""
+    monkeypatch.chdir(tmp_path)
+    words = shlex.split(command.text)
+    assert words[:2] == ["kubectl", "dra"]
+    ran = kubectl_dra(world, "both", tmp_path, *words[2:])
+    assert ran.code in (0, 1), ran.err
+    assert FROM_EXTENDER.format(service=SERVICE) in ran.err, ran.err
+    assert "error:" not in ran.err and "warning" not in ran.err, ran.err
+    if "-o" in words:
+        written = tmp_path / words[words.index("-o") + 1]
+        assert json.loads(written.read_text())["items"], command.text
+    else:
+        assert ran.out.strip(), command.text
+    if DOCUMENTED_POD in command.text:
+        assert DOCUMENTED_POD in ran.out and "node-a" in ran.out, ran.out
+    ran_documented(command.text)
+
+
+def test_the_documents_give_kubectl_dra_commands() -> None:
+    assert len({c.text for c in documented_kubectl_dra()}) >= 5

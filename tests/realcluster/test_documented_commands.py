@@ -17,6 +17,7 @@ import pytest
 import trustme
 
 from tests.docs_pages import Command, all_commands
+from tests.documented_runs import ran
 from tests.realcluster.controlplane import ControlPlane
 from tests.shared import REPO
 
@@ -62,6 +63,7 @@ def test_documented_kubectl_writes_are_accepted(
     assert "Warning" not in answer.stderr, answer.stderr
     done = [line for line in answer.stdout.splitlines() if line.strip()]
     assert done and all(line.endswith("(server dry run)") for line in done), answer.stdout
+    ran(command.text)
 
 
 def test_the_documents_give_such_commands() -> None:

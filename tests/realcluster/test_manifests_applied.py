@@ -9,6 +9,7 @@ broken copies show that the dry run refuses what the schemas let through."""
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ import pytest
 import yaml
 
 from tests.deploy.test_rendered import rendered, with_debug_views
+from tests.docs_pages import all_commands
+from tests.documented_runs import ran
 from tests.realcluster.api import Api, ApiError
 from tests.realcluster.controlplane import ControlPlane
 from tests.shared import REPO
@@ -126,6 +129,9 @@ def test_the_api_server_accepts_every_object_of_each_kustomization(
     applied = [line for line in answer.stdout.splitlines() if line.strip()]
     assert all(line.endswith("serverside-applied (server dry run)") for line in applied), answer.stdout
     assert len(applied) == len(rendered(directory)), answer.stdout
+    for command in all_commands():  # the documented `kubectl apply -k` of this directory
+        if re.fullmatch(rf"kubectl apply -k {re.escape(directory)}/?", command.text):
+            ran(command.text)
 
 
 @pytest.mark.parametrize("directory", ["manifests", "manifests/standalone"])
@@ -139,6 +145,7 @@ def test_the_api_server_accepts_each_deployment_with_the_debug_views_component(
     assert "Warning" not in answer.stderr, answer.stderr
     assert "role.rbac.authorization.k8s.io/dra-extender-debug serverside-applied" in answer.stdout
     assert len([line for line in answer.stdout.splitlines() if line.strip()]) == len(rendered(directory)) + 1
+    ran("kubectl apply -k .")  # docs/kubectl-and-browser.md: one's own kustomization with the component
 
 
 def _broken_copy(tmp_path: Path, change: Any) -> Path:
