@@ -68,8 +68,8 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
-def test_post_filter_releases_as_upstream_unless_something_is_in_flight(case: Case) -> None:
+def assert_released_as(case: Case) -> None:
+    """PostFilter for pod ``p`` with node-1 the candidate releases ``case.release`` of claim ``a``."""
     state = ClusterState.from_objects(case.objects)
     snapshot = Snapshot(state, Features(), CEL)
     p = state.pods[("default", "p")]
@@ -80,6 +80,11 @@ def test_post_filter_releases_as_upstream_unless_something_is_in_flight(case: Ca
     assert (release.kind if release else None) is case.release
     if release is not None:
         assert [c.key for c in release.claims] == [KEY]
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_post_filter_releases_as_upstream_unless_something_is_in_flight(case: Case) -> None:
+    assert_released_as(case)
 
 
 def test_a_bound_pod_releases_nothing() -> None:
@@ -143,13 +148,4 @@ LEFT_BEHIND = {
 
 @pytest.mark.parametrize("case", LEFT_BEHIND.values(), ids=LEFT_BEHIND.keys())
 def test_a_claim_a_failed_bind_left_behind_is_released(case: Case) -> None:
-    state = ClusterState.from_objects(case.objects)
-    snapshot = Snapshot(state, Features(), CEL)
-    p = state.pods[("default", "p")]
-    claims = snapshot.claims_of(p)
-    release = post_filter.release(
-        state, EngineConfig(), snapshot, p, claims, [state.nodes["node-1"]], case.in_flight, now=0.0
-    )
-    assert (release.kind if release else None) is case.release
-    if release is not None:
-        assert [c.key for c in release.claims] == [KEY]
+    assert_released_as(case)
