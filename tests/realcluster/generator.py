@@ -171,8 +171,15 @@ def _nic_slice(node: str) -> dict[str, Any]:
     return _slice(f"{node}-nics", NIC, node, devices)
 
 
-def _partition_slices(node: str) -> list[dict[str, Any]]:
-    """One card with 40Gi shared by its partitions: 4 x 10Gi, 2 x 20Gi or 1 x 40Gi."""
+#: From 1.35 on, a pool's shared counters are in a slice of their own, without devices; 1.34's
+#: alpha API wants them in the slice whose devices consume them (its validation: "must
+#: reference a counterSet defined in the ResourceSlice sharedCounters").
+COUNTERS_APART_SINCE = 35
+
+
+def _partition_slices(node: str, minor: int) -> list[dict[str, Any]]:
+    """One card with 40Gi shared by its partitions: 4 x 10Gi, 2 x 20Gi or 1 x 40Gi; the counters
+    in a slice of their own, or (before :data:`COUNTERS_APART_SINCE`) beside the devices."""
     parts = []
     for profile, size, n in (("1g", 10, 4), ("2g", 20, 2), ("4g", 40, 1)):
         for i in range(n):
@@ -186,9 +193,14 @@ def _partition_slices(node: str) -> list[dict[str, Any]]:
                     ],
                 }
             )
+    shared = [{"name": "card", "counters": {"memory": {"value": "40Gi"}}}]
+    if minor < COUNTERS_APART_SINCE:
+        together = _slice(f"{node}-card", PART, node, parts)
+        together["spec"]["sharedCounters"] = shared
+        return [together]
     devices = _slice(f"{node}-card", PART, node, parts, count=2)
     counters = _slice(f"{node}-card-counters", PART, node, None, count=2)
-    counters["spec"]["sharedCounters"] = [{"name": "card", "counters": {"memory": {"value": "40Gi"}}}]
+    counters["spec"]["sharedCounters"] = shared
     return [devices, counters]
 
 
@@ -210,7 +222,8 @@ def _slice(
     }
 
 
-def generate(seed: int, *, nodes: int = 8, pods: int = 16) -> Workload:
+def generate(seed: int, *, nodes: int = 8, pods: int = 16, minor: int = 36) -> Workload:
+    """``minor``: the release whose API the slices are written for (the binaries')."""
     rng = random.Random(seed)
     names = [f"node-{i}" for i in range(nodes)]
     slices: list[dict[str, Any]] = []
@@ -218,7 +231,7 @@ def generate(seed: int, *, nodes: int = 8, pods: int = 16) -> Workload:
         slices.append(_gpu_slice(node, rng, "h100" if i % 3 == 0 else "a100"))
         slices.append(_nic_slice(node))
         if i % 2 == 1:
-            slices += _partition_slices(node)
+            slices += _partition_slices(node, minor)
     claims: dict[str, ClaimShape] = {}
     templates: dict[str, ClaimShape] = {}
     shapes: list[PodShape] = []

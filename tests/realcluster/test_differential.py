@@ -20,7 +20,7 @@ SEEDS = range(int(os.environ.get("DRA_DIFFERENTIAL_SEEDS", "3")))
 
 
 def run(plane: ControlPlane, seed: int, *, with_extender: bool) -> Outcome:
-    workload = generate(seed)
+    workload = generate(seed, minor=plane.release.minor)
     kubeconfig = plane.extender_kubeconfig()
     if with_extender:
         with extender(plane) as ext, scheduler(plane, scheduler_config(kubeconfig, extender_url=ext.url)):
@@ -33,7 +33,7 @@ def run(plane: ControlPlane, seed: int, *, with_extender: bool) -> Outcome:
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_in_tree_and_extender_schedule_the_same_pods_validly(cluster: ControlPlane, seed: int) -> None:
-    workload = generate(seed)
+    workload = generate(seed, minor=cluster.release.minor)
     in_tree = run(cluster, seed, with_extender=False)
     empty(cluster.api)
     audit_from = len(cluster.audit_events())
