@@ -63,10 +63,16 @@ class NodeVictims:
     pdb_violations: int = 0
 
 
+def running_pods(state: ClusterState, node_name: str) -> list[Pod]:
+    """The pods on the node that hold what they hold (not finished), most important first:
+    preemption's victims and make-room's movers are chosen among them."""
+    on_node = state.pods_by_node.get(node_name, {}).values()
+    return sorted((p for p in on_node if not p.terminal), key=importance)
+
+
 def potential_victims(state: ClusterState, preemptor: Pod, node_name: str) -> list[Pod]:
     """The running pods on the node with a lower priority than ``preemptor``, most important first."""
-    on_node = state.pods_by_node.get(node_name, {}).values()
-    return sorted((p for p in on_node if p.priority < preemptor.priority and not p.terminal), key=importance)
+    return [p for p in running_pods(state, node_name) if p.priority < preemptor.priority]
 
 
 def pdb_violating(
