@@ -348,12 +348,19 @@ def _lower_bound(units: Sequence[Unit], deficit: int) -> int | None:
     return None
 
 
-def _stuck_reason(stuck: Mapping[str, int], total: int, decision: NodeDecision) -> str:
+def _stuck_reason(
+    snapshot: Snapshot, node: Node, stuck: Mapping[str, int], decision: NodeDecision | None
+) -> str:
+    """Why the target does not fit on ``node`` even with every movable pod gone, explain-style:
+    the devices held by pods that may not move, per reason, or the allocator's reason."""
+    total = len(snapshot.inventory.node_devices(node.name, node.labels))
     held = [
         f"{n} of {total} devices held by pods {why}" for why, n in sorted(stuck.items(), key=lambda i: -i[1])
     ]
     if held:
         return "; ".join(held)
+    if decision is None:
+        return "too few devices even with every movable pod gone"
     return decision.reason or decision.error or "does not fit even with every movable pod gone"
 
 
@@ -367,6 +374,11 @@ def plan(
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
 ) -> Plan | NoPlan:
     """The cheapest plan found that makes room for ``target`` on one node (see the module).
+
+    Nodes are visited by how many devices they lack, fewest first; a node whose lower bound is
+    one move is searched at once (a one-move plan ends the search), the others after every
+    node was bounded, by bound. So plans are compared on the rest of the objective (devices,
+    priorities, fragmentation) only between nodes searched before the fewest moves were found.
 
     ``now``: the wall-clock time pods' ages are measured at; ``clock``: the clock the time
     budget is measured by. The snapshot is left as it was."""
@@ -384,74 +396,91 @@ def plan(
         return clock() - start > rules.budget
 
     nodes = sorted(state.nodes.values(), key=lambda n: n.name)
-    for node in nodes:  # nothing to move: it fits somewhere already
-        if snapshot.assess(claims, node, timeout=timeout).fits:
+    free = _free_devices(snapshot, nodes)
+    need = _need(claims)
+    for node in nodes:  # nothing to move: it fits somewhere already (never where too few are free)
+        if free[node.name] >= need and snapshot.assess(claims, node, timeout=timeout).fits:
             decision = snapshot.decide(claims, node, timeout=timeout)
             return Plan(node.name, (), tuple(_device_names(decision)), "none")
-    free = _free_devices(snapshot, nodes)
-    search = _Search(snapshot, claims, rules, list(state.pdbs.values()), free, timeout)
-    need = _need(claims)
-    reasons: dict[str, str] = {}
-    ranked: list[tuple[int, int, str, list[Unit], dict[str, int]]] = []
-    for node in nodes:
-        units, stuck = movable_units(snapshot, node.name, priority, rules, now, keep)
-        bound = _lower_bound(units, need - free.get(node.name, 0))
-        if bound is None:
-            total = len(snapshot.inventory.node_devices(node.name, node.labels))
-            reasons[node.name] = _stuck_reason(
-                stuck,
-                total,
-                NodeDecision(node.name, False, reason="too few devices even with every movable pod gone"),
-            )
+    run = _Run(_Search(snapshot, claims, rules, list(state.pdbs.values()), free, timeout), spent)
+    later: list[tuple[int, int, str, list[Unit], dict[str, int]]] = []
+    for node in sorted(nodes, key=lambda n: (need - free[n.name], n.name)):
+        if run.best is not None and run.best[1].cost[0] == 1:
+            break  # one move: no node can do with fewer
+        if spent():
+            run.cut = True
+            run.reasons.setdefault(node.name, run.unsearched())
             continue
-        ranked.append((bound, -free.get(node.name, 0), node.name, units, stuck))
-    ranked.sort(key=lambda r: r[:3])
-    best: tuple[str, _Found, Search] | None = None
-    possible = False
-    cut = False
-    for tried, (bound, _, name, units, stuck) in enumerate(ranked):
-        if best is not None and best[1].cost[0] <= bound:
+        units, stuck = movable_units(snapshot, node.name, priority, rules, now, keep)
+        bound = _lower_bound(units, need - free[node.name])
+        if bound is None:
+            run.reasons[node.name] = _stuck_reason(snapshot, node, stuck, None)
+        elif bound == 1 and (run.best is None or run.best[1].cost[0] > 1):
+            run.node(node, units, stuck, bound)
+        else:
+            later.append((bound, -free[node.name], node.name, units, stuck))
+    later.sort(key=lambda r: r[:3])
+    for bound, _, name, units, stuck in later:
+        if run.best is not None and run.best[1].cost[0] <= bound:
             break  # no later node can move fewer pods
-        if tried >= rules.max_nodes or spent():
-            cut = True
-            for _, _, rest, _, _ in ranked[tried:]:
-                reasons.setdefault(
-                    rest, f"not searched (at most {rules.max_nodes} nodes, {rules.budget:g} s)"
-                )
-            break
-        node = state.nodes[name]
+        run.node(state.nodes[name], units, stuck, bound)
+    if run.best is not None:
+        name, found, how = run.best
+        return Plan(name, found.moves, found.devices, how)
+    return NoPlan("bounds" if run.possible or run.cut else "impossible", run.reasons)
+
+
+@dataclass
+class _Run:
+    """One plan's search over nodes: the best found, and why each other node lost."""
+
+    search: _Search
+    spent: Callable[[], bool]
+    best: tuple[str, _Found, Search] | None = None
+    reasons: dict[str, str] = dataclasses.field(default_factory=dict)
+    tried: int = 0
+    #: Some node fits the target with every movable pod gone (no plan is then "bounds").
+    possible: bool = False
+    #: A bound stopped the search before every node was judged.
+    cut: bool = False
+
+    def unsearched(self) -> str:
+        rules = self.search.rules
+        return f"not searched (at most {rules.max_nodes} nodes, {rules.budget:g} s)"
+
+    def node(self, node: Node, units: list[Unit], stuck: Mapping[str, int], bound: int) -> None:
+        search, rules, name = self.search, self.search.rules, node.name
+        if self.tried >= rules.max_nodes or self.spent():
+            self.cut = True
+            self.reasons[name] = self.unsearched()
+            return
+        self.tried += 1
         everything = search.target_fits(node, units)
         if not everything.fits:
-            total = len(snapshot.inventory.node_devices(name, node.labels))
-            reasons[name] = _stuck_reason(stuck, total, everything)
-            continue
-        possible = True
+            self.reasons[name] = _stuck_reason(search.snapshot, node, stuck, everything)
+            return
+        self.possible = True
         movable = [u for u in units if search.movable_alone(node, u)]
         if len(movable) < len(units) and not search.target_fits(node, movable).fits:
-            reasons[name] = "the pods that would have to move fit on no other node"
-            continue
+            self.reasons[name] = "the pods that would have to move fit on no other node"
+            return
         if bound > rules.max_moves:
-            reasons[name] = f"needs at least {bound} moves (at most {rules.max_moves})"
-            continue
+            self.reasons[name] = f"needs at least {bound} moves (at most {rules.max_moves})"
+            return
         how: Search = "exact" if len(movable) <= rules.exact_up_to else "greedy"
         found = (
-            _exact(search, node, movable, bound, spent)
+            _exact(search, node, movable, bound, self.spent)
             if how == "exact"
-            else _greedy(search, node, movable, spent)
+            else _greedy(search, node, movable, self.spent)
         )
         if found is None:
-            reasons[name] = (
+            self.reasons[name] = (
                 f"no set of at most {rules.max_moves} moves both frees enough and fits elsewhere"
                 if how == "exact"
                 else "the greedy choice of pods to move does not fit elsewhere"
             )
-            continue
-        if best is None or found.cost < best[1].cost:
-            best = (name, found, how)
-    if best is not None:
-        name, found, how = best
-        return Plan(name, found.moves, found.devices, how)
-    return NoPlan("bounds" if possible or cut else "impossible", reasons)
+        elif self.best is None or found.cost < self.best[1].cost:
+            self.best = (name, found, how)
 
 
 def _free_devices(snapshot: Snapshot, nodes: Iterable[Node]) -> dict[str, int]:
