@@ -473,7 +473,10 @@ class _Run:
             if how == "exact"
             else _greedy(search, node, movable, self.spent)
         )
-        if found is None:
+        if found is None and self.spent():
+            self.cut = True
+            self.reasons[name] = self.unsearched()
+        elif found is None:
             self.reasons[name] = (
                 f"no set of at most {rules.max_moves} moves both frees enough and fits elsewhere"
                 if how == "exact"

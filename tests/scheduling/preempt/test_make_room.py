@@ -60,6 +60,7 @@ class Mover:
     sharer_owner: str | None = "ReplicaSet"
     sharer_node: str = ""  # "": the pod's node
     more: tuple[int, ...] = ()  # GPUs of a second claim of its own
+    selectors: tuple[str, ...] = ()  # what its claim asks of a device (where it may move)
 
 
 def gpus(n: int, *, model: str = "a") -> list[dict[str, Any]]:
@@ -112,7 +113,7 @@ def cluster(
         names = [f"{m.name}-claim"]
         c = claim(
             names[0],
-            requests=[exact(count=len(m.gpus))],
+            requests=[exact(count=len(m.gpus), selectors=list(m.selectors) or None)],
             allocation=allocated(*(("driver-a", m.node, f"gpu-{i}") for i in m.gpus)),
         )
         objects.append(reserve(c, m.name, *m.shares))
@@ -481,6 +482,20 @@ OBJECTIVE = {
         [Mover("hi", "node-1", (0,), priority=50), Mover("lo", "node-1", (1,), priority=2)],
         wanted(2),
         "node-1: lo->node-2",
+    ),
+    # a would go to node-2 and leave it partly free; b fills node-3's one GPU.
+    "then the least fragmentation left behind": Case(
+        {
+            "node-1": 3,
+            "node-2": [device(f"gpu-{i}", attributes={"model": {"string": "b"}}) for i in range(2)],
+            "node-3": [device("gpu-0", attributes={"model": {"string": "c"}})],
+        },
+        [
+            Mover("a", "node-1", (0,), selectors=('device.attributes["driver-a"].model == "b"',)),
+            Mover("b", "node-1", (1,), selectors=('device.attributes["driver-a"].model == "c"',)),
+        ],
+        wanted(2, selectors=ONLY_A),
+        "node-1: b->node-3",
     ),
     "past max moves: no plan within the bounds": Case(
         {"node-1": 4, "node-2": 2, "node-3": 2},
