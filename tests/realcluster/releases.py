@@ -81,13 +81,12 @@ class HarnessRelease:
 
     @property
     def device_taint_rules_runtime_config(self) -> str:
-        """What kube-apiserver needs to serve them: an alpha group-version (1.34, 1.35), the
-        beta resource (1.36), nothing once GA."""
-        if self.minor <= 35:
-            return "resource.k8s.io/v1alpha3=true"
-        if self.minor == 36:
-            return "resource.k8s.io/v1beta2/devicetaintrules=true"
-        return ""
+        """What kube-apiserver needs to serve them, from where it serves them: an alpha
+        group-version whole (1.34, 1.35), the beta resource alone (1.36), nothing once GA."""
+        version = self.device_taint_rules_version
+        if version.endswith("/v1"):
+            return ""
+        return f"{version}=true" if "alpha" in version else f"{version}/devicetaintrules=true"
 
     # --- PodGroups ---------------------------------------------------------------------------------
 
