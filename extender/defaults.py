@@ -40,3 +40,9 @@ DEFAULT_SCHEDULER_HTTP_TIMEOUT = 10.0
 #: it had last decided, or "never".
 REPLICA_HEADER = "X-Dra-Extender-Replica"
 LAST_DECISION_HEADER = "X-Dra-Extender-Last-Decision-Seconds"
+
+#: Make room: pods that started less than this many seconds ago are never moved (a pod just
+#: placed is not moved again at once; the descheduler's minPodAge plays the same part).
+DEFAULT_MAKE_ROOM_MIN_AGE = 300.0
+#: Make room: the most pods one plan moves.
+DEFAULT_MAKE_ROOM_MAX_MOVES = 3

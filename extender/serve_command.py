@@ -21,6 +21,7 @@ from extender.cluster.api import ClusterAPIError
 from extender.cluster.kube import KubeConfigError, load_configuration, running_in_cluster
 from extender.defaults import DEFAULT_API_TIMEOUT, DEFAULT_CACHE_STALE_AFTER, DEFAULT_SCHEDULER_NAME
 from extender.scheduling.config import EngineConfig
+from extender.scheduling.preempt.movable import DEFAULT_CONTROLLER_KINDS, Rules
 from extender.service.app import create_app, create_ops_app
 from extender.service.bind_pressure import BindPressure
 from extender.service.cluster_mode import build_cluster
@@ -112,6 +113,16 @@ def listener_problems(args: argparse.Namespace) -> list[str]:
     return problems
 
 
+def make_room_rules(args: argparse.Namespace) -> Rules:
+    """The make-room planner's rules from serve's flags."""
+    return Rules(
+        max_priority=args.make_room_max_priority,
+        controller_kinds=DEFAULT_CONTROLLER_KINDS | frozenset(args.make_room_controller_kind or ()),
+        min_age=args.make_room_min_age,
+        max_moves=args.make_room_max_moves,
+    )
+
+
 def serve_config(args: argparse.Namespace) -> ServeConfig:
     release = args.kubernetes_version or release_of(DEFAULT_MINOR)
     from_server = args.kubernetes_version is None and not args.state
@@ -133,6 +144,8 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         binding_wait=args.binding_conditions_wait,
         catch_up_wait=args.catch_up_wait,
         release_wait=args.release_wait,
+        make_room=make_room_rules(args),
+        make_room_hint_seconds=args.make_room_hint_interval,
         hold_seconds=args.hold_after_prioritize,
     )
     leader = None

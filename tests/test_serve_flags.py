@@ -107,3 +107,21 @@ def test_embedded_mode_keeps_its_probes_local() -> None:
 )
 def test_the_prefix_is_normalized_once_for_routes_and_logs(given: str, routes: str) -> None:
     assert _parser().parse_args(["serve", "--prefix", given]).prefix == routes
+
+
+def test_make_room_flags_become_the_planners_rules() -> None:
+    from extender.scheduling.preempt.movable import DEFAULT_CONTROLLER_KINDS, Rules
+    from extender.serve_command import serve_config
+
+    default = serve_config(_parser().parse_args(["serve"])).engine
+    assert default.make_room.min_age == 300.0 and default.make_room.max_moves == Rules().max_moves
+    assert default.make_room.controller_kinds == DEFAULT_CONTROLLER_KINDS
+    argv = [
+        "serve",
+        *("--make-room-max-priority", "100", "--make-room-min-age", "0", "--make-room-max-moves", "5"),
+        *("--make-room-controller-kind", "LeaderWorkerSet", "--make-room-hint-interval", "0"),
+    ]
+    engine = serve_config(_parser().parse_args(argv)).engine
+    assert engine.make_room.max_priority == 100 and engine.make_room.min_age == 0.0
+    assert engine.make_room.max_moves == 5 and engine.make_room_hint_seconds == 0.0
+    assert engine.make_room.controller_kinds == DEFAULT_CONTROLLER_KINDS | {"LeaderWorkerSet"}

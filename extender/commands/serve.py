@@ -21,6 +21,8 @@ from extender.defaults import (
     DEFAULT_BINDING_TIMEOUT,
     DEFAULT_BINDING_WAIT,
     DEFAULT_CATCH_UP_WAIT,
+    DEFAULT_MAKE_ROOM_MAX_MOVES,
+    DEFAULT_MAKE_ROOM_MIN_AGE,
     DEFAULT_MAX_BINDS,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS,
@@ -220,6 +222,48 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "Unschedulable instead of Unresolvable, and keep the devices a preemption freed for the "
         "nominated pod. Off (the default): every device rejection is Unresolvable, as the in-tree "
         "plugin reports it; older schedulers fail the preemption otherwise",
+    )
+    make_room = serve.add_argument_group(
+        "make room",
+        "who the read-only make-room planner (/debug/make-room, kubectl dra make-room, filter's "
+        "hint line) may move so that a pending pod's devices fit on one node (docs/make-room.md)",
+    )
+    make_room.add_argument(
+        "--make-room-max-priority",
+        type=int,
+        default=0,
+        metavar="PRIORITY",
+        help="for a shape (a class and a count, not a pod): pods above this priority never move "
+        "(default 0); for a pod, its own priority is the ceiling",
+    )
+    make_room.add_argument(
+        "--make-room-min-age",
+        type=non_negative_seconds,
+        default=DEFAULT_MAKE_ROOM_MIN_AGE,
+        metavar="SECONDS",
+        help=f"pods that started less than this long ago never move (default {DEFAULT_MAKE_ROOM_MIN_AGE:g})",
+    )
+    make_room.add_argument(
+        "--make-room-controller-kind",
+        action="append",
+        metavar="KIND",
+        help="an owner kind, besides ReplicaSet, StatefulSet and Job, whose controller recreates "
+        "its evicted pods (repeatable)",
+    )
+    make_room.add_argument(
+        "--make-room-max-moves",
+        type=positive_int,
+        default=DEFAULT_MAKE_ROOM_MAX_MOVES,
+        metavar="N",
+        help=f"the most pods one plan moves (default {DEFAULT_MAKE_ROOM_MAX_MOVES})",
+    )
+    make_room.add_argument(
+        "--make-room-hint-interval",
+        type=non_negative_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="how often a pod that fits no node has its plan computed again, off filter's path, "
+        "for the reason line kube-scheduler's FailedScheduling event shows (0: never; default 30)",
     )
     serve.add_argument(
         "--max-body-bytes",

@@ -15,6 +15,7 @@ from extender.defaults import (
     DEFAULT_SCHEDULER_NAME,
     SCORE_POLICIES,
 )
+from extender.scheduling.preempt.movable import Rules
 
 __all__ = [
     "DEFAULT_BINDING_TIMEOUT",
@@ -103,6 +104,11 @@ class EngineConfig:
     device_preemption: bool = False
     #: How long the victims the preempt verb named are remembered (seconds).
     preemption_memory_seconds: float = 600.0
+    #: Make room (issue 51): who may move and how hard the planner looks, for the read-only
+    #: surfaces (/debug/make-room, ``kubectl dra make-room``) and filter's hint line.
+    make_room: Rules = field(default_factory=Rules)
+    #: How often one pod's make-room plan is computed again for filter's hint (seconds).
+    make_room_hint_seconds: float = 30.0
 
     @property
     def allocation_timeout(self) -> float | None:

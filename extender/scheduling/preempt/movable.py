@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from extender.defaults import DEFAULT_MAKE_ROOM_MAX_MOVES
 from extender.model.core import Pod
 from extender.model.dra import Allocation, ResourceClaim
 from extender.model.reader import Reader
@@ -39,7 +40,7 @@ class Rules:
     controller_kinds: frozenset[str] = DEFAULT_CONTROLLER_KINDS
     #: Pods that started less than this many seconds ago stay.
     min_age: float = 0.0
-    max_moves: int = 3
+    max_moves: int = DEFAULT_MAKE_ROOM_MAX_MOVES
     #: Nodes searched (after ranking by a lower bound on moves).
     max_nodes: int = 100
     #: Seconds of the injected clock the search may take.
