@@ -19,9 +19,9 @@ from extender.allocator.features import FeatureGateError, Features, parse_featur
 from extender.allocator.releases import DEFAULT_MINOR, release_of
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.kube import KubeConfigError, load_configuration, running_in_cluster
+from extender.commands.arguments import make_room_rules
 from extender.defaults import DEFAULT_API_TIMEOUT, DEFAULT_CACHE_STALE_AFTER, DEFAULT_SCHEDULER_NAME
 from extender.scheduling.config import EngineConfig
-from extender.scheduling.preempt.movable import DEFAULT_CONTROLLER_KINDS, Rules
 from extender.service.app import create_app, create_ops_app
 from extender.service.bind_pressure import BindPressure
 from extender.service.cluster_mode import build_cluster
@@ -113,16 +113,6 @@ def listener_problems(args: argparse.Namespace) -> list[str]:
     return problems
 
 
-def make_room_rules(args: argparse.Namespace) -> Rules:
-    """The make-room planner's rules from serve's flags."""
-    return Rules(
-        max_priority=args.make_room_max_priority,
-        controller_kinds=DEFAULT_CONTROLLER_KINDS | frozenset(args.make_room_controller_kind or ()),
-        min_age=args.make_room_min_age,
-        max_moves=args.make_room_max_moves,
-    )
-
-
 def serve_config(args: argparse.Namespace) -> ServeConfig:
     release = args.kubernetes_version or release_of(DEFAULT_MINOR)
     from_server = args.kubernetes_version is None and not args.state
@@ -136,6 +126,7 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         features=Features.from_gates(gates, release),
         release=release,
         score_policy=args.score_policy,
+        score_tie_break=args.score_tie_break,
         node_timeout=args.node_timeout,
         filter_budget=args.filter_budget,
         scheduler_names=frozenset(args.scheduler_name or [DEFAULT_SCHEDULER_NAME]),
@@ -200,6 +191,7 @@ def settings(args: argparse.Namespace, config: ServeConfig) -> dict[str, object]
         "featureGates": args.feature_gates or "(defaults)",
         "schedulerNames": sorted(engine.scheduler_names),
         "scorePolicy": engine.score_policy,
+        "scoreTieBreak": engine.score_tie_break,
         "nodeTimeout": engine.node_timeout,
         "filterBudget": engine.filter_budget,
         "bindingTimeout": engine.binding_timeout,

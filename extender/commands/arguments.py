@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import TYPE_CHECKING
 
 from extender.allocator.features import Features, parse_feature_gates
 from extender.allocator.releases import RELEASES, Release, ReleaseError, parse_release
-from extender.defaults import DEFAULT_MAX_STATE_BYTES
+from extender.defaults import DEFAULT_MAKE_ROOM_MAX_MOVES, DEFAULT_MAKE_ROOM_MIN_AGE, DEFAULT_MAX_STATE_BYTES
+
+if TYPE_CHECKING:
+    from extender.scheduling.preempt.movable import Rules
 
 
 def kubernetes_version(text: str) -> Release:
@@ -104,3 +108,50 @@ def offline_features(text: str, release: Release) -> Features:
                 file=sys.stderr,
             )
     return Features.from_gates(gates, release)
+
+
+def make_room_flags(group: argparse._ActionsContainer) -> None:
+    """The make-room planner's rules (who may move, how many), as ``serve`` takes them for its
+    views and ``kubectl dra make-room`` for a plan it computes itself: one definition for both."""
+    group.add_argument(
+        "--make-room-max-priority",
+        type=int,
+        default=0,
+        metavar="PRIORITY",
+        help="for a shape (a class and a count, not a pod): pods above this priority never move "
+        "(default 0); for a pod, its own priority is the ceiling",
+    )
+    group.add_argument(
+        "--make-room-min-age",
+        type=non_negative_seconds,
+        default=DEFAULT_MAKE_ROOM_MIN_AGE,
+        metavar="SECONDS",
+        help=f"pods that started less than this long ago never move (default {DEFAULT_MAKE_ROOM_MIN_AGE:g})",
+    )
+    group.add_argument(
+        "--make-room-controller-kind",
+        action="append",
+        metavar="KIND",
+        help="an owner kind, besides ReplicaSet, StatefulSet and Job, whose controller recreates "
+        "its evicted pods (repeatable)",
+    )
+    group.add_argument(
+        "--make-room-max-moves",
+        type=positive_int,
+        default=DEFAULT_MAKE_ROOM_MAX_MOVES,
+        metavar="N",
+        help=f"the most pods one plan moves (default {DEFAULT_MAKE_ROOM_MAX_MOVES})",
+    )
+
+
+def make_room_rules(args: argparse.Namespace) -> Rules:
+    """The make-room planner's rules from :func:`make_room_flags` (the planner is imported only
+    here: the parsers stay light)."""
+    from extender.scheduling.preempt.movable import DEFAULT_CONTROLLER_KINDS, Rules
+
+    return Rules(
+        max_priority=args.make_room_max_priority,
+        controller_kinds=DEFAULT_CONTROLLER_KINDS | frozenset(args.make_room_controller_kind or ()),
+        min_age=args.make_room_min_age,
+        max_moves=args.make_room_max_moves,
+    )

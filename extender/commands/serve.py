@@ -10,6 +10,7 @@ from extender.allocator.releases import DEFAULT_MINOR
 from extender.commands.arguments import (
     VERSION_HELP,
     kubernetes_version,
+    make_room_flags,
     max_state_bytes,
     non_negative_seconds,
     port_number,
@@ -21,8 +22,6 @@ from extender.defaults import (
     DEFAULT_BINDING_TIMEOUT,
     DEFAULT_BINDING_WAIT,
     DEFAULT_CATCH_UP_WAIT,
-    DEFAULT_MAKE_ROOM_MAX_MOVES,
-    DEFAULT_MAKE_ROOM_MIN_AGE,
     DEFAULT_MAX_BINDS,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS,
@@ -31,6 +30,7 @@ from extender.defaults import (
     DEFAULT_SCHEDULER_HTTP_TIMEOUT,
     DEFAULT_SCHEDULER_NAME,
     SCORE_POLICIES,
+    SCORE_TIE_BREAKS,
 )
 
 
@@ -155,6 +155,13 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="prioritize: binpack (fewest free devices left) or spread (default binpack)",
     )
     serve.add_argument(
+        "--score-tie-break",
+        choices=SCORE_TIE_BREAKS,
+        default="none",
+        help="prioritize, among the nodes with the best score: fragmentation prefers those where "
+        "the pod strands the fewest free devices for pods of 1, 2, 4 or 8 devices (default none)",
+    )
+    serve.add_argument(
         "--node-timeout",
         type=positive_seconds,
         default=1.0,
@@ -228,35 +235,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "who the read-only make-room planner (/debug/make-room, kubectl dra make-room, filter's "
         "hint line) may move so that a pending pod's devices fit on one node (docs/make-room.md)",
     )
-    make_room.add_argument(
-        "--make-room-max-priority",
-        type=int,
-        default=0,
-        metavar="PRIORITY",
-        help="for a shape (a class and a count, not a pod): pods above this priority never move "
-        "(default 0); for a pod, its own priority is the ceiling",
-    )
-    make_room.add_argument(
-        "--make-room-min-age",
-        type=non_negative_seconds,
-        default=DEFAULT_MAKE_ROOM_MIN_AGE,
-        metavar="SECONDS",
-        help=f"pods that started less than this long ago never move (default {DEFAULT_MAKE_ROOM_MIN_AGE:g})",
-    )
-    make_room.add_argument(
-        "--make-room-controller-kind",
-        action="append",
-        metavar="KIND",
-        help="an owner kind, besides ReplicaSet, StatefulSet and Job, whose controller recreates "
-        "its evicted pods (repeatable)",
-    )
-    make_room.add_argument(
-        "--make-room-max-moves",
-        type=positive_int,
-        default=DEFAULT_MAKE_ROOM_MAX_MOVES,
-        metavar="N",
-        help=f"the most pods one plan moves (default {DEFAULT_MAKE_ROOM_MAX_MOVES})",
-    )
+    make_room_flags(make_room)
     make_room.add_argument(
         "--make-room-hint-interval",
         type=non_negative_seconds,
