@@ -17,6 +17,9 @@ DEFAULT_BINDING_WAIT = 5.0
 DEFAULT_BINDING_TIMEOUT = 600.0
 #: Node scoring policies prioritize knows.
 SCORE_POLICIES = ("binpack", "spread")
+#: How prioritize breaks ties among its best nodes: not at all, or by the free devices a
+#: placement strands for the common shapes (issue 51; off by default, docs/performance.md).
+SCORE_TIE_BREAKS = ("none", "fragmentation")
 #: Seconds a verb waits for the cache to catch up with kube-scheduler's view of a pod, and a
 #: preemptor's bind for its victims' claims to be released (kube-controller-manager's
 #: resourceclaim controller: milliseconds, seconds when its client rate limit bites).

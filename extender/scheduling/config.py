@@ -14,6 +14,7 @@ from extender.defaults import (
     DEFAULT_RELEASE_WAIT,
     DEFAULT_SCHEDULER_NAME,
     SCORE_POLICIES,
+    SCORE_TIE_BREAKS,
 )
 from extender.scheduling.preempt.movable import Rules
 
@@ -24,6 +25,7 @@ __all__ = [
     "DEFAULT_RELEASE_WAIT",
     "DEFAULT_SCHEDULER_NAME",
     "SCORE_POLICIES",
+    "SCORE_TIE_BREAKS",
     "EngineConfig",
     "NoObserver",
     "Observer",
@@ -73,6 +75,9 @@ class EngineConfig:
     #: The Kubernetes release decisions follow (its gate defaults are in ``features`` already).
     release: Release = field(default_factory=lambda: release_of(DEFAULT_MINOR))
     score_policy: str = "binpack"
+    #: Among prioritize's best nodes, prefer those a placement fragments least ("fragmentation"),
+    #: or not ("none": the scores exactly as without it). See scores.break_ties.
+    score_tie_break: str = "none"
     #: Allocation budget per node, and for all nodes of one filter call (seconds).
     node_timeout: float = 1.0
     filter_budget: float = 3.0

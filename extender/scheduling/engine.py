@@ -349,7 +349,7 @@ class Engine:
             )
         judged = {g: a for g, a in answers.items() if a is not NOT_EVALUATED}
         scores = dict.fromkeys(answers, MIN_SCORE)  # past the budget: 0
-        scores.update(score_nodes(judged, self.config.score_policy))
+        scores.update(score_nodes(judged, self.config.score_policy, self.config.score_tie_break))
         answer = NodeScores(node_names, list(map(scores.__getitem__, groups)))
         if self.config.hold_seconds > 0:
             node = holds.best_alone(answer, nodes if nodes is not None else self.state.nodes)
