@@ -157,12 +157,21 @@ class CapacityCollector(ScrapeTimeCollector):
         for device_class in sorted(capacity.free_by_class):
             for count in SHAPE_COUNTS:
                 fits.add_metric([device_class, str(count)], capacity.pods_that_fit(device_class, count))
+        stranded = GaugeMetricFamily(
+            "dra_extender_class_stranded_devices",
+            "Free devices of the class that no pod asking for `count` of them can use (sum over "
+            "nodes of free % count; constraints ignored): fragmentation, which make room cures.",
+            labels=["device_class", "count"],
+        )
+        for device_class in sorted(capacity.free_by_class):
+            for count in SHAPE_COUNTS:
+                stranded.add_metric([device_class, str(count)], capacity.stranded(device_class, count))
         age = GaugeMetricFamily(
             "dra_extender_capacity_computed_timestamp_seconds",
             "When the device capacity gauges were computed (Unix time).",
             value=self.feed.computed_at,
         )
-        yield from (nodes, classes, fits, age)
+        yield from (nodes, classes, fits, stranded, age)
 
 
 class CelCollector(ScrapeTimeCollector):

@@ -8,11 +8,16 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 
 import yaml
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from extender.scheduling.decide.capacity import Capacity
-from extender.service.metrics import LoopFeed
+from extender.allocator import Features
+from extender.cel import CelEnvironment
+from extender.cluster.state import ClusterState
+from extender.scheduling.decide.capacity import Capacity, capacity_steps
+from extender.scheduling.decide.snapshot import Snapshot
+from extender.service.metrics import CapacityCollector, LoopFeed
 from tests.builders import allocated, claim, device, device_class, exact, node, pod, reserve, resource_slice
 from tests.service.fixtures import EXAMPLE_NODES, TRAINER, args_names, binding, scheduler_pod
 from tests.service.harness import Running, run_with_service
@@ -54,6 +59,7 @@ CAPACITY_FAMILIES = {
     "dra_extender_node_devices": "gauge",
     "dra_extender_class_devices": "gauge",
     "dra_extender_class_pods_fit": "gauge",
+    "dra_extender_class_stranded_devices": "gauge",
     "dra_extender_capacity_computed_timestamp_seconds": "gauge",
 }
 
@@ -185,10 +191,15 @@ def test_capacity_gauges_follow_a_bind_and_match_the_capacity_view() -> None:
     (line,) = [n for n in view["nodes"] if n["node"] == "gpu-node-3" and n["driver"] == "gpu.example.com"]  # type: ignore[attr-defined]
     assert (allocated, free) == (line["allocated"], line["free"]) and allocated >= 1
     fits = view["podsThatFit"]["gpu.example.com"]  # type: ignore[index]
+    stranded = view["strandedFor"]["gpu.example.com"]  # type: ignore[index]
     for count in ("1", "2", "4", "8"):
         assert (
             value(text, "dra_extender_class_pods_fit", device_class="gpu.example.com", count=count)
             == fits[count]
+        )
+        assert (
+            value(text, "dra_extender_class_stranded_devices", device_class="gpu.example.com", count=count)
+            == stranded[count]
         )
 
 
@@ -222,6 +233,50 @@ def test_the_capacity_feed_computes_in_slices_and_never_twice_at_once() -> None:
     feed.ask()
     queued[-1]()  # a start while one runs is ignored
     assert started == [1, 1]
+
+
+def gpus_held(node_name: str, total: int, held: int) -> list[dict[str, object]]:
+    """A node with ``total`` devices of driver-a, and a claim holding the first ``held`` (last)."""
+    devices = [device(f"{node_name}-g{i}") for i in range(total)]
+    results = [("driver-a", node_name, f"{node_name}-g{i}") for i in range(held)]
+    holding = claim(f"{node_name}-held", allocation=allocated(*results))
+    return [node(node_name), resource_slice(node_name, devices, pool=node_name, node=node_name), holding]
+
+
+def test_stranded_devices_per_class_and_count_refreshed_at_most_every_interval() -> None:
+    """On a tiny cluster (8 devices with 7 free, 4 with 2 free): per count, the free devices no
+    pod of that many can use. Within the interval a scrape shows the figures already computed,
+    even after the cluster changed; the first scrape past it starts a computation (on the
+    engine's loop: here the queue below) and the next shows its figures."""
+    a, b = gpus_held("a", 8, 1), gpus_held("b", 4, 2)
+    state = ClusterState.from_objects([device_class("gpu", 'device.driver == "driver-a"'), *a, *b])
+    now = [0.0]
+    queued: list[Callable[[], None]] = []
+    feed = LoopFeed(
+        lambda: capacity_steps(Snapshot(state, Features(), CelEnvironment())),
+        queued.append,
+        min_interval=15.0,
+        clock=lambda: now[0],
+    )
+    registry = CollectorRegistry()
+    registry.register(CapacityCollector(feed))
+
+    def scrape() -> dict[str, float]:
+        text = generate_latest(registry).decode()
+        while queued:  # the engine's loop runs what the scrape asked for
+            queued.pop(0)()
+        found = samples(text).get("dra_extender_class_stranded_devices", [])
+        return {s.labels["count"]: s.value for s in found if s.labels["device_class"] == "gpu"}
+
+    assert scrape() == {}  # the first scrape starts the computation and shows none yet
+    # 7 free on a, 2 on b: 7 % 2 + 2 % 2 = 1, 7 % 4 + 2 % 4 = 5, 7 % 8 + 2 % 8 = 9.
+    assert scrape() == {"1": 0, "2": 1, "4": 5, "8": 9}
+    state.remove(a[-1])  # node a's claim is gone: 8 free there
+    now[0] += 14.9
+    assert scrape() == {"1": 0, "2": 1, "4": 5, "8": 9}  # within the interval: not recomputed
+    now[0] += 0.1
+    assert scrape() == {"1": 0, "2": 1, "4": 5, "8": 9}  # starts the computation
+    assert scrape() == {"1": 0, "2": 0, "4": 2, "8": 2}
 
 
 def test_claims_held_for_unbound_pods_and_cel_failures(tmp_path: Path) -> None:
