@@ -17,6 +17,8 @@ from extender.scheduling.decide.capacity import SHAPE_COUNTS, Capacity, capacity
 from extender.scheduling.decide.decision import fit_summary, node_info
 from extender.scheduling.decide.extended import may_request
 from extender.scheduling.engine import Engine
+from extender.scheduling.preempt.make_room import Rules, Shape
+from extender.service import make_room_view as make_room
 
 
 def _holders(engine: Engine) -> dict[DeviceID, list[str]]:
@@ -219,6 +221,19 @@ def capacity_view(
     return out
 
 
+def make_room_view(engine: Engine, target: Pod | Shape, rules: Rules | None = None) -> dict[str, Any]:
+    """Which pods to move so that ``target`` fits on one node, on the engine's snapshot, with
+    ``rules`` (default: the operator's, ``--make-room-*``): :mod:`extender.service.make_room_view`."""
+    return make_room.make_room_data(
+        engine.snapshot(),
+        target,
+        rules if rules is not None else engine.config.make_room,
+        now=engine.wall_clock(),
+        clock=engine.clock,
+        timeout=engine.config.allocation_timeout,
+    )
+
+
 def class_figures(found: Capacity) -> dict[str, Any]:
     """Per class: its devices by state, pods of each shape that fit, free devices stranded for
     them, and the classes that cannot be judged (the capacity view's and the page's)."""
@@ -371,6 +386,8 @@ def render_text(view: str, data: dict[str, Any]) -> str:
             )
             text += _table(["NODE", "PODS"], [[n, str(k)] for n, k in shape["byNode"].items()])
         return text + f"({data['note']})\n"
+    if view == "make-room":
+        return make_room.render(data)
     if view == "inventory":
         rows = []
         for node, info in data["nodes"].items():

@@ -1,6 +1,6 @@
 """The debug views over HTTP: /debug/inventory, claims, inflight, capacity, decisions, pods,
-snapshot and the capacity page (ui), on the verbs' listener, and with ``--ops-debug`` on the ops
-listener, one at a time. What each view holds is :mod:`extender.service.debug`'s; the page's
+make-room, snapshot and the capacity page (ui), on the verbs' listener, and with ``--ops-debug``
+on the ops listener, one at a time. What each view holds is :mod:`extender.service.debug`'s; the page's
 HTML is :mod:`extender.service.capacity_page`'s."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from extender.cluster.state import as_list_json
 from extender.defaults import LAST_DECISION_HEADER, REPLICA_HEADER
 from extender.scheduling.decide.capacity import Capacity, capacity_steps
 from extender.scheduling.engine import Engine
+from extender.scheduling.preempt.make_room import Shape
 from extender.service import capacity_page, debug, wire
 from extender.service.responses import JSON, error_response
 from extender.service.worker import EngineWorker
@@ -246,6 +247,41 @@ def add_debug_views(
         if data is None:
             return error_response(f"pod {namespace}/{name} not found", 404)
         return view("pod", data, format)
+
+    @debug_route("/debug/make-room")
+    async def debug_make_room(
+        request: Request, format: str | None = None, pod: str | None = None, count: str | None = None
+    ) -> Response:
+        """Which pods to move so that a pending pod (``pod=NAMESPACE/NAME``) or a shape
+        (``class=CLASS&count=N``) fits on one node, with the operator's rules (read-only)."""
+        if (refused := bad_format(format)) is not None:
+            return refused
+        device_class = request.query_params.get("class")
+        if (pod is None) == (device_class is None):
+            both = ", not both" if pod is not None else ""
+            return error_response(f"give pod=NAMESPACE/NAME or class=CLASS (with count=N){both}")
+        if count is not None and device_class is None:
+            return error_response("count goes with class, not with pod")
+        wanted = positive("count", count)
+        if isinstance(wanted, Response):
+            return wanted
+        if device_class is not None:
+            if not device_class:
+                return error_response("class must name a DeviceClass")
+            shape = Shape(device_class, wanted or 1)
+            return view("make-room", await worker.call(debug.make_room_view, engine, shape), format)
+        namespace, slash, name = (pod or "").partition("/")
+        if not slash or not namespace or not name or "/" in name:
+            return error_response(f"pod must be NAMESPACE/NAME, not {pod!r}")
+
+        def planned() -> dict[str, Any] | None:
+            found = engine.state.pods.get((namespace, name))
+            return None if found is None else debug.make_room_view(engine, found)
+
+        data = await worker.call(planned)
+        if data is None:
+            return error_response(f"pod {namespace}/{name} not found", 404)
+        return view("make-room", data, format)
 
     snapshots = EncodedSnapshot(lambda: worker.call(engine.state.held))
 
