@@ -372,6 +372,14 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.make_room_hints = Counter(
+            "dra_extender_make_room_hints_total",
+            "Make-room plans computed off filter's path for the hint line of a pod no node fits, by "
+            "outcome: plan (a plan with moves: the line is shown), none (no plan, or none needed), "
+            "skipped (the queue was full, the pod gone, or planning failed).",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.binding_waits = Counter(
             "dra_extender_binding_conditions_waits_total",
             "Binds that waited for their devices' binding conditions (as kube-scheduler's "
@@ -472,6 +480,8 @@ class Metrics:
             self.claim_creates.labels(outcome)
         for outcome in ("success", "pending", "failed", "timeout"):
             self.binding_waits.labels(outcome)
+        for outcome in ("plan", "none", "skipped"):
+            self.make_room_hints.labels(outcome)
         for kind in CACHED_KINDS:
             self.cache_objects.labels(kind)
         for cause in FILTER_CUTS:
@@ -534,6 +544,9 @@ class Metrics:
 
     def binding_waited(self, outcome: str) -> None:
         self.binding_waits.labels(outcome).inc()
+
+    def make_room_hint(self, outcome: str) -> None:
+        self.make_room_hints.labels(outcome).inc()
 
     def watch_health(
         self,
