@@ -125,3 +125,11 @@ def test_make_room_flags_become_the_planners_rules() -> None:
     assert engine.make_room.max_priority == 100 and engine.make_room.min_age == 0.0
     assert engine.make_room.max_moves == 5 and engine.make_room_hint_seconds == 0.0
     assert engine.make_room.controller_kinds == DEFAULT_CONTROLLER_KINDS | {"LeaderWorkerSet"}
+
+
+def test_the_score_tie_break_is_off_unless_asked() -> None:
+    from extender.serve_command import serve_config
+
+    assert serve_config(_parser().parse_args(["serve"])).engine.score_tie_break == "none"
+    argv = ["serve", "--score-tie-break", "fragmentation"]
+    assert serve_config(_parser().parse_args(argv)).engine.score_tie_break == "fragmentation"

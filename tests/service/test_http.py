@@ -104,6 +104,20 @@ def test_spread_prefers_emptier_nodes() -> None:
     run_with_service(body, ServeConfig(engine=EngineConfig(score_policy="spread")))
 
 
+def test_prioritize_with_the_fragmentation_tie_break_answers_within_0_to_10() -> None:
+    """The example's best node for one GPU is alone at the top: the tie-break changes nothing."""
+    from extender.scheduling.config import EngineConfig
+
+    async def body(r: Running) -> None:
+        names = ["gpu-node-1", "gpu-node-2", "gpu-node-3"]
+        resp = await r.client.post("/scheduler/prioritize", content=args_names(INFERENCE, names))
+        scores = {s["Host"]: s["Score"] for s in resp.json()}
+        assert all(isinstance(v, int) and 0 < v <= 10 for v in scores.values())
+        assert scores["gpu-node-3"] == 10 and "gpu-node-2" not in scores and scores["gpu-node-1"] > 0
+
+    run_with_service(body, ServeConfig(engine=EngineConfig(score_tie_break="fragmentation")))
+
+
 def test_bind_writes_finalizer_allocation_reservation_then_binds() -> None:
     async def body(r: Running) -> None:
         resp = await r.client.post(
