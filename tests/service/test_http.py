@@ -232,7 +232,7 @@ def test_health_readiness_metrics() -> None:
         assert 'dra_extender_request_duration_seconds_count{verb="filter"} 1.0' in text
         assert 'dra_extender_filter_nodes_total{outcome="passed"} 1.0' in text
         assert 'dra_extender_bad_requests_total{verb="filter"} 1.0' in text
-        assert 'dra_extender_cache_objects{kind="ResourceSlice"} 6.0' in text
+        assert 'dra_extender_cache_objects{kind="ResourceSlice"} 8.0' in text
         assert "dra_extender_ready 1.0" in text and "dra_extender_leader 1.0" in text
 
     run_with_service(body)
