@@ -117,6 +117,8 @@ class Snapshot:
         #: Shared fitting answers by node name, per content key: one lookup per node.
         self._by_name: dict[int, dict[str, tuple[Node, Assessment]]] = {}
         self._in_use_ids: dict[tuple[Any, ...], int] = {}
+        #: In-use id -> how many of such a node's devices no claim holds (:meth:`free_devices`).
+        self._free_of: dict[int, int] = {}
         #: projection key -> node name -> group: look-alike nodes (equal signature and devices
         #: in use) share a group and so one answer; see :meth:`node_groups`.
         self._groups: dict[Any, dict[str, Hashable]] = {}
@@ -326,6 +328,7 @@ class Snapshot:
         if max(len(t) for t in tables) > MAX_CARRIED_ENTRIES:
             return  # keyed by claims that come and go: bounded by starting afresh now and then
         self._in_use_ids = previous._in_use_ids
+        self._free_of = previous._free_of
         self._claims_ids = previous._claims_ids
         self._claim_refs = previous._claim_refs
         self._spec_keys = previous._spec_keys
@@ -409,10 +412,25 @@ class Snapshot:
             # held instead of a key per device (a 100k-device node: 0.1 ms instead of 30 ms).
             # Nodes that look alike have equal device counts, so they take the same branch.
             spots = sorted({positions[i] for i in (*held.dedicated, *held.shared_ids) if i in positions})
-            content = (_SPARSE, *((p, held.key(devices[p].id)) for p in spots))
+            # With the device count, so that the key tells how many are free (free_devices).
+            content = (_SPARSE, len(devices), *((p, held.key(devices[p].id)) for p in spots))
         in_use = self._in_use_ids.setdefault(content, len(self._in_use_ids))
         self._in_use[node.name] = (node, in_use)
         return in_use
+
+    def free_devices(self, node: Node) -> int:
+        """How many of the node's devices no claim holds exclusively (shared ones count as free).
+
+        One lookup per node once filter has keyed the node's devices in use (:meth:`node_groups`,
+        :meth:`assessor`): counted once per distinct key, which equal nodes share. Outside
+        :meth:`what_if` only, as the keys."""
+        in_use = self._node_in_use(node)
+        free = self._free_of.get(in_use)
+        if free is None:
+            dedicated = self.allocated.dedicated
+            devices = self.inventory.node_devices(node.name, node.labels)
+            free = self._free_of[in_use] = sum(1 for d in devices if d.id not in dedicated)
+        return free
 
     def assess(
         self, pod_claims: PodClaims, node: Node, *, timeout: float | None = DEFAULT_NODE_TIMEOUT
