@@ -126,6 +126,38 @@ class ClusterState:
             state.apply(obj)
         return state
 
+    def tables(self) -> dict[str, Any]:
+        """The object tables, each copied (a dict copy in C: no Python code runs, so it is
+        consistent with the others when taken in one go on the thread that changes them), for
+        :meth:`from_tables` on another thread."""
+        return {
+            "nodes": self.nodes.copy(),
+            "pods": self.pods.copy(),
+            "slices": self.slices.copy(),
+            "classes": self.classes.copy(),
+            "claims": self.claims.copy(),
+            "templates": self.templates.copy(),
+            "taint_rules": self.taint_rules.copy(),
+            "pdbs": self.pdbs.copy(),
+            "pod_groups": self.pod_groups.copy(),
+            "deleted_pods": self.deleted_pods.copy(),
+            "broken_claims": self.broken_claims.copy(),
+            "version": self.version,
+            "inventory_version": self.inventory_version,
+            "claims_version": self.claims_version,
+        }
+
+    @classmethod
+    def from_tables(cls, tables: dict[str, Any]) -> ClusterState:
+        """A state of its own over :meth:`tables` (its pod indexes built here): records are
+        immutable, so it shares them with the state the tables were copied from."""
+        pods = tables["pods"]
+        state = cls(**{k: v for k, v in tables.items() if k != "pods"})
+        for pod in pods.values():
+            state._index_pod(None, pod)
+        state.pods = pods
+        return state
+
     def held(self) -> list[dict[str, Any] | bytes]:
         """Every object held, as it was read (what a state file of this cache would hold), kind
         by kind in the order decisions depend on them: dicts, and ResourceSlices as the compact

@@ -18,6 +18,7 @@ from extender.scheduling.decision_log import DecisionLog, Sink
 from extender.scheduling.engine import Engine
 from extender.scheduling.inflight.snapshots import Snapshots
 from extender.scheduling.inflight.tracker import Tracker
+from extender.scheduling.make_room_hints import Hints
 from extender.scheduling.write.binder import Binder
 
 
@@ -48,10 +49,12 @@ def assemble(
     fence: Callable[[], str | None] = lambda: None,
     cache_stale: Callable[[], str | None] = lambda: None,
     view: tuple[Tracker, Snapshots] | None = None,
+    hints: Hints | None = None,
 ) -> Engine:
     """An engine over ``state`` that writes through ``api``. ``fence``: why this replica may not
     write now (leader election), or None; ``cache_stale``: why the cache cannot be trusted for
-    binding now, or None; ``view``: the tracker and snapshots, when made beforehand."""
+    binding now, or None; ``view``: the tracker and snapshots, when made beforehand; ``hints``: the
+    background make-room planner of filter's hint line (the service's), or none."""
     config = config or EngineConfig()
     tracker, snapshots = view or in_flight_view(state, cel, config, clock=clock, wall_clock=wall_clock)
     log = DecisionLog(config.decision_log_size, clock=clock, wall_clock=wall_clock, sink=log_sink)
@@ -79,4 +82,5 @@ def assemble(
         clock=clock,
         wall_clock=wall_clock,
         observer=observer,
+        hints=hints,
     )

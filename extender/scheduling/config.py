@@ -48,6 +48,10 @@ class Observer(Protocol):
 
     def binding_waited(self, outcome: str) -> None: ...
 
+    def make_room_hint(self, outcome: str) -> None:
+        """A make-room plan for filter's hint line: ``plan`` (with moves), ``none`` (no plan or
+        none needed) or ``skipped`` (the queue was full, the pod gone, or planning failed)."""
+
 
 class NoObserver:
     def filtered(self, passed: int, failed: int, error: bool) -> None:
@@ -66,6 +70,9 @@ class NoObserver:
         pass
 
     def binding_waited(self, outcome: str) -> None:
+        pass
+
+    def make_room_hint(self, outcome: str) -> None:
         pass
 
 

@@ -34,6 +34,7 @@ from extender.scheduling.decision_log import DecisionLog
 from extender.scheduling.inflight import catch_up, holds
 from extender.scheduling.inflight.snapshots import Snapshots
 from extender.scheduling.inflight.tracker import Tracker
+from extender.scheduling.make_room_hints import Hints, NoHints
 from extender.scheduling.preempt import nominated, victims
 from extender.scheduling.preempt.victims import Candidate
 from extender.scheduling.write.binder import Binder
@@ -68,6 +69,7 @@ class Engine:
         clock: Callable[[], float],
         wall_clock: Callable[[], float],
         observer: Observer | None = None,
+        hints: Hints | None = None,
     ) -> None:
         self.state = state
         self.cel = cel
@@ -84,6 +86,8 @@ class Engine:
         #: Seconds since the epoch (binding timeouts count from the claims' timestamps).
         self.wall_clock = wall_clock
         self.observer: Observer = observer or NoObserver()
+        #: Make-room plans for pods no node fits, computed off filter's path (the hint line).
+        self.hints: Hints = hints or NoHints()
         #: (claims, node) -> an assessment that ran out of time, remembered for a short while.
         self._timeouts = TimeoutMemo(clock, lambda: self.config.timeout_memo_seconds)
         #: Pods whose claims a filter waited for in vain (not waited for again for a while).
@@ -95,6 +99,7 @@ class Engine:
         """Replace the configuration (on the engine's loop), for decisions and writes alike."""
         self.snapshots.reconfigure(config)
         self.binder.reconfigure(config)
+        self.hints.reconfigure(config)
         self.config = config
 
     def entries(self) -> dict[str, int]:
@@ -105,6 +110,7 @@ class Engine:
             **self.binder.entries(),
             "timed_out_claim_sets": len(self._timeouts),
             "claims_waited_in_vain": len(self._stuck),
+            "make_room_hints": self.hints.entries(),
         }
 
     def snapshot(self) -> Snapshot:
@@ -193,6 +199,8 @@ class Engine:
             )
             for name, addition in found.items():
                 result.failed[name] = result.unresolvable.pop(name) + addition
+        if not result.passed and not result.error and claims.allocates and claims.reason is None:
+            self._hint(pod, result)
         if result.passed:
             # In flight: a bind may follow (filters wait for it); a group member passed.
             if claims.allocates:
@@ -221,6 +229,28 @@ class Engine:
                 self.binder.post_filter(pod, release)
         self._filtered(pod, result, lookup, started, answers)
         return result
+
+    def _hint(self, pod: Pod, result: FilterResult) -> None:
+        """No node fits: the make-room hint an earlier computation left goes into the reason of
+        the node its plan frees, once (kube-scheduler counts reasons per distinct text, so the
+        FailedScheduling event shows it once), and the next one is asked for in the background.
+
+        kube-scheduler (v1.37.0, pkg/scheduler/schedule_one.go ``findNodesThatPassExtenders``)
+        makes each FailedNodes entry an Unschedulable status and each FailedAndUnresolvableNodes
+        entry an UnschedulableAndUnresolvable one, the message as the status's reason;
+        ``FitError.Error`` (pkg/scheduler/framework/types.go) counts the reasons of every
+        node's status alike, whatever the code: "0/10 nodes are available: 1 <reason>; fits on
+        node-12 after moving 2 pods: kubectl dra make-room ml/trainer, 9 <reason>." So the line
+        is appended in whichever map holds the node, which is left as it was."""
+        found = self.hints.hint(pod)
+        self.hints.ask(pod)
+        if found is None:
+            return
+        for failed in (result.unresolvable, result.failed):
+            reason = failed.get(found.node)
+            if reason is not None:
+                failed[found.node] = f"{reason}; {found.line}"
+                return
 
     def _sort_answers(
         self,
@@ -370,7 +400,10 @@ class Engine:
 
     async def bind(self, namespace: str, name: str, uid: str, node_name: str) -> str:
         """Allocate, write the claims, bind the pod. Returns '' or the error for kube-scheduler."""
-        return await self.binder.bind(namespace, name, uid, node_name)
+        error = await self.binder.bind(namespace, name, uid, node_name)
+        if not error:
+            self.hints.forget(uid)
+        return error
 
     # --- the verbs as kube-scheduler's requests reach them -------------------------------------------
 

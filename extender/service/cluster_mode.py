@@ -43,7 +43,7 @@ from extender.scheduling.config import EngineConfig
 from extender.service.app import Service, replica_name
 from extender.service.logs import decision_log
 from extender.service.metrics import InformerState
-from extender.service.runtime import ServeConfig, observed
+from extender.service.runtime import ServeConfig, hint_planner, observed
 from extender.service.versions import ServerVersion, device_preemption_fallback, features_for, release_for
 from extender.service.worker import Batches, EngineWorker
 
@@ -260,6 +260,7 @@ class ClusterMode:
             fence=fence,
             cache_stale=self.health.stale,
             view=view,
+            hints=hint_planner(self.state, cel, config.engine, view, self.worker, self.metrics),
         )
         # Informer events change the cache on the engine's loop, between decisions, in bursts.
         self.changes = Batches(self.worker)

@@ -24,6 +24,7 @@ from extender.scheduling.decide.class_health import classes_not_compiling
 from extender.scheduling.decide.held_claims import held_claim_steps
 from extender.scheduling.inflight.snapshots import Snapshots
 from extender.scheduling.inflight.tracker import Tracker
+from extender.scheduling.make_room_hints import HintPlanner
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.logs import decision_log
 from extender.service.metrics import LoopFeed, Metrics
@@ -103,6 +104,7 @@ def build_embedded(
         observer=metrics,
         log_sink=decision_log(),
         view=view,
+        hints=hint_planner(state, cel, config.engine, view, worker, metrics, clock=clock),
     )
     with loading():
         objects, problems = load_objects(paths, max_bytes=config.max_state_bytes, kinds=KINDS)
@@ -115,6 +117,22 @@ def build_embedded(
     metrics.watch_health(lambda: True, lambda: True, list)  # the store is the cache: no informers
     metrics.watch_entries(engine.entries)
     return service, store
+
+
+def hint_planner(
+    state: ClusterState,
+    cel: CelEnvironment,
+    config: EngineConfig,
+    view: tuple[Tracker, Snapshots],
+    worker: EngineWorker,
+    metrics: Metrics,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> HintPlanner:
+    """Filter's make-room hint line, planned off filter's path: what it reads is copied on the
+    engine's loop after the verb that asked (``worker.call_soon``), the plan made on a thread of
+    its own (:mod:`extender.scheduling.make_room_hints`)."""
+    return HintPlanner(state, view[1], cel, config, clock=clock, schedule=worker.call_soon, observer=metrics)
 
 
 def observed(

@@ -127,6 +127,7 @@ IN_FLIGHT_MAPS = {
     "finalizers_watched",
     "timed_out_claim_sets",
     "claims_waited_in_vain",
+    "make_room_hints",
 }
 
 

@@ -379,3 +379,9 @@ class Overlay(Mapping[Key, ResourceClaim]):
 
     def __len__(self) -> int:
         return len(self._base) + sum(1 for key in self._newer if key not in self._base)
+
+    def copy(self) -> dict[Key, ResourceClaim]:
+        """The claims this view shows, as a dict of their own (two dict copies in C)."""
+        out = dict(self._base)
+        out.update(self._newer)
+        return out
