@@ -3,10 +3,10 @@ answers from a laptop with a kubeconfig, no access to the pod network needed.
 
 First it asks the running extender, through the API server's service proxy
 (:mod:`extender.cluster.extender_proxy`; ``--extender`` names the Service): ``snapshot`` is then
-the extender's cache as it holds it, ``explain`` and ``capacity`` its own views (binds in flight
-included), and ``simulate`` and ``pending`` decide on that snapshot. When it cannot (no right
-to proxy, no such Service, an extender without ``--ops-debug``), it says why and computes from
-the objects the user's own credentials can list (the kinds the extender reads,
+the extender's cache as it holds it, ``explain``, ``capacity`` and ``make-room`` its own views
+(binds in flight included), and ``simulate`` and ``pending`` decide on that snapshot. When it
+cannot (no right to proxy, no such Service, an extender without ``--ops-debug``), it says why
+and computes from the objects the user's own credentials can list (the kinds the extender reads,
 :mod:`extender.cluster.discovery`); ``--source`` forces either. Every command says on stderr
 which it did. Decisions made here are the API server's Kubernetes release's (the nearest one
 known, as the extender itself does, with a warning) with the release's default gates, unless
@@ -31,7 +31,7 @@ import yaml
 
 from extender import __version__
 from extender.cluster.extender_proxy import DEFAULT_SERVICE, ExtenderService
-from extender.commands.arguments import kubernetes_version
+from extender.commands.arguments import kubernetes_version, make_room_flags
 
 if TYPE_CHECKING:
     from extender.allocator.releases import Release
@@ -53,8 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kubectl dra",
         description="Dynamic Resource Allocation as dra-extender decides it, from kubectl.",
-        epilog="Exit codes: 0 success; 1 (explain, simulate, pending) a pod fits on no node; 2 usage, "
-        "credentials or API errors.",
+        epilog="Exit codes: 0 success; 1 (explain, simulate, pending) a pod fits on no node, "
+        "(make-room) no plan makes room; 2 usage, credentials or API errors.",
     )
     parser.add_argument("--version", action="version", version=f"kubectl-dra {__version__}")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
@@ -105,13 +105,31 @@ def _parser() -> argparse.ArgumentParser:
     capacity.add_argument(
         "--count", type=_positive, metavar="N", help="with --class: N devices per pod (default 1)"
     )
+    make_room = sub.add_parser(
+        "make-room",
+        help="which running pods to move so that a pending pod (or N devices of a class) fits on one node",
+        description="As the extender's /debug/make-room: the node to free, the pods to move off it in "
+        "order and where each goes, or per node why no plan exists. Read-only: nothing is evicted. "
+        "Computed from the objects, the --make-room-* rules apply (serve's defaults); the extender "
+        "plans with its own.",
+    )
+    make_room.add_argument(
+        "pod", nargs="?", metavar="NAMESPACE/POD", help="the pending pod (NAME alone: namespace default)"
+    )
+    make_room.add_argument(
+        "--class", dest="device_class", metavar="CLASS", help="instead of a pod: devices of this DeviceClass"
+    )
+    make_room.add_argument(
+        "--count", type=_positive, metavar="N", help="with --class: N devices on one node (default 1)"
+    )
+    make_room_flags(make_room.add_argument_group("rules, when computed from the objects"))
     pending = sub.add_parser(
         "pending",
         help="pods waiting for devices: where each would fit now, or why nowhere",
         description="Every pod not bound yet that asks for devices (claims, or extended resources "
         "a DeviceClass stands for), decided as simulate does.",
     )
-    for command in (explain, simulate, capacity, pending):
+    for command in (explain, simulate, capacity, make_room, pending):
         command.add_argument("--output", "-o", choices=("json", "text"), default="text")
         command.add_argument(
             "--kubernetes-version",
@@ -144,8 +162,10 @@ def _positive(text: str) -> int:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.command == "capacity" and args.count is not None and args.device_class is None:
+    if args.command in ("capacity", "make-room") and args.count is not None and args.device_class is None:
         parser.error("--count goes with --class")
+    if args.command == "make-room" and (args.pod is None) == (args.device_class is None):
+        parser.error("make-room: give NAMESPACE/POD or --class CLASS" + (", not both" if args.pod else ""))
     from extender.allocator.features import FeatureGateError
     from extender.cluster.api import ClusterAPIError
     from extender.cluster.kube import KubeConfigError
@@ -204,6 +224,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             _rendered("capacity", debug.capacity_view(engine, args.device_class, args.count), args.output)
         )
         return FITS
+    if args.command == "make-room":
+        return _make_room(engine, args, out)
     return _explain(engine, args.pod, args.output, out)
 
 
@@ -247,6 +269,22 @@ def _from_extender(raw: RawKube, args: argparse.Namespace, release: Release, out
         query.update({"count": str(args.count)} if args.count else {})
         out.write(_rendered("capacity", asked("capacity", "answer", query), args.output))
         return FITS
+    if args.command == "make-room":
+        from extender.explain import split_pod
+
+        if args.device_class is not None:
+            query = {"class": args.device_class, "count": str(args.count or 1)}
+        else:
+            query = {"pod": "/".join(split_pod(args.pod))}
+        if _rules_given(args):
+            print(
+                "kubectl dra: warning: --make-room-* apply only to a plan computed from the objects "
+                "(--source objects); the extender plans with its own rules, as its answer shows",
+                file=sys.stderr,
+            )
+        planned = asked("make-room", "answer", query)
+        out.write(_rendered("make-room", planned, args.output))
+        return FITS if planned.get("found") else FITS_NOWHERE
     what = "snapshot" if args.command == "snapshot" else "decided on a snapshot"
     objects: list[dict[str, Any]] = list(asked("snapshot", what).get("items") or [])
     if args.command == "snapshot":
@@ -329,6 +367,37 @@ def _explain(engine: Engine, pod: str, output: str, out: TextIO) -> int:
     explained = debug.pod(engine, found)
     out.write(render(explained, output))
     return FITS if fits_somewhere(explained) else FITS_NOWHERE
+
+
+def _make_room(engine: Engine, args: argparse.Namespace, out: TextIO) -> int:
+    """The make-room plan computed here, with the rules of the command's --make-room-* flags."""
+    from extender.commands.arguments import make_room_rules
+    from extender.explain import ExplainError, split_pod
+    from extender.model.core import Pod
+    from extender.scheduling.preempt.make_room import Shape
+    from extender.service import debug
+
+    target: Pod | Shape
+    if args.device_class is not None:
+        target = Shape(args.device_class, args.count or 1)
+    else:
+        namespace, name = split_pod(args.pod)
+        found = engine.state.pods.get((namespace, name))
+        if found is None:
+            raise ExplainError(f"pod {namespace}/{name} not found (or not listed)")
+        target = found
+    planned = debug.make_room_view(engine, target, make_room_rules(args))
+    out.write(_rendered("make-room", planned, args.output))
+    return FITS if planned["found"] else FITS_NOWHERE
+
+
+def _rules_given(args: argparse.Namespace) -> bool:
+    """Whether any --make-room-* rule differs from its default (serve's)."""
+    defaults = argparse.ArgumentParser()
+    make_room_flags(defaults)
+    return any(
+        getattr(args, a.dest) != a.default for a in defaults._actions if a.dest.startswith("make_room")
+    )
 
 
 def _dra_extender_simulate(argv: list[str], out: TextIO) -> int:
