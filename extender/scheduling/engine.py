@@ -235,13 +235,19 @@ class Engine:
         the node its plan frees, once (kube-scheduler counts reasons per distinct text, so the
         FailedScheduling event shows it once), and the next one is asked for in the background.
 
-        kube-scheduler (v1.37.0, pkg/scheduler/schedule_one.go ``findNodesThatPassExtenders``)
-        makes each FailedNodes entry an Unschedulable status and each FailedAndUnresolvableNodes
-        entry an UnschedulableAndUnresolvable one, the message as the status's reason;
-        ``FitError.Error`` (pkg/scheduler/framework/types.go) counts the reasons of every
-        node's status alike, whatever the code: "0/10 nodes are available: 1 <reason>; fits on
-        node-12 after moving 2 pods: kubectl dra make-room ml/trainer, 9 <reason>." So the line
-        is appended in whichever map holds the node, which is left as it was."""
+        kube-scheduler (kubernetes/kubernetes pkg/scheduler/schedule_one.go,
+        ``findNodesThatPassExtenders``, read at 003b4460 of the 1.35-1.37 period; the v1.37.0
+        tag itself could not be fetched here) sets each FailedNodes entry as the node's
+        Unschedulable status and each FailedAndUnresolvableNodes entry as its
+        UnschedulableAndUnresolvable one, the message its one reason (``statuses.Set``, a node
+        in both maps counted once, as Unresolvable). ``FitError.Error``
+        (pkg/scheduler/framework/types.go, read at f899a310) counts every node's reasons alike,
+        whatever the code, and sorts "<count> <reason>": "0/10 nodes are available: 1 <reason>;
+        fits on node-12 after moving 2 pods: kubectl dra make-room ml/trainer, 9 <reason>."
+        ``handleSchedulingFailure`` puts that message in the FailedScheduling event, cut at
+        1,024 bytes (``truncateMessage``), and in full in the PodScheduled condition. So the
+        line is appended in whichever map holds the node, which is left as it was, and only
+        while this answer fits no node (a hint left from before is stale otherwise)."""
         found = self.hints.hint(pod)
         self.hints.ask(pod)
         if found is None:
