@@ -25,6 +25,7 @@ from extender.commands.kubectl_dra import COMPUTED, FROM_EXTENDER, main
 from extender.service.app import create_app, create_ops_app
 from extender.service.cluster_mode import build_cluster
 from extender.service.runtime import ServeConfig
+from extender.statefile import load_objects
 from tests import builders as b
 from tests.commands.test_kubectl_dra_fake_api import (
     LOOPBACK,
@@ -34,10 +35,11 @@ from tests.commands.test_kubectl_dra_fake_api import (
     kubectl_dra,
 )
 from tests.fakeapi.server import FakeApiServer
-from tests.integration.servers import thread_server
+from tests.integration.servers import cli_server_and_ops, thread_server
 from tests.integration.test_serve_cluster import kubeconfig, ready, wait_until
 from tests.realcluster.test_kubectl_dra import DEBUG_ROLE, sidecar_endpoint
 from tests.realcluster.workload import GPU_CLASS, GPU_DRIVER, gpu_class, gpu_slice
+from tests.shared import REPO
 
 #: One worker runs the whole file: the world (the fake API server and the extender) is built once.
 pytestmark = pytest.mark.xdist_group("kubectl-dra-make-room")
@@ -281,3 +283,60 @@ def test_an_unknown_pod_is_an_error(world: World, source: str, tmp_path: Path) -
         "objects": "error: pod default/nobody not found (or not listed)",
     }
     assert ran.err.splitlines()[-1] == said[source]
+
+
+# --- on the embedded default ------------------------------------------------------------------------
+
+#: What ``kubectl dra make-room default/l4-batch`` says on the embedded default (examples/).
+EMBEDDED_ANSWER = [
+    "make room for pod default/l4-batch (priority 0)",
+    "fits on gpu-node-1 after moving 1 pod (exact search)",
+    "",
+    "STEP  POD                           PRIORITY  TO NODE     DEVICES",
+    "1     default/embedder-6f9c4-abcde  0         gpu-node-2  l4.example.com/gpu-node-2/l4-2",
+    "then  default/l4-batch                        gpu-node-1  l4.example.com/gpu-node-1/l4-0, "
+    "l4.example.com/gpu-node-1/l4-1, l4.example.com/gpu-node-1/l4-2, l4.example.com/gpu-node-1/l4-3",
+    "",
+    "rules: pods at or below priority 0 may move, if owned by Job, ReplicaSet, StatefulSet, started at "
+    "least 300 s ago; at most 3 moves",
+]
+
+
+def test_on_the_embedded_default_both_sources_give_the_plan_with_a_move(tmp_path: Path) -> None:
+    """The example objects (examples/) in the fake API server, and ``dra-extender serve --state
+    examples/ --ops-debug`` behind its Service: the extender's answer through the proxy and the
+    one computed from the objects are the same plan, moving one pod."""
+    objects, _problems = load_objects([str(REPO / "examples")])
+    with FakeApiServer() as fake, cli_server_and_ops("--state", "examples/", "--ops-debug") as (_verbs, ops):
+        for obj in objects:
+            fake.create(obj)
+        endpoint_pod, service, endpoints = sidecar_endpoint(LOOPBACK, int(ops.rsplit(":", 1)[1]))
+        endpoint_pod["status"] = {"phase": "Running", "podIP": LOOPBACK, "podIPs": [{"ip": LOOPBACK}]}
+        for obj in (endpoint_pod, service, endpoints):
+            fake.create(obj)
+        roles = {
+            "viewer": [yaml.safe_load(VIEWER_ROLE.read_text())],
+            "debugger": [yaml.safe_load(DEBUG_ROLE.read_text())],
+        }
+        people = {}
+        for who, granted in roles.items():
+            (tmp_path / who).mkdir()
+            people[who] = kubeconfig(fake, tmp_path / who, fake.person(f"dra-{who}", *granted))
+        embedded = World(fake, "", ops, ops, people)
+        for who, source in (("debugger", "extender"), ("viewer", "objects")):
+            ran = kubectl_dra(embedded, who, tmp_path, "--source", source, "make-room", "default/l4-batch")
+            assert ran.code == 0, ran.err
+            assert ran.out.splitlines() == EMBEDDED_ANSWER, ran.out
+            shape = kubectl_dra(
+                embedded,
+                who,
+                tmp_path,
+                "--source",
+                source,
+                "make-room",
+                "--class",
+                "l4.example.com",
+                "--count",
+                "4",
+            )
+            assert shape.code == 0 and shape.out.splitlines()[4] == EMBEDDED_ANSWER[4], shape.out
