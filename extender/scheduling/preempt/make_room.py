@@ -33,9 +33,12 @@ Pure: a snapshot, a target, rules and clocks in; a :class:`Plan` or :class:`NoPl
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import functools
+import heapq
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -180,6 +183,12 @@ class _Search:
             self.snapshot, self.claims, node, freed=freed, held=held, gone=uids, timeout=self.timeout
         )
 
+    @functools.cached_property
+    def by_free(self) -> list[tuple[int, str]]:
+        """(free devices, name) of the nodes with a free device, fewest first: destinations in
+        best-fit order, sorted once per plan."""
+        return sorted((f, n) for n, f in self.free.items() if f > 0)
+
     def replace(self, node: Node, units: Sequence[Unit]) -> tuple[list[Move], list[Allocation]] | None:
         """Each unit onto another node, largest first, onto the fullest node it fits (best fit),
         with the earlier moves' devices freed here and held there; None if one fits nowhere."""
@@ -187,18 +196,18 @@ class _Search:
         held: list[Allocation] = []
         freed: list[Allocation] = []
         gone: set[str] = set()
-        free = dict(self.free)
+        changed: dict[str, int] = {}  # free devices of the nodes earlier moves went to
         for unit in sorted(units, key=lambda u: (-u.devices, importance(u.pods[0]))):
             freed.extend(unit.freed)
             gone.update(unit.uids)
-            placed = self._place(node.name, unit, freed, held, gone, free)
+            placed = self._place(node.name, unit, freed, held, gone, changed)
             if placed is None:
                 return None
             dest, decision = placed
             allocations = [parse_allocation(Reader(a, "allocation")) for a in decision.allocations.values()]
             held.extend(allocations)
             names = tuple(_device_names(decision))
-            free[dest] = free.get(dest, 0) - len(names)
+            changed[dest] = changed.get(dest, self.free.get(dest, 0)) - len(names)
             moves.extend(
                 Move(f"{p.namespace}/{p.name}", p.uid, dest, names, p.priority)
                 for p in sorted(unit.pods, key=importance)
@@ -212,12 +221,21 @@ class _Search:
         freed: Sequence[Allocation],
         held: Sequence[Allocation],
         gone: set[str],
-        free: Mapping[str, int],
+        changed: Mapping[str, int],
     ) -> tuple[str, NodeDecision] | None:
+        """The first of the fullest nodes (at most ``max_destinations``, by free devices then
+        name, ``changed`` overriding the snapshot's counts) where ``unit`` fits."""
         need = max(_need(unit.claims), 1)
         state = self.snapshot.state
-        order = sorted((n for n, f in free.items() if f >= need and n != source), key=lambda n: (free[n], n))
-        for name in order[: self.rules.max_destinations]:
+        by_free = self.by_free
+        unchanged = (
+            item
+            for item in itertools.islice(by_free, bisect.bisect_left(by_free, (need,)), None)
+            if item[1] != source and item[1] not in changed
+        )
+        moved = sorted((f, n) for n, f in changed.items() if f >= need and n != source)
+        order = heapq.merge(unchanged, moved)
+        for _, name in itertools.islice(order, self.rules.max_destinations):
             node = state.nodes.get(name)
             if node is None:
                 continue
@@ -266,12 +284,10 @@ def _device_names(decision: NodeDecision) -> list[str]:
 
 def _fragments(search: _Search, node: str, units: Sequence[Unit], moves: Sequence[Move], placed: int) -> int:
     """How many nodes the plan touches are left partly free (fewer is better)."""
-    free = dict(search.free)
-    free[node] = free.get(node, 0) + sum(u.devices for u in units) - placed
+    delta = {node: sum(u.devices for u in units) - placed}
     for move in moves:
-        free[move.to_node] = free.get(move.to_node, 0) - len(move.devices)
-    touched = {node, *(m.to_node for m in moves)}
-    return sum(1 for n in touched if free.get(n, 0) > 0)
+        delta[move.to_node] = delta.get(move.to_node, 0) - len(move.devices)
+    return sum(1 for n, d in delta.items() if search.free.get(n, 0) + d > 0)
 
 
 def _try(search: _Search, node: Node, units: Sequence[Unit]) -> _Found | None:
@@ -396,15 +412,16 @@ def plan(
         return clock() - start > rules.budget
 
     nodes = sorted(state.nodes.values(), key=lambda n: n.name)
-    free = _free_devices(snapshot, nodes)
+    free = {node.name: snapshot.free_devices(node) for node in nodes}
     need = _need(claims)
-    for node in nodes:  # nothing to move: it fits somewhere already (never where too few are free)
-        if free[node.name] >= need and snapshot.assess(claims, node, timeout=timeout).fits:
-            decision = snapshot.decide(claims, node, timeout=timeout)
-            return Plan(node.name, (), tuple(_device_names(decision)), "none")
+    # Nothing to move: it fits somewhere already (never where too few are free).
+    fitting = _first_fitting(snapshot, claims, [n for n in nodes if free[n.name] >= need], timeout)
+    if fitting is not None:
+        decision = snapshot.decide(claims, fitting, timeout=timeout)
+        return Plan(fitting.name, (), tuple(_device_names(decision)), "none")
     run = _Run(_Search(snapshot, claims, rules, list(state.pdbs.values()), free, timeout), spent)
     later: list[tuple[int, int, str, list[Unit], dict[str, int]]] = []
-    for node in sorted(nodes, key=lambda n: (need - free[n.name], n.name)):
+    for node in sorted(nodes, key=lambda n: -free[n.name]):  # then by name: the sort is stable
         if run.best is not None and run.best[1].cost[0] == 1:
             break  # one move: no node can do with fewer
         if spent():
@@ -486,11 +503,26 @@ class _Run:
             self.best = (name, found, how)
 
 
-def _free_devices(snapshot: Snapshot, nodes: Iterable[Node]) -> dict[str, int]:
-    in_use = snapshot.allocated.dedicated
-    return {
-        node.name: sum(
-            1 for d in snapshot.inventory.node_devices(node.name, node.labels) if in_use.get(d.id, 0) <= 0
-        )
-        for node in nodes
-    }
+def _first_fitting(
+    snapshot: Snapshot, claims: PodClaims, nodes: Sequence[Node], timeout: float | None
+) -> Node | None:
+    """The first of ``nodes`` the claims fit on as the snapshot is, judged as filter judges:
+    look-alike nodes (:meth:`Snapshot.node_groups`) get one answer, so on a snapshot filter
+    used, a lookup per node and an allocation per group not judged yet."""
+    if not nodes:
+        return None
+    assess = snapshot.assessor(claims, timeout=timeout)
+    groups: Sequence[Hashable] | None = snapshot.node_groups(claims, [n.name for n in nodes])
+    if groups is None:
+        return next((n for n in nodes if assess(n).fits), None)
+    answers: dict[Hashable, bool] = {}
+    for node, group in zip(nodes, groups, strict=True):
+        fits = answers.get(group)
+        if fits is None:
+            answer = assess(node)
+            fits = answer.fits
+            if not answer.timed_out:  # judged again on the next node, as each was before
+                answers[group] = fits
+        if fits:
+            return node
+    return None
