@@ -34,6 +34,7 @@ from tests.commands.test_kubectl_dra_fake_api import (
     World,
     kubectl_dra,
 )
+from tests.docs_pages import blocks, page_text
 from tests.fakeapi.server import FakeApiServer
 from tests.integration.servers import cli_server_and_ops, thread_server
 from tests.integration.test_serve_cluster import kubeconfig, ready, wait_until
@@ -300,6 +301,16 @@ EMBEDDED_ANSWER = [
     "rules: pods at or below priority 0 may move, if owned by Job, ReplicaSet, StatefulSet, started at "
     "least 300 s ago; at most 3 moves",
 ]
+
+
+def test_the_page_shows_the_embedded_defaults_answer_as_it_is() -> None:
+    """docs/kubectl-and-browser.md shows :data:`EMBEDDED_ANSWER`, which the test below gets."""
+    shown = [
+        block.body.rstrip("\n").split("\n")
+        for block in blocks(page_text("docs/kubectl-and-browser.md"))
+        if block.body.startswith(EMBEDDED_ANSWER[0])
+    ]
+    assert shown == [EMBEDDED_ANSWER]
 
 
 def test_on_the_embedded_default_both_sources_give_the_plan_with_a_move(tmp_path: Path) -> None:
