@@ -149,6 +149,91 @@ def test_capacity_counts_what_is_free_per_node_and_class(cluster: ControlPlane, 
     assert text.returncode == 0 and "node-a" in text.stdout, text.stderr
 
 
+def running_replica(cluster: ControlPlane, name: str, node: str, owner: dict[str, Any]) -> None:
+    """A pod of ``owner`` (a ReplicaSet) on ``node``, running since long before the default
+    --make-room-min-age (its status as a kubelet writes it), with a claim holding its gpu-0 there,
+    reserved for it (as the scheduler leaves it)."""
+    api = cluster.api
+    api.create(one_gpu_claim(f"{name}-gpu"))
+    pod = pod_with_claims(name, [f"{name}-gpu"], labels={"app": "movable"})
+    pod["spec"]["nodeName"] = node
+    pod["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    created = api.create(pod)
+    created["status"] = {"phase": "Running", "startTime": "2026-01-05T08:00:00Z"}
+    api.update(created, subresource="status")
+    claim = api.get("ResourceClaim", f"{name}-gpu", "default")
+    assert claim is not None
+    claim["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    claim = api.update(claim)
+    allocation = allocated((GPU_DRIVER, node, "gpu-0"))
+    allocation["devices"]["results"][0]["request"] = "gpu"  # one_gpu_claim's request
+    claim["status"] = {
+        "allocation": allocation,
+        "reservedFor": [{"resource": "pods", "name": name, "uid": created["metadata"]["uid"]}],
+    }
+    api.update(claim, subresource="status")
+
+
+def test_make_room_plans_the_move_that_frees_a_node(cluster: ControlPlane, viewer: Path) -> None:
+    """node-a and node-b have two GPUs each, one held by an old pod of a ReplicaSet: t, asking for
+    two, fits nowhere; moving m-a onto node-b's free GPU frees node-a for it. Computed from what
+    the viewer lists (status.startTime, ownerReferences, the claims' reservations as the real API
+    server keeps them), with serve's default rules."""
+    api = cluster.api
+    cluster.add_node("node-a")
+    cluster.add_node("node-b")
+    api.create(gpu_class())
+    api.create(gpu_slice("node-a", gpus=2))
+    api.create(gpu_slice("node-b", gpus=2))
+    labels = {"app": "movable"}
+    owner = api.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "movable", "namespace": "default"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+                },
+            },
+        }
+    )
+    try:
+        running_replica(cluster, "m-a", "node-a", owner)
+        running_replica(cluster, "m-b", "node-b", owner)
+        api.create(one_gpu_claim("t-gpus", count=2))
+        api.create(pod_with_claims("t", ["t-gpus"]))
+        answer = kubectl_dra(viewer, "make-room", "default/t", "-o", "json")
+        assert answer.returncode == 0, answer.stderr
+        assert COMPUTED in answer.stderr
+        planned = json.loads(answer.stdout)
+        assert (planned["found"], planned["needsMoves"], planned["plan"]["node"]) == (True, True, "node-a")
+        (move,) = planned["plan"]["moves"]
+        assert (move["pod"], move["toNode"], move["devices"]) == (
+            "default/m-a",
+            "node-b",
+            [f"{GPU_DRIVER}/node-b/gpu-1"],
+        )
+        assert move["uid"] == api.get("Pod", "m-a", "default")["metadata"]["uid"]  # type: ignore[index]
+        assert planned["rules"]["minAgeSeconds"] == 300.0
+        too_young = kubectl_dra(viewer, "make-room", "default/t", "--make-room-min-age", "1e12")
+        assert too_young.returncode == 1, too_young.stderr
+        assert "  node-a: 1 of 2 devices held by pods younger than the minimum age" in too_young.stdout
+    finally:
+        api.delete("ReplicaSet", "movable", "default")
+
+
 def test_pending_says_where_each_waiting_pod_fits_or_why_nowhere(cluster: ControlPlane, viewer: Path) -> None:
     two_nodes_one_free_gpu(cluster)
     api = cluster.api
