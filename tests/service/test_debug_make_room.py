@@ -25,7 +25,7 @@ from tests.shared import REPO
 EXAMPLES = str(REPO / "examples")
 #: The embedded default's plan for l4-batch (examples/make-room.yaml): free gpu-node-1 by moving
 #: its one L4 pod onto gpu-node-2's free L4s.
-L4_PLAN = {
+L4_PLAN: dict[str, Any] = {
     "node": "gpu-node-1",
     "search": "exact",
     "moves": [
@@ -121,8 +121,8 @@ def test_the_text_table_lists_the_moves_in_order_then_the_target() -> None:
             "default/embedder-6f9c4-abcde",
             "0",
             "gpu-node-2",
-            *L4_PLAN["moves"][0]["devices"],
-        ]  # type: ignore[index]
+            "l4.example.com/gpu-node-2/l4-2",
+        ]
         assert lines[5].split()[:3] == ["then", "default/l4-batch", "gpu-node-1"]
         assert lines[-1].startswith(
             "rules: pods at or below priority 0 may move, if owned by Job, ReplicaSet"
