@@ -194,8 +194,11 @@ def test_make_room_plans_the_move_that_frees_a_node(cluster: ControlPlane, viewe
     api.create(gpu_slice("node-a", gpus=2))
     api.create(gpu_slice("node-b", gpus=2))
     labels = {"app": "movable"}
-    owner = api.create(
-        {
+    replicasets = "/apis/apps/v1/namespaces/default/replicasets"  # by path: api.py's kinds need not know it
+    owner: dict[str, Any] = api.request(
+        "POST",
+        replicasets,
+        json={
             "apiVersion": "apps/v1",
             "kind": "ReplicaSet",
             "metadata": {"name": "movable", "namespace": "default"},
@@ -207,7 +210,7 @@ def test_make_room_plans_the_move_that_frees_a_node(cluster: ControlPlane, viewe
                     "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
                 },
             },
-        }
+        },
     )
     try:
         running_replica(cluster, "m-a", "node-a", owner)
@@ -231,7 +234,7 @@ def test_make_room_plans_the_move_that_frees_a_node(cluster: ControlPlane, viewe
         assert too_young.returncode == 1, too_young.stderr
         assert "  node-a: 1 of 2 devices held by pods younger than the minimum age" in too_young.stdout
     finally:
-        api.delete("ReplicaSet", "movable", "default")
+        api.request("DELETE", f"{replicasets}/movable")
 
 
 def test_pending_says_where_each_waiting_pod_fits_or_why_nowhere(cluster: ControlPlane, viewer: Path) -> None:
