@@ -47,7 +47,7 @@ from extender.model.dra import Allocation, parse_allocation, parse_resource_clai
 from extender.model.policy import PodDisruptionBudget
 from extender.model.reader import Reader
 from extender.scheduling.decide import what_if
-from extender.scheduling.decide.decision import DEFAULT_NODE_TIMEOUT, NodeDecision
+from extender.scheduling.decide.decision import DEFAULT_NODE_TIMEOUT, Assessment, NodeDecision
 from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.preempt.movable import Rules, Unit, movable_units
@@ -175,6 +175,11 @@ class _Search:
     timeout: float | None
     #: unit uids -> can it move alone (None: unknown yet).
     alone: dict[frozenset[str], bool] = dataclasses.field(default_factory=dict)
+    #: unit uids -> its claims judged on a node as the snapshot has it (look-alike nodes share
+    #: one answer, as in filter).
+    as_is: dict[frozenset[str], Callable[[Node], Assessment]] = dataclasses.field(default_factory=dict)
+    #: node name -> whether only its own devices decide what fits there (see :meth:`refused`).
+    own: dict[str, bool] = dataclasses.field(default_factory=dict)
 
     def target_fits(self, node: Node, gone: Sequence[Unit], held: Sequence[Allocation] = ()) -> NodeDecision:
         freed = [a for u in gone for a in u.freed]
@@ -227,6 +232,9 @@ class _Search:
         name, ``changed`` overriding the snapshot's counts) where ``unit`` fits."""
         need = max(_need(unit.claims), 1)
         state = self.snapshot.state
+        ids = [d for a in (*freed, *held) for d in (*a.exclusive, *(r.id for r in a.shares))]
+        touched = self.snapshot.inventory.nodes_of(ids)  # None: a device other nodes may see
+        touched = None if touched is None else touched | {source, *changed}
         by_free = self.by_free
         unchanged = (
             item
@@ -239,12 +247,34 @@ class _Search:
             node = state.nodes.get(name)
             if node is None:
                 continue
+            if touched is not None and name not in touched and self.refused(unit, node):
+                continue  # the moves so far change nothing there: it would refuse the unit as it is
             decision = what_if.decide(
                 self.snapshot, unit.claims, node, freed=freed, held=held, gone=gone, timeout=self.timeout
             )
             if decision.fits:
                 return name, decision
         return None
+
+    def refused(self, unit: Unit, node: Node) -> bool:
+        """Whether ``unit`` does not fit on ``node`` as the snapshot has it (no time-out), judged
+        as filter judges (one allocation per look-alike node). Only where the node's own devices
+        decide it: never with pools other nodes' devices complete or share counters with, which
+        the caller's moves could change without touching the node's devices."""
+        own = self.own.get(node.name)
+        if own is None:
+            inventory = self.snapshot.inventory
+            pools = inventory.pools_for(node.name, node.labels)
+            own = self.own[node.name] = inventory.gather_error(node.name, node.labels) is None and not any(
+                p.incomplete or any(s.shared_counters for s in p.all_slices) for p in pools
+            )
+        if not own:
+            return False
+        assess = self.as_is.get(unit.uids)
+        if assess is None:
+            assess = self.as_is[unit.uids] = self.snapshot.assessor(unit.claims, timeout=self.timeout)
+        answer = assess(node)
+        return not answer.fits and not answer.timed_out
 
     def movable_alone(self, node: Node, unit: Unit) -> bool:
         found = self.alone.get(unit.uids)
