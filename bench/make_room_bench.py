@@ -6,7 +6,21 @@ Run: ``python -m bench.make_room_bench`` (``--nodes 500 5000``, ``--targets``, `
 Speed: the allocator bench's nodes (8 GPUs, 2 NICs), fragmented: on each node pods of a
 ReplicaSet hold 1 or 2 GPUs each, leaving 1 to 3 free, so no node has 4 free; one pod in ten has
 priority 1000 (above the target's). Per node count, the median and worst of ``--targets`` plans
-for a pod wanting 4 GPUs (plain, then 4 under one NUMA node), each on a fresh snapshot.
+for a pod wanting 4 GPUs (plain, then 4 under one NUMA node), each timed three ways:
+
+* ``new``: on a brand-new snapshot of a process that has just loaded the cluster (the devices'
+  CEL inputs not built yet, no index or memo table filled): the one-time cost included;
+* ``live``: on a snapshot one filter for the pod has used, as a running extender's is when the
+  pod is pending (what an operator sees, and what the issue's targets are for: :data:`TARGETS`);
+* ``warm``: the same plan again on the ``new`` snapshot.
+
+The collector is set as ``serve`` sets it (the loaded cluster frozen, the young generation
+collected every 10,000 allocations): otherwise a full collection over the 5,000-node heap lands
+in some plan (one took 1 s instead of 40 ms). The machine is shared and noisy, so each is put
+beside a floor timed in the same run: a filter over every node for the same pod (the engine's
+answers, without HTTP), on a brand-new snapshot for ``new``, and on the ``live`` snapshot once
+more (memoized: about a lookup per node) for ``live``; each ratio per target, then the median.
+The targets are checked here and printed, never in a timed test.
 
 Quality: ``--small`` random clusters of 3 or 4 nodes of 4 GPUs (two PCIe roots each), with pods
 of 1 or 2 GPUs of random priorities, some bare; the target wants 2 to 4 GPUs, sometimes under
@@ -20,6 +34,7 @@ move as few pods as the optimum is reported, and a "no plan" where one exists is
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import random
 import statistics
@@ -34,6 +49,8 @@ from extender.model.core import Pod
 from extender.model.dra import Allocation, parse_allocation
 from extender.model.reader import Reader
 from extender.scheduling.decide import what_if
+from extender.scheduling.decide.answers import answer_nodes
+from extender.scheduling.decide.decision import DEFAULT_NODE_TIMEOUT
 from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.preempt.make_room import NoPlan, Plan, Rules, plan
@@ -102,33 +119,111 @@ def fragmented(nodes: int, rng: random.Random) -> list[dict[str, Any]]:
     return objects
 
 
+#: The issue's targets for a plan on a fragmented cluster (seconds, by node count), held against
+#: the ``live`` median: a plan on a running extender's snapshot.
+TARGETS = {500: 0.1, 5000: 1.0}
+
+
+def filter_all(snapshot: Snapshot, pod: Pod) -> float:
+    """Seconds of one filter over every node for ``pod`` (PreFilter, then the engine's answers
+    per look-alike group; no HTTP, no nominations)."""
+    start = time.perf_counter()
+    claims = snapshot.claims_of(pod)
+    state = snapshot.state
+    answer_nodes(
+        snapshot,
+        claims,
+        list(state.nodes),
+        state.nodes,
+        snapshot.assessor(claims, timeout=DEFAULT_NODE_TIMEOUT),
+        grouped=True,
+        adjustments={},
+        deadline=float("inf"),
+        clock=time.monotonic,
+        timeout=DEFAULT_NODE_TIMEOUT,
+    )
+    return time.perf_counter() - start
+
+
+def forget_conversions(state: ClusterState) -> None:
+    """Drop what the devices keep once used (their CEL inputs, built on first use and kept on
+    the device record for the life of its slice), so that a new snapshot of ``state`` is as in
+    a process that has just loaded the cluster."""
+    for s in state.slices.values():
+        for device in s.devices:
+            device._cel = None
+
+
+def timed_plan(snapshot: Snapshot, pod: Pod) -> tuple[float, Plan | NoPlan]:
+    start = time.perf_counter()
+    found = plan(snapshot, pod, Rules(budget=30.0), now=NOW, clock=time.monotonic)
+    return time.perf_counter() - start, found
+
+
 def speed(nodes: int, targets: int, seed: int) -> None:
-    """Plans on a fresh snapshot (cold: nothing memoized yet) and again on the same one (warm:
-    the extender's snapshot has its per-node memo tables from filter)."""
+    """Plans on a brand-new snapshot (``new``), again on it (``warm``), and on another one after
+    a filter (``live``), each beside a filter timed in the same run (see the module)."""
     rng = random.Random(seed)
     objects = fragmented(nodes, rng)
     for label, constraint in (("4 GPUs", None), ("4 GPUs, one NUMA node", f"{GPU}/numaNode")):
-        cold: list[float] = []
-        warm: list[float] = []
+        times: dict[str, list[float]] = {
+            k: [] for k in ("new", "warm", "live", "filter new", "filter live", "filter after plan")
+        }
+        ratios: dict[str, list[float]] = {"new": [], "live": []}
         moves: list[int] = []
         kinds: dict[str, int] = {}
         for t in range(targets):
             state = ClusterState.from_objects([*objects, *target(f"want-{t}", 4, constraint)])
-            snapshot = Snapshot(state, Features(), CEL)
             pod = state.pods[("default", f"want-{t}")]
-            for times in (cold, warm):
-                start = time.perf_counter()
-                found = plan(snapshot, pod, Rules(budget=30.0), now=NOW, clock=time.monotonic)
-                times.append(time.perf_counter() - start)
+            gc.collect()
+            gc.freeze()  # as serve does once the state is loaded
+            snapshot = Snapshot(state, Features(), CEL)
+            new, found = timed_plan(snapshot, pod)
+            warm, again = timed_plan(snapshot, pod)
+            after = filter_all(snapshot, pod)
+            forget_conversions(state)
+            snapshot = Snapshot(state, Features(), CEL)
+            filter_new = filter_all(snapshot, pod)
+            live, then = timed_plan(snapshot, pod)
+            filter_live = filter_all(snapshot, pod)
+            assert again == found == then, (found, again, then)
+            for key, value in (
+                ("new", new),
+                ("warm", warm),
+                ("live", live),
+                ("filter new", filter_new),
+                ("filter live", filter_live),
+                ("filter after plan", after),
+            ):
+                times[key].append(value)
+            del state, snapshot
+            gc.unfreeze()
+            gc.collect()
+            ratios["new"].append(new / filter_new)
+            ratios["live"].append(live / filter_live)
             key = found.search if isinstance(found, Plan) else f"no plan ({found.kind})"
             kinds[key] = kinds.get(key, 0) + 1
             if isinstance(found, Plan):
                 moves.append(len(found.moves))
+
+        def ms(key: str, times: dict[str, list[float]] = times) -> str:
+            return f"{statistics.median(times[key]) * 1000:.1f} ms (worst {max(times[key]) * 1000:.1f})"
+
         print(
-            f"{nodes:>5} nodes x 8 GPUs, {label}: cold median {statistics.median(cold) * 1000:.0f} ms "
-            f"(worst {max(cold) * 1000:.0f}), warm median {statistics.median(warm) * 1000:.0f} ms "
-            f"(worst {max(warm) * 1000:.0f}) over {targets} targets; moves {sorted(set(moves))}; {kinds}"
+            f"{nodes:>5} nodes x 8 GPUs, {label}, {targets} targets: moves {sorted(set(moves))}; {kinds}\n"
+            f"  plan: new {ms('new')}, live {ms('live')}, warm {ms('warm')}\n"
+            f"  filter over all nodes: new {ms('filter new')}, live {ms('filter live')}, "
+            f"after the new plan {ms('filter after plan')}\n"
+            f"  plan / filter: new {statistics.median(ratios['new']):.2f}, "
+            f"live {statistics.median(ratios['live']):.0f}"
         )
+        limit = TARGETS.get(nodes)
+        if limit is not None:
+            median = statistics.median(times["live"])
+            print(
+                f"  target {limit * 1000:.0f} ms (live median): {'met' if median < limit else 'MISSED'}"
+                f"; on a new snapshot {'met' if statistics.median(times['new']) < limit else 'missed'}"
+            )
 
 
 # --- Quality --------------------------------------------------------------------------------------
@@ -307,8 +402,11 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    threshold = gc.get_threshold()
+    gc.set_threshold(10_000, 10, 10)  # serve's (see extender/serve_command.py)
     for nodes in args.nodes:
         speed(nodes, args.targets, args.seed)
+    gc.set_threshold(*threshold)
     if args.small:
         quality(args.small, args.seed)
 
