@@ -1,6 +1,9 @@
 """Service benchmark: filter, prioritize and bind latency at 500 nodes x 8 GPUs, over real HTTP.
 
 Run: ``python -m bench.service_bench`` (``--nodes``, ``--requests``, ``--json FILE``).
+``--hints-ab``: instead, filter for pods no node fits against two servers of the same state, one
+planning their make-room hints in the background (the default ``--make-room-hint-interval``) and
+one not (``0``), in alternating rounds of the same run.
 
 Each verb is measured client-side over one keep-alive connection (kube-scheduler's pattern),
 next to the floor of an empty endpoint (a FastAPI route that reads the same body and returns a
@@ -58,6 +61,11 @@ def measure(
 def state_file(directory: Path, nodes: int, pods: int) -> Path:
     objects = cluster(nodes, 8, 0.5)
     one_gpu = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU, "count": 1}}]}
+    # Pods that fit no node (8 GPUs; each node has 4 free): what filter's make-room hint plans for.
+    eight_gpus = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU, "count": 8}}]}
+    for i in range(pods):
+        objects.append(claim_object(f"nofit-claim-{i}", eight_gpus))
+        objects.append(pod_object(f"nofit-{i}", f"nofit-claim-{i}", uid=f"uid-nofit-{i}"))
     for i in range(pods):
         objects.append(claim_object(f"claim-{i}", one_gpu))
         objects.append(pod_object(f"pod-{i}", f"claim-{i}", uid=f"uid-pod-{i}"))
@@ -124,6 +132,19 @@ def run(n_nodes: int, n_requests: int) -> dict[str, Any]:
                     lambda: http.post("/scheduler/prioritize", content=names_body), n_requests
                 )
                 filter_extended = measure(lambda: http.post("/scheduler/filter", content=er_body), n_requests)
+                # A different pod that fits no node every time: each one's make-room hint is
+                # planned in the background (once per pod), so planning runs all along.
+                nofit = iter(range(n_requests + 50))
+
+                def filter_nofit() -> httpx.Response:
+                    i = next(nofit)
+                    claims = [{"name": "devices", "resourceClaimName": f"nofit-claim-{i}"}]
+                    body = args_names(scheduler_pod(f"nofit-{i}", f"uid-nofit-{i}", claims), names)
+                    resp = http.post("/scheduler/filter", content=body)
+                    assert resp.json()["NodeNames"] == [], resp.text
+                    return resp
+
+                filter_no_fit = measure(filter_nofit, n_requests, warmup=20)
                 er_counter = iter(range(1, n_requests + 40))
 
                 def bind_extended() -> httpx.Response:
@@ -164,6 +185,7 @@ def run(n_nodes: int, n_requests: int) -> dict[str, Any]:
     print(row("filter, NodeNames (500 names)", filter_names, floor_names))
     print(row("filter, full NodeList (500 nodes)", filter_nodes, floor_nodes))
     print(row("filter, example.com/gpu pod, NodeNames", filter_extended, floor_names))
+    print(row("filter, a pod no node fits (new each call)", filter_no_fit, floor_names))
     print(row("prioritize, NodeNames", prioritize, floor_names))
     print(row("bind (embedded store)", bind, floor_bind))
     print(row("bind, example.com/gpu pod (creates claim)", bind_er, floor_bind))
@@ -178,12 +200,62 @@ def run(n_nodes: int, n_requests: int) -> dict[str, Any]:
             "filter_nodelist": filter_nodes,
             "prioritize": prioritize,
             "filter_extended": filter_extended,
+            "filter_no_fit": filter_no_fit,
             "bind_extended": bind_er,
             "bind": bind,
             "bind_then_filter": churn,
         }
     )
     return results
+
+
+def hints_ab(n_nodes: int, n_requests: int, rounds: int = 6) -> dict[str, Any]:
+    """Filter latency for pods no node fits, a new pod each call (each one's make-room hint is
+    then planned in the background, so planning runs all along), with hints on and off: two
+    servers of one state, measured in alternating rounds (which goes first alternates too), a
+    second's pause after every round (the planning server finishes its queue meanwhile)."""
+    per_round = max(n_requests // rounds, 10)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = state_file(Path(tmp), n_nodes, rounds * per_round + 60)
+        names = [f"node-{n:04d}" for n in range(n_nodes)]
+        with (
+            cli_server("--state", str(path)) as on_url,
+            cli_server("--state", str(path), "--make-room-hint-interval", "0") as off_url,
+            httpx.Client(base_url=on_url, timeout=30) as on,
+            httpx.Client(base_url=off_url, timeout=30) as off,
+        ):
+            samples: dict[str, list[float]] = {"on": [], "off": []}
+            served = {"on": on, "off": off}
+            pods = {"on": iter(range(10_000)), "off": iter(range(10_000))}
+
+            def call(which: str) -> float:
+                i = next(pods[which])
+                claims = [{"name": "devices", "resourceClaimName": f"nofit-claim-{i}"}]
+                body = args_names(scheduler_pod(f"nofit-{i}", f"uid-nofit-{i}", claims), names)
+                start = time.perf_counter()
+                resp = served[which].post("/scheduler/filter", content=body)
+                took = time.perf_counter() - start
+                assert resp.status_code == 200 and resp.json()["NodeNames"] == [], resp.text
+                return took
+
+            for which in ("on", "off"):  # warm up both (the first plan builds the inventory)
+                for _ in range(10):
+                    call(which)
+            time.sleep(2)
+            for r in range(rounds):
+                for which in ("on", "off") if r % 2 == 0 else ("off", "on"):
+                    samples[which] += [call(which) for _ in range(per_round)]
+                    time.sleep(1)  # after every round: the planning server finishes its queue
+            hints = {
+                line.split('outcome="')[1].split('"')[0]: float(line.split()[-1])
+                for line in on.get("/metrics").text.splitlines()
+                if line.startswith("dra_extender_make_room_hints_total{")
+            }
+    on_ms, off_ms = percentiles(samples["on"]), percentiles(samples["off"])
+    print(f"== {n_nodes} nodes: filter for a pod no node fits, {rounds} alternating rounds of {per_round}")
+    print(row("hints on (planned in the background)", on_ms, off_ms))
+    print(f"  (the floor column: the same with hints off)  hint plans made: {hints}")
+    return {"nodes": n_nodes, "on": on_ms, "off": off_ms, "hints": hints}
 
 
 FLOOR_SERVER = """
@@ -215,8 +287,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--json", help="write the numbers to this file")
+    parser.add_argument("--hints-ab", action="store_true", help="filter with make-room hints on and off")
     args = parser.parse_args()
-    results = run(args.nodes, args.requests)
+    results = hints_ab(args.nodes, args.requests) if args.hints_ab else run(args.nodes, args.requests)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -148,13 +148,16 @@ class ClusterState:
         }
 
     @classmethod
-    def from_tables(cls, tables: dict[str, Any]) -> ClusterState:
-        """A state of its own over :meth:`tables` (its pod indexes built here): records are
-        immutable, so it shares them with the state the tables were copied from."""
+    def from_tables(cls, tables: dict[str, Any], pause: Callable[[], object] = lambda: None) -> ClusterState:
+        """A state of its own over :meth:`tables` (its pod indexes built here, ``pause`` called
+        every 256 pods): records are immutable, so it shares them with the state the tables
+        were copied from."""
         pods = tables["pods"]
         state = cls(**{k: v for k, v in tables.items() if k != "pods"})
-        for pod in pods.values():
+        for i, pod in enumerate(pods.values()):
             state._index_pod(None, pod)
+            if not i % 256:
+                pause()
         state.pods = pods
         return state
 

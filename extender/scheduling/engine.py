@@ -146,6 +146,7 @@ class Engine:
         """The in-tree plugin's PreFilter, Filter (per node) and PostFilter, in that order.
         ``nodes``: the Node records as the request sent them; None means the cached ones."""
         started = self.clock()
+        self.hints.touch()  # the background planner keeps off the GIL meanwhile
         self.tracker.seen.remember(pod)
         self.tracker.assumed.release_holds(pod.uid)  # tried again: kube-scheduler did not bind it
         result = FilterResult()
@@ -362,6 +363,7 @@ class Engine:
         self, pod: Pod, node_names: Sequence[str], nodes: Mapping[str, Node] | None = None
     ) -> NodeScores:
         started = self.clock()
+        self.hints.touch()
         pod = catch_up.with_statuses(pod, self.state.pods.get(pod.key))  # as filter judged it
         self.tracker.assumed.release_holds(pod.uid)
         snapshot = self.snapshots.current()
@@ -406,7 +408,9 @@ class Engine:
 
     async def bind(self, namespace: str, name: str, uid: str, node_name: str) -> str:
         """Allocate, write the claims, bind the pod. Returns '' or the error for kube-scheduler."""
+        self.hints.touch()
         error = await self.binder.bind(namespace, name, uid, node_name)
+        self.hints.touch()
         if not error:
             self.hints.forget(uid)
         return error
@@ -448,6 +452,7 @@ class Engine:
     def preempt(self, pod: Pod, candidates: Mapping[str, Candidate]) -> dict[str, Candidate]:
         """The preempt verb (:func:`extender.scheduling.preempt.victims.preempt` on the current snapshot)."""
         started = self.clock()
+        self.hints.touch()
         self.tracker.seen.remember(pod)
         snapshot = self.snapshots.current()
         answer = victims.preempt(

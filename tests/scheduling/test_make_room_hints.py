@@ -92,7 +92,7 @@ def setup(objs: list[dict[str, Any]], **config: Any) -> Setup:
         engine_config,
         clock=clock,
         plan_clock=Ticking(0.0001),
-        hand_over=lambda: None,
+        hand_over=lambda seconds: None,
         observer=observer,
         threaded=False,
     )
