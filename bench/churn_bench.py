@@ -192,8 +192,12 @@ class ArmResult:
     #: Per 8-GPU pod arrived after the warm-up: ticks it waited (one never placed: until the
     #: end of the run), and whether it was placed.
     waits_8: list[tuple[int, bool]] = field(default_factory=list)
-    waited_other: int = 0
-    arrived_other: int = 0
+    #: The same for the other pods (ticks waited).
+    waits_other: list[int] = field(default_factory=list)
+    #: Pods with a fallback (--first-available) placed after the warm-up, and those of them
+    #: that got all the GPUs they asked for first.
+    fallbacks: int = 0
+    first_choices: int = 0
     stranded: dict[int, list[int]] = field(default_factory=lambda: {2: [], 4: [], 8: []})
     used: list[float] = field(default_factory=list)
     #: Every PLAN_EVERY ticks with an 8-GPU pod waiting: the moves make room's plan for 8 GPUs
@@ -210,7 +214,11 @@ class ArmResult:
             "pods_8_mean_wait_ticks": round(statistics.fmean(w for w, _ in self.waits_8), 1)
             if self.waits_8
             else None,
-            "other_pods_waited": f"{self.waited_other}/{self.arrived_other}",
+            "other_pods_waited": f"{sum(1 for w in self.waits_other if w > 0)}/{len(self.waits_other)}",
+            "other_pods_mean_wait_ticks": round(statistics.fmean(self.waits_other), 2)
+            if self.waits_other
+            else None,
+            "fallback_pods_first_choice": f"{self.first_choices}/{self.fallbacks}",
             "mean_stranded_for": {n: round(statistics.fmean(v), 1) for n, v in self.stranded.items() if v},
             "mean_used": round(statistics.fmean(self.used), 3) if self.used else None,
             "samples_with_8_waiting": len(self.moves),
@@ -287,8 +295,11 @@ async def fragmentation_arm(
             if arrivals[i].tick >= warmup:
                 if gpus == 8:
                     result.waits_8.append((tick - arrivals[i].tick, True))
-                elif tick > arrivals[i].tick:
-                    result.waited_other += 1
+                else:
+                    result.waits_other.append(tick - arrivals[i].tick)
+                if arrivals[i].fallback:
+                    result.fallbacks += 1
+                    result.first_choices += taken[i] == gpus
         pending = waiting
         if tick < warmup:
             continue
@@ -304,9 +315,8 @@ async def fragmentation_arm(
         if a.tick >= warmup:
             if a.gpus == 8 and i not in result.placements:
                 result.waits_8.append((ticks - a.tick, False))
-            elif a.gpus != 8:
-                result.arrived_other += 1
-                result.waited_other += i not in result.placements
+            elif a.gpus != 8 and i not in result.placements:
+                result.waits_other.append(ticks - a.tick)
     return result
 
 
