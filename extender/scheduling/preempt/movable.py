@@ -7,9 +7,11 @@ Pure: a pod, the rules and the time in; a reason or None out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from extender.cluster.state import Key
 from extender.defaults import DEFAULT_MAKE_ROOM_MAX_MOVES
 from extender.model.core import Pod
 from extender.model.dra import Allocation, ResourceClaim
@@ -81,16 +83,24 @@ def unmovable(pod: Pod, priority: int, rules: Rules, now: float) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Unit:
     """Pods that move together: those sharing a claim (freed only when all of them go)."""
 
     pods: tuple[Pod, ...]
     freed: tuple[Allocation, ...]
-    claims: PodClaims  # their claims, unallocated: what the recreated pods ask
+    #: Their claims as they hold them (allocated), without those the target keeps.
+    held: tuple[ResourceClaim, ...]
     devices: int  # devices their going frees (admin access frees none)
 
-    @property
+    @functools.cached_property
+    def claims(self) -> PodClaims:
+        """Their claims, unallocated: what the recreated pods ask (built for the units of the
+        nodes searched, not of every node bounded)."""
+        claims = [_unallocated(c) for c in self.held]
+        return PodClaims(to_allocate=claims, ordered=claims, pod=self.pods[0])
+
+    @functools.cached_property
     def uids(self) -> frozenset[str]:
         return frozenset(p.uid for p in self.pods)
 
@@ -132,7 +142,7 @@ def movable_units(
     for pods in groups.values():
         reasons = [why[p.uid] for p in pods if why[p.uid] is not None]
         uids = {p.uid for p in pods}
-        freed = what_if.freed_allocations(snapshot.claims, pods, uids, kept)
+        freed = _freed(held, pods, uids, kept)
         devices = sum(len(a.exclusive) + len(a.shares) for a in freed)
         if reasons:
             if devices:
@@ -140,15 +150,26 @@ def movable_units(
             continue
         if not devices:
             continue  # frees nothing: moving it never helps
-        claims = list(
-            {c.key: _unallocated(c) for p in pods for c in held[p.uid] if c.key not in kept}.values()
-        )
-        units.append(
-            Unit(
-                tuple(pods), tuple(freed), PodClaims(to_allocate=claims, ordered=claims, pod=pods[0]), devices
-            )
-        )
+        asked = {c.key: c for p in pods for c in held[p.uid] if c.key not in kept}
+        units.append(Unit(tuple(pods), tuple(freed), tuple(asked.values()), devices))
     return units, stuck
+
+
+def _freed(
+    held: Mapping[str, list[ResourceClaim]], pods: Iterable[Pod], uids: Collection[str], kept: Collection[Key]
+) -> list[Allocation]:
+    """:func:`what_if.freed_allocations` (the claims of ``pods`` reserved for no pod beyond
+    ``uids``, ``kept`` aside), from the claims each pod holds, found once (``held``)."""
+    out: list[Allocation] = []
+    seen = set(kept)
+    for pod in pods:
+        for claim in held[pod.uid]:
+            if claim.key in seen or claim.allocation is None:
+                continue
+            seen.add(claim.key)
+            if all(entry.get("uid") in uids for entry in claim.reserved_for):
+                out.append(claim.allocation)
+    return out
 
 
 def _unallocated(claim: ResourceClaim) -> ResourceClaim:
