@@ -21,7 +21,9 @@ the moment (:meth:`HintPlanner.touch`), and the planner's clock, read all throug
 the GIL over every :data:`QUANTUM` of planning and waits while a verb ran in the last
 :data:`BACK_OFF` (at most :data:`MAX_WAIT` at a time, so that a busy scheduler delays hints,
 never stops them). Time spent waiting is not planning time: the planner's budget and the
-allocator's timeouts count only the time it ran.
+allocator's timeouts count only the time it ran. What reads no clock (building the thread's
+inventory after a slice change) holds the GIL up to the interpreter's switch interval (5 ms)
+at a time; a plan's steps between two reads took at most 0.9 ms at 500 nodes.
 
 What the hint does not see: devices of binds whose claim writes are in flight (the plan is a
 hint, made again every interval, and shown only while the pod fits no node). A hint is
@@ -69,6 +71,8 @@ MAX_NAP = 0.05
 PAUSE = 0.0001
 #: The planning thread ends after this many idle seconds (started again by the next pod asked).
 IDLE_EXIT = 60.0
+#: Hints of pods bound or deleted meanwhile are looked for at most this often (seconds).
+SWEEP_SECONDS = 5.0
 #: Outcomes of ``dra_extender_make_room_hints_total``.
 OUTCOMES = ("plan", "none", "skipped")
 
@@ -180,6 +184,10 @@ class HintPlanner:
         self._lock = threading.Lock()
         self._hints: TTLCache[str, tuple[Key, Hint | None]] = self._cache(2 * config.make_room_hint_seconds)
         self._gone: TTLCache[str, bool] = self._cache(2 * config.make_room_hint_seconds)
+        #: Each hint's pod key, for the sweep: iterating a TTLCache runs Python code per entry
+        #: (1.6 ms for 370 entries on the engine's loop), a dict's copy does not.
+        self._keys: dict[str, Key] = {}
+        self._swept_at = -SWEEP_SECONDS
         self._queue: deque[tuple[Pod, _Capture]] = deque()
         self._wake = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
@@ -206,6 +214,7 @@ class HintPlanner:
             with self._lock:
                 self._hints = self._cache(2 * config.make_room_hint_seconds)
                 self._gone = self._cache(2 * config.make_room_hint_seconds)
+                self._keys = {}
         self.config = config
 
     def entries(self) -> int:
@@ -237,6 +246,7 @@ class HintPlanner:
         self._asked.pop(uid, None)
         with self._lock:
             self._hints.pop(uid, None)
+            self._keys.pop(uid, None)
             self._gone[uid] = True
 
     def _enqueue(self, pod: Pod) -> None:
@@ -267,14 +277,23 @@ class HintPlanner:
         return last
 
     def _sweep(self) -> None:
-        """Hints of pods deleted or bound since go (one lookup per hint)."""
+        """Hints of pods deleted or bound since go (one lookup per hint, at most every
+        :data:`SWEEP_SECONDS`), and the keys of those that aged out."""
+        now = self.clock()
+        if now - self._swept_at < SWEEP_SECONDS:
+            return
+        self._swept_at = now
         with self._lock:
-            keys = [(uid, entry[0]) for uid, entry in self._hints.items()]
+            keys = list(self._keys.items())
         pods = self.state.pods
         for uid, key in keys:
             cached = pods.get(key)
             if cached is None or cached.uid != uid or cached.node_name:
                 self.forget(uid)
+                continue
+            with self._lock:
+                if uid not in self._hints:
+                    self._keys.pop(uid, None)
 
     # --- on the planning thread ----------------------------------------------------------------
 
@@ -379,3 +398,4 @@ class HintPlanner:
         with self._lock:
             if pod.uid not in self._gone:
                 self._hints[pod.uid] = (pod.key, hint)
+                self._keys[pod.uid] = pod.key

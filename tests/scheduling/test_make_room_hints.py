@@ -12,6 +12,8 @@ import asyncio
 import dataclasses
 from typing import Any
 
+import pytest
+
 from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
@@ -20,7 +22,15 @@ from extender.model.core import Pod
 from extender.scheduling.assembly import assemble, in_flight_view
 from extender.scheduling.config import EngineConfig, NoObserver
 from extender.scheduling.engine import Engine, FilterResult
-from extender.scheduling.make_room_hints import HintPlanner
+from extender.scheduling.make_room_hints import (
+    BACK_OFF,
+    MAX_NAP,
+    MAX_WAIT,
+    PAUSE,
+    QUANTUM,
+    SWEEP_SECONDS,
+    HintPlanner,
+)
 from extender.service.runtime import follow
 from tests.builders import allocated, claim, device_class, exact, node, pod, reserve, resource_slice
 from tests.scheduling.preempt.test_make_room import Mover, gpus, running
@@ -211,6 +221,7 @@ def test_the_hint_is_forgotten_when_the_pod_is_deleted_or_ages_out() -> None:
     s.planner.drain()
     assert s.engine.entries()["make_room_hints"] == 1
     s.store.delete("Pod", "default", "trainer")
+    s.clock.now += SWEEP_SECONDS  # (hints are swept at most this often)
     s.filter("trainer-2")  # queues trainer-2's plan: trainer's hint is swept
     assert s.engine.entries()["make_room_hints"] == 0
     s.planner.drain()
@@ -219,6 +230,10 @@ def test_the_hint_is_forgotten_when_the_pod_is_deleted_or_ages_out() -> None:
     assert s.engine.entries()["make_room_hints"] == 1
     s.clock.now += 2
     assert s.engine.entries()["make_room_hints"] == 0
+    assert s.planner._keys  # the key goes at the next sweep
+    s.clock.now += SWEEP_SECONDS
+    s.filter("trainer-2")
+    assert set(s.planner._keys) == set()
 
 
 def test_a_full_queue_drops_the_pod_and_counts_it_skipped() -> None:
@@ -248,3 +263,49 @@ def test_off_when_the_interval_is_0() -> None:
     assert s.planner.drain() == 0
     assert s.filter() == first
     assert s.observer.outcomes == []
+
+
+class Naps:
+    """The planner's clock, moved by its naps (and by the test); ``busy``: a verb runs all along."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.naps: list[float] = []
+        self.busy: HintPlanner | None = None
+
+    def __call__(self) -> float:
+        return self.now
+
+    def nap(self, seconds: float) -> None:
+        self.naps.append(seconds)
+        self.now += seconds
+        if self.busy is not None:
+            self.busy.touch()
+
+
+def polite_planner(naps: Naps) -> HintPlanner:
+    state = ClusterState()
+    config = EngineConfig()
+    cel = CelEnvironment()
+    view = in_flight_view(state, cel, config)
+    return HintPlanner(state, view[1], cel, config, plan_clock=naps, hand_over=naps.nap, threaded=False)
+
+
+def test_the_planner_keeps_off_the_gil_while_verbs_run_and_counts_only_its_own_time() -> None:
+    naps = Naps()
+    planner = polite_planner(naps)
+    assert planner._polite() == 100.0  # (nothing ran before: it hands over at once)
+    naps.now += 2 * QUANTUM  # it ran: the GIL is handed over once
+    assert planner._polite() == pytest.approx(100.0 + 2 * QUANTUM)
+    assert naps.naps == [PAUSE, PAUSE]
+    planner.touch()  # a verb: the planner waits until none ran for BACK_OFF
+    ran = planner._polite()
+    assert naps.naps == [PAUSE, PAUSE, PAUSE, BACK_OFF]
+    assert ran == pytest.approx(100.0 + 2 * QUANTUM)  # the waits are not planning time
+    # Verbs all along: the naps grow to MAX_NAP, and after MAX_WAIT it runs again.
+    naps.naps.clear()
+    naps.busy = planner
+    planner.touch()
+    planner._polite()
+    assert naps.naps[:5] == [PAUSE, BACK_OFF, 2 * BACK_OFF, 4 * BACK_OFF, 8 * BACK_OFF]
+    assert max(naps.naps) == MAX_NAP and MAX_WAIT <= sum(naps.naps) < MAX_WAIT + MAX_NAP
