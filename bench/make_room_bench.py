@@ -6,7 +6,9 @@ Run: ``python -m bench.make_room_bench`` (``--nodes 500 5000``, ``--targets``, `
 Speed: the allocator bench's nodes (8 GPUs, 2 NICs), fragmented: on each node pods of a
 ReplicaSet hold 1 or 2 GPUs each, leaving 1 to 3 free, so no node has 4 free; one pod in ten has
 priority 1000 (above the target's). Per node count, the median and worst of ``--targets`` plans
-for a pod wanting 4 GPUs (plain, then 4 under one NUMA node), each timed three ways:
+for a pod wanting 4 GPUs (plain, then 4 under one NUMA node: one move makes room), then 8 (a whole
+node: several moves or none, so every node's movable pods are bounded and up to 100 nodes
+searched), each timed three ways:
 
 * ``new``: on a brand-new snapshot of a process that has just loaded the cluster (the devices'
   CEL inputs not built yet, no index or memo table filled): the one-time cost included;
@@ -165,7 +167,8 @@ def speed(nodes: int, targets: int, seed: int) -> None:
     a filter (``live``), each beside a filter timed in the same run (see the module)."""
     rng = random.Random(seed)
     objects = fragmented(nodes, rng)
-    for label, constraint in (("4 GPUs", None), ("4 GPUs, one NUMA node", f"{GPU}/numaNode")):
+    shapes = (("4 GPUs", 4, None), ("4 GPUs, one NUMA node", 4, f"{GPU}/numaNode"), ("8 GPUs", 8, None))
+    for label, count, constraint in shapes:
         times: dict[str, list[float]] = {
             k: [] for k in ("new", "warm", "live", "filter new", "filter live", "filter after plan")
         }
@@ -173,7 +176,7 @@ def speed(nodes: int, targets: int, seed: int) -> None:
         moves: list[int] = []
         kinds: dict[str, int] = {}
         for t in range(targets):
-            state = ClusterState.from_objects([*objects, *target(f"want-{t}", 4, constraint)])
+            state = ClusterState.from_objects([*objects, *target(f"want-{t}", count, constraint)])
             pod = state.pods[("default", f"want-{t}")]
             gc.collect()
             gc.freeze()  # as serve does once the state is loaded
