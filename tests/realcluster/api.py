@@ -24,6 +24,7 @@ KINDS: dict[str, tuple[str, bool]] = {
     "Endpoints": ("endpoints", True),
     "Event": ("events", True),
     "Deployment": ("deployments", True),
+    "ReplicaSet": ("replicasets", True),
     "NetworkPolicy": ("networkpolicies", True),
     "PodDisruptionBudget": ("poddisruptionbudgets", True),
     "PriorityClass": ("priorityclasses", False),
@@ -46,6 +47,7 @@ KINDS: dict[str, tuple[str, bool]] = {
 #: The apiVersion the tests use for each kind unless an object names its own.
 DEFAULT_VERSIONS: dict[str, str] = {
     "Deployment": "apps/v1",
+    "ReplicaSet": "apps/v1",
     "NetworkPolicy": "networking.k8s.io/v1",
     "PodDisruptionBudget": "policy/v1",
     "PriorityClass": "scheduling.k8s.io/v1",
