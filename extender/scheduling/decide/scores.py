@@ -13,7 +13,16 @@ from extender.scheduling.decide.capacity import SHAPE_COUNTS
 from extender.scheduling.decide.decision import Assessment
 
 MIN_SCORE, MAX_SCORE = 0, 10
-__all__ = ["MAX_SCORE", "MIN_SCORE", "SCORE_TIE_BREAKS", "NodeScores", "break_ties", "score_nodes"]
+__all__ = [
+    "MAX_SCORE",
+    "MIN_SCORE",
+    "SCORE_TIE_BREAKS",
+    "NodeScores",
+    "break_ties",
+    "fragmentation_growth",
+    "score_nodes",
+    "stranded",
+]
 K = TypeVar("K", bound=Hashable)
 
 
