@@ -34,7 +34,7 @@ from extender.scheduling.decision_log import DecisionLog
 from extender.scheduling.inflight import catch_up, holds
 from extender.scheduling.inflight.snapshots import Snapshots
 from extender.scheduling.inflight.tracker import Tracker
-from extender.scheduling.make_room_hints import Hints, NoHints
+from extender.scheduling.make_room_hints import Hints, NoHints, with_hint
 from extender.scheduling.preempt import nominated, victims
 from extender.scheduling.preempt.victims import Candidate
 from extender.scheduling.write.binder import Binder
@@ -86,8 +86,7 @@ class Engine:
         #: Seconds since the epoch (binding timeouts count from the claims' timestamps).
         self.wall_clock = wall_clock
         self.observer: Observer = observer or NoObserver()
-        #: Make-room plans for pods no node fits, computed off filter's path (the hint line).
-        self.hints: Hints = hints or NoHints()
+        self.hints: Hints = hints or NoHints()  # make room's hint line, planned off filter's path
         #: (claims, node) -> an assessment that ran out of time, remembered for a short while.
         self._timeouts = TimeoutMemo(clock, lambda: self.config.timeout_memo_seconds)
         #: Pods whose claims a filter waited for in vain (not waited for again for a while).
@@ -201,7 +200,8 @@ class Engine:
             for name, addition in found.items():
                 result.failed[name] = result.unresolvable.pop(name) + addition
         if not result.passed and not result.error and claims.allocates and claims.reason is None:
-            self._hint(pod, result)
+            self.hints.ask(pod)  # no node fits: a plan in the background; an earlier one's line:
+            with_hint(self.hints.hint(pod), result.unresolvable, result.failed)
         if result.passed:
             # In flight: a bind may follow (filters wait for it); a group member passed.
             if claims.allocates:
@@ -230,34 +230,6 @@ class Engine:
                 self.binder.post_filter(pod, release)
         self._filtered(pod, result, lookup, started, answers)
         return result
-
-    def _hint(self, pod: Pod, result: FilterResult) -> None:
-        """No node fits: the make-room hint an earlier computation left goes into the reason of
-        the node its plan frees, once (kube-scheduler counts reasons per distinct text, so the
-        FailedScheduling event shows it once), and the next one is asked for in the background.
-
-        kube-scheduler (kubernetes/kubernetes pkg/scheduler/schedule_one.go,
-        ``findNodesThatPassExtenders``, read at 003b4460 of the 1.35-1.37 period; the v1.37.0
-        tag itself could not be fetched here) sets each FailedNodes entry as the node's
-        Unschedulable status and each FailedAndUnresolvableNodes entry as its
-        UnschedulableAndUnresolvable one, the message its one reason (``statuses.Set``, a node
-        in both maps counted once, as Unresolvable). ``FitError.Error``
-        (pkg/scheduler/framework/types.go, read at f899a310) counts every node's reasons alike,
-        whatever the code, and sorts "<count> <reason>": "0/10 nodes are available: 1 <reason>;
-        fits on node-12 after moving 2 pods: kubectl dra make-room ml/trainer, 9 <reason>."
-        ``handleSchedulingFailure`` puts that message in the FailedScheduling event, cut at
-        1,024 bytes (``truncateMessage``), and in full in the PodScheduled condition. So the
-        line is appended in whichever map holds the node, which is left as it was, and only
-        while this answer fits no node (a hint left from before is stale otherwise)."""
-        found = self.hints.hint(pod)
-        self.hints.ask(pod)
-        if found is None:
-            return
-        for failed in (result.unresolvable, result.failed):
-            reason = failed.get(found.node)
-            if reason is not None:
-                failed[found.node] = f"{reason}; {found.line}"
-                return
 
     def _sort_answers(
         self,
@@ -408,9 +380,7 @@ class Engine:
 
     async def bind(self, namespace: str, name: str, uid: str, node_name: str) -> str:
         """Allocate, write the claims, bind the pod. Returns '' or the error for kube-scheduler."""
-        self.hints.touch()
         error = await self.binder.bind(namespace, name, uid, node_name)
-        self.hints.touch()
         if not error:
             self.hints.forget(uid)
         return error

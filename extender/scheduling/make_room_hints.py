@@ -90,6 +90,31 @@ def hint_line(pod: Pod, found: Plan) -> str:
     return f"{found.explain()}: kubectl dra make-room {pod.namespace}/{pod.name}"
 
 
+def with_hint(hint: Hint | None, unresolvable: dict[str, str], failed: dict[str, str]) -> None:
+    """A filter answer that fits no node: the hint's line goes into the reason of the node its
+    plan frees, in whichever map holds it (the node stays there), once.
+
+    kube-scheduler (kubernetes/kubernetes pkg/scheduler/schedule_one.go,
+    ``findNodesThatPassExtenders``, read at 003b4460 of the 1.35-1.37 period; the v1.37.0 tag
+    itself could not be fetched here) sets each FailedNodes entry as the node's Unschedulable
+    status and each FailedAndUnresolvableNodes entry as its UnschedulableAndUnresolvable one,
+    the message its one reason (``statuses.Set``; a node in both maps counts once, as
+    Unresolvable). ``FitError.Error`` (pkg/scheduler/framework/types.go, read at f899a310)
+    counts every node's reasons alike, whatever the code, and sorts "<count> <reason>": "0/10
+    nodes are available: 1 <reason>; fits on node-12 after moving 2 pods: kubectl dra make-room
+    ml/trainer, 9 <reason>." ``handleSchedulingFailure`` puts that message in the
+    FailedScheduling event, cut at 1,024 bytes (``truncateMessage``), and in full in the
+    PodScheduled condition. Only for an answer that fits no node: a hint left from before is
+    stale once the pod fits somewhere."""
+    if hint is None:
+        return
+    for reasons in (unresolvable, failed):
+        reason = reasons.get(hint.node)
+        if reason is not None:
+            reasons[hint.node] = f"{reason}; {hint.line}"
+            return
+
+
 class Hints(Protocol):
     """What filter asks of the background planner (on the engine's loop)."""
 
