@@ -16,14 +16,15 @@ bounded queue that drops when full). What it asks runs in two parts, neither ins
 
 One process has one GIL: a thread that plans while a verb runs makes the verb wait for it
 (measured: filter p50 2.8 -> 6.5 ms with a plan always running, ``python -m bench.service_bench
---hints-ab``). So the planner runs only while the verbs leave the loop idle: every verb marks
-the moment (:meth:`HintPlanner.touch`), and the planner's clock, read all through a plan, hands
-the GIL over every :data:`QUANTUM` of planning and waits while a verb ran in the last
-:data:`BACK_OFF` (at most :data:`MAX_WAIT` at a time, so that a busy scheduler delays hints,
-never stops them). Time spent waiting is not planning time: the planner's budget and the
-allocator's timeouts count only the time it ran. What reads no clock (building the thread's
-inventory after a slice change) holds the GIL up to the interpreter's switch interval (5 ms)
-at a time; a plan's steps between two reads took at most 0.9 ms at 500 nodes.
+--hints-ab``). So the planner runs only while the verbs leave the loop idle: filter,
+prioritize and preempt mark the moment (:meth:`HintPlanner.touch`; a bind mostly awaits the API
+server), and the planner's clock, read all through a plan, hands the GIL over every
+:data:`QUANTUM` of planning and waits while a verb ran in the last :data:`BACK_OFF` (at most
+:data:`MAX_WAIT` at a time, so that a busy scheduler delays hints, never stops them). Time
+spent waiting is not planning time: the planner's budget and the allocator's timeouts count
+only the time it ran. What reads no clock (building the thread's inventory after a slice
+change) holds the GIL up to the interpreter's switch interval (5 ms) at a time; a plan's steps
+between two reads took at most 0.9 ms at 500 nodes.
 
 What the hint does not see: devices of binds whose claim writes are in flight (the plan is a
 hint, made again every interval, and shown only while the pod fits no node). A hint is
