@@ -7,6 +7,7 @@ unescaping. Macros are expanded here, as cel-go's parser does.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection
 from importlib import resources
@@ -85,8 +86,17 @@ _TWO_VAR_MACROS = {
 }
 
 
+@functools.cache
 def build_lark() -> lark.Lark:
-    """A LALR parser for the extended grammar (build once per environment; it is immutable)."""
+    """The LALR parser for the extended grammar, built once per process and shared by every
+    environment (the hint planner's thread's too).
+
+    Building it costs about half a second of CPU (the LALR analysis), which every environment
+    paid before: a service builds two, and a test suite thousands. Sharing is safe: the parser
+    is never changed after it is built, and each ``parse`` makes its own lexer and parser state
+    (lark's LALR front end: ``LexerThread.from_text`` and a new ``ParserState`` per call), so
+    concurrent parses do not meet. An in-memory memo of a constant, unlike the on-disk table
+    cache removed in issue 29 (a pickle another user could swap)."""
     grammar = resources.files("celpy").joinpath("cel.lark").read_text(encoding="utf-8")
     for rule in _REPLACED_RULES:
         # A rule is its first line plus any continuation lines starting with "|".
