@@ -110,7 +110,7 @@ def test_the_prefix_is_normalized_once_for_routes_and_logs(given: str, routes: s
 
 
 def test_make_room_flags_become_the_planners_rules() -> None:
-    from extender.scheduling.preempt.movable import DEFAULT_CONTROLLER_KINDS, Rules
+    from extender.scheduling.config import DEFAULT_CONTROLLER_KINDS, Rules
     from extender.serve_command import serve_config
 
     default = serve_config(_parser().parse_args(["serve"])).engine

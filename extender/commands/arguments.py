@@ -12,7 +12,7 @@ from extender.allocator.releases import RELEASES, Release, ReleaseError, parse_r
 from extender.defaults import DEFAULT_MAKE_ROOM_MAX_MOVES, DEFAULT_MAKE_ROOM_MIN_AGE, DEFAULT_MAX_STATE_BYTES
 
 if TYPE_CHECKING:
-    from extender.scheduling.preempt.movable import Rules
+    from extender.scheduling.config import Rules
 
 
 def kubernetes_version(text: str) -> Release:
@@ -147,7 +147,7 @@ def make_room_flags(group: argparse._ActionsContainer) -> None:
 def make_room_rules(args: argparse.Namespace) -> Rules:
     """The make-room planner's rules from :func:`make_room_flags` (the planner is imported only
     here: the parsers stay light)."""
-    from extender.scheduling.preempt.movable import DEFAULT_CONTROLLER_KINDS, Rules
+    from extender.scheduling.config import DEFAULT_CONTROLLER_KINDS, Rules
 
     return Rules(
         max_priority=args.make_room_max_priority,

@@ -11,17 +11,19 @@ from extender.defaults import (
     DEFAULT_BINDING_TIMEOUT,
     DEFAULT_BINDING_WAIT,
     DEFAULT_CATCH_UP_WAIT,
+    DEFAULT_MAKE_ROOM_MAX_MOVES,
+    DEFAULT_MAKE_ROOM_MIN_AGE,
     DEFAULT_RELEASE_WAIT,
     DEFAULT_SCHEDULER_NAME,
     SCORE_POLICIES,
     SCORE_TIE_BREAKS,
 )
-from extender.scheduling.preempt.movable import Rules
 
 __all__ = [
     "DEFAULT_BINDING_TIMEOUT",
     "DEFAULT_BINDING_WAIT",
     "DEFAULT_CATCH_UP_WAIT",
+    "DEFAULT_CONTROLLER_KINDS",
     "DEFAULT_RELEASE_WAIT",
     "DEFAULT_SCHEDULER_NAME",
     "SCORE_POLICIES",
@@ -29,6 +31,7 @@ __all__ = [
     "EngineConfig",
     "NoObserver",
     "Observer",
+    "Rules",
 ]
 
 
@@ -74,6 +77,33 @@ class NoObserver:
 
     def make_room_hint(self, outcome: str) -> None:
         pass
+
+
+#: Owner kinds whose controllers recreate an evicted pod (make room moves only their pods).
+DEFAULT_CONTROLLER_KINDS = frozenset({"ReplicaSet", "StatefulSet", "Job"})
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """Make room's rules (:mod:`extender.scheduling.preempt.movable`): who may move and how
+    hard the planner looks. Here, with the rest of the configuration, so that the decide room
+    (which reads EngineConfig) does not reach the preempt room."""
+
+    #: A shape target's priority: pods above it never move (a pod target uses its own).
+    max_priority: int = 0
+    #: Owner kinds whose pods are recreated when evicted.
+    controller_kinds: frozenset[str] = DEFAULT_CONTROLLER_KINDS
+    #: Pods that started less than this many seconds ago stay.
+    min_age: float = DEFAULT_MAKE_ROOM_MIN_AGE
+    max_moves: int = DEFAULT_MAKE_ROOM_MAX_MOVES
+    #: Nodes searched (after ranking by a lower bound on moves).
+    max_nodes: int = 100
+    #: Seconds of the injected clock the search may take.
+    budget: float = 1.0
+    #: Exact search over subsets when a node has at most this many movable units.
+    exact_up_to: int = 12
+    #: Nodes tried as a moved pod's new home (fullest first).
+    max_destinations: int = 64
 
 
 @dataclass(frozen=True, slots=True)

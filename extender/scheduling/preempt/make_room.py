@@ -46,11 +46,12 @@ from extender.model.core import Node, Pod
 from extender.model.dra import Allocation, parse_allocation, parse_resource_claim
 from extender.model.policy import PodDisruptionBudget
 from extender.model.reader import Reader
+from extender.scheduling.config import Rules
 from extender.scheduling.decide import what_if
 from extender.scheduling.decide.decision import DEFAULT_NODE_TIMEOUT, Assessment, NodeDecision
 from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decide.snapshot import Snapshot
-from extender.scheduling.preempt.movable import Rules, Unit, movable_units
+from extender.scheduling.preempt.movable import Unit, movable_units
 from extender.scheduling.preempt.nominated import importance
 from extender.scheduling.preempt.victims import pdb_violating
 

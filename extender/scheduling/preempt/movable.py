@@ -12,10 +12,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from extender.cluster.state import Key
-from extender.defaults import DEFAULT_MAKE_ROOM_MAX_MOVES
 from extender.model.core import Pod
 from extender.model.dra import Allocation, ResourceClaim
 from extender.model.reader import Reader
+from extender.scheduling.config import Rules
 from extender.scheduling.decide import what_if
 from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decide.snapshot import Snapshot
@@ -29,28 +29,6 @@ SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 #: Priorities at or above this are system-critical (upstream ``SystemCriticalPriority``).
 SYSTEM_CRITICAL = 2_000_000_000
-DEFAULT_CONTROLLER_KINDS = frozenset({"ReplicaSet", "StatefulSet", "Job"})
-
-
-@dataclass(frozen=True, slots=True)
-class Rules:
-    """Who may move and how hard to look."""
-
-    #: A shape target's priority: pods above it never move (a pod target uses its own).
-    max_priority: int = 0
-    #: Owner kinds whose pods are recreated when evicted.
-    controller_kinds: frozenset[str] = DEFAULT_CONTROLLER_KINDS
-    #: Pods that started less than this many seconds ago stay.
-    min_age: float = 0.0
-    max_moves: int = DEFAULT_MAKE_ROOM_MAX_MOVES
-    #: Nodes searched (after ranking by a lower bound on moves).
-    max_nodes: int = 100
-    #: Seconds of the injected clock the search may take.
-    budget: float = 1.0
-    #: Exact search over subsets when a node has at most this many movable units.
-    exact_up_to: int = 12
-    #: Nodes tried as a moved pod's new home (fullest first).
-    max_destinations: int = 64
 
 
 def unmovable(pod: Pod, priority: int, rules: Rules, now: float) -> str | None:
