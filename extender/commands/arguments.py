@@ -23,6 +23,10 @@ def kubernetes_version(text: str) -> Release:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+#: Exit codes of the commands that decide (simulate, explain, kubectl dra): it fits, it fits
+#: nowhere (or no plan), usage or errors.
+FITS, FITS_NOWHERE, USAGE = 0, 1, 2
+
 VERSION_HELP = (
     "decide as kube-scheduler of this Kubernetes release does: its DRA gate defaults and the "
     f"rules that changed between releases ({', '.join(r.name for r in RELEASES.values())})"

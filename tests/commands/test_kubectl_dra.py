@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from extender.commands.kubectl_dra import asks_for_devices, main, pending_rows
+from extender.commands.kubectl_dra import main
+from extender.commands.kubectl_dra_pending import asks_for_devices, pending_rows
 
 # (case, arguments, what stderr says)
 REFUSED: list[tuple[str, list[str], str]] = [
