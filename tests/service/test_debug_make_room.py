@@ -99,7 +99,7 @@ def test_no_plan_says_why_per_node_in_the_explain_style() -> None:
         reasons = (await r.client.get("/debug/make-room?pod=default/oversized")).json()["noPlan"]["reasons"]
         assert set(reasons) == {"cpu-node-1", "gpu-node-1", "gpu-node-2", "gpu-node-3"}
         # batch-job holds two GPUs of gpu-node-1 and no controller recreates it.
-        assert reasons["gpu-node-1"] == "2 of 14 devices held by pods that no controller recreates"
+        assert reasons["gpu-node-1"] == "2 of 8 devices held by pods that no controller recreates"
         for node, why in reasons.items():
             assert f"  {node}: {why}\n" in text
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from extender.cluster.state import Key
 from extender.model.core import Pod
-from extender.model.dra import Allocation, ResourceClaim
+from extender.model.dra import Allocation, DeviceID, ResourceClaim
 from extender.model.reader import Reader
 from extender.scheduling.config import Rules
 from extender.scheduling.decide import what_if
@@ -89,7 +89,7 @@ class Unit:
 
 def movable_units(
     snapshot: Snapshot, node: str, priority: int, rules: Rules, now: float, keep: Iterable[tuple[str, str]]
-) -> tuple[list[Unit], dict[str, int]]:
+) -> tuple[list[Unit], dict[str, set[DeviceID]]]:
     """The node's movable units, and per reason the devices held by pods that may not move."""
     running = running_pods(snapshot.state, node)
     by_uid = {p.uid: p for p in running}
@@ -115,7 +115,7 @@ def movable_units(
     for pod in running:
         groups.setdefault(root(pod.uid), []).append(pod)
     units: list[Unit] = []
-    stuck: dict[str, int] = {}
+    stuck: dict[str, set[DeviceID]] = {}
     kept = set(keep)
     for pods in groups.values():
         reasons = [why[p.uid] for p in pods if why[p.uid] is not None]
@@ -123,8 +123,8 @@ def movable_units(
         freed = _freed(held, pods, uids, kept)
         devices = sum(len(a.exclusive) + len(a.shares) for a in freed)
         if reasons:
-            if devices:
-                stuck[str(reasons[0])] = stuck.get(str(reasons[0]), 0) + devices
+            ids = stuck.setdefault(str(reasons[0]), set())
+            ids.update(d for a in freed for d in (*a.exclusive, *(r.id for r in a.shares)))
             continue
         if not devices:
             continue  # frees nothing: moving it never helps

@@ -61,6 +61,7 @@ class Mover:
     sharer_node: str = ""  # "": the pod's node
     more: tuple[int, ...] = ()  # GPUs of a second claim of its own
     selectors: tuple[str, ...] = ()  # what its claim asks of a device (where it may move)
+    pod_spec: dict[str, Any] = field(default_factory=dict)  # nodeSelector, tolerations...
 
 
 def gpus(n: int, *, model: str = "a") -> list[dict[str, Any]]:
@@ -88,6 +89,7 @@ def running(m: Mover, claims: list[str]) -> dict[str, Any]:
         spec["schedulingGroup"] = {"podGroupName": m.pod_group}
     if m.priority_class:
         spec["priorityClassName"] = m.priority_class
+    spec.update(m.pod_spec)
     p["status"] = {"phase": "Running", **({"startTime": m.started} if m.started else {})}
     return p
 
@@ -97,12 +99,15 @@ def cluster(
     movers: list[Mover],
     target: dict[str, Any] | None,
     extra: Sequence[dict[str, Any]] = (),
+    node_fields: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[Snapshot, ClusterState]:
     """``nodes``: name -> GPU count or the devices (or slices: dicts with a ``spec``) of its
-    pool; ``target``: the pending pod's claim ``wanted``."""
+    pool; ``target``: the pending pod's claim ``wanted``; ``node_fields``: name -> labels and
+    spec of the Node."""
     objects: list[dict[str, Any]] = [device_class()]
     for name, devices in nodes.items():
-        objects.append(node(name))
+        fields = (node_fields or {}).get(name, {})
+        objects.append({**node(name, **fields.get("labels", {})), "spec": dict(fields.get("spec", {}))})
         if isinstance(devices, int):
             devices = gpus(devices)
         if devices and "spec" in devices[0]:
@@ -170,11 +175,12 @@ class Case:
     expected: str
     rules: Rules = field(default_factory=Rules)
     extra: list[dict[str, Any]] = field(default_factory=list)
+    node_fields: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def run(case: Case) -> Plan | NoPlan:
     target_claim = case.target if isinstance(case.target, dict) else None
-    snapshot, state = cluster(case.nodes, case.movers, target_claim, case.extra)
+    snapshot, state = cluster(case.nodes, case.movers, target_claim, case.extra, case.node_fields)
     in_use = (dict(snapshot.allocated.dedicated), dict(snapshot.allocated.shared_ids))
     target = case.target if isinstance(case.target, Shape) else state.pods[("default", "trainer")]
     found = plan(snapshot, target, case.rules, now=NOW, clock=Ticking(0.0))
@@ -237,6 +243,54 @@ WHERE = {
         [Mover("a", "node-1", (0, 1, 2))],
         wanted(2),
         "node-2: no move",
+    ),
+}
+
+# --- A destination's own constraints, and tries spent only on allocations -----------------------
+# Taken out the node-fit check (preempt/node_fit.py): "a nodeSelector...", "a cordoned..." and
+# "an untolerated taint..." fail (a moves to node-2). Counting every node looked at as a try: "a
+# node with only a free NIC uses up no try" fails (node-0 takes the one try, no plan).
+GPU_POOL = {"nodeSelector": {"pool": "gpu"}}
+TAINTED = {"spec": {"taints": [{"key": "maintenance", "value": "soon", "effect": "NoSchedule"}]}}
+NIC_ONLY = [resource_slice("node-0-nic", [device("nic-0")], driver="nic", pool="node-0", node="node-0")]
+NODE_FIT = {
+    "a nodeSelector the only other node lacks: no home": Case(
+        TWO, [Mover("a", "node-1", (0,), pod_spec=GPU_POOL)], wanted(2), "no plan: bounds"
+    ),
+    "a nodeSelector the other node matches: it moves": Case(
+        TWO,
+        [Mover("a", "node-1", (0,), pod_spec=GPU_POOL)],
+        wanted(2),
+        "node-1: a->node-2",
+        node_fields={"node-2": {"labels": {"pool": "gpu"}}},
+    ),
+    "a cordoned node is no home": Case(
+        TWO,
+        [Mover("a", "node-1", (0,))],
+        wanted(2),
+        "no plan: bounds",
+        node_fields={"node-2": {"spec": {"unschedulable": True}}},
+    ),
+    "an untolerated taint is no home": Case(
+        TWO, [Mover("a", "node-1", (0,))], wanted(2), "no plan: bounds", node_fields={"node-2": TAINTED}
+    ),
+    "a tolerated taint is": Case(
+        TWO,
+        [
+            Mover(
+                "a", "node-1", (0,), pod_spec={"tolerations": [{"key": "maintenance", "operator": "Exists"}]}
+            )
+        ],
+        wanted(2),
+        "node-1: a->node-2",
+        node_fields={"node-2": TAINTED},
+    ),
+    "a node with only a free NIC uses up no try": Case(
+        {"node-0": NIC_ONLY, **TWO},
+        [Mover("a", "node-1", (0,))],
+        wanted(2),
+        "node-1: a->node-2",
+        Rules(max_destinations=1),
     ),
 }
 
@@ -514,6 +568,7 @@ OBJECTIVE = {
 
 TABLES = {
     "where": WHERE,
+    "node fit": NODE_FIT,
     "priority": PRIORITY,
     "pdb": PDB,
     "controllers": CONTROLLERS,
@@ -593,3 +648,15 @@ def test_unmovable_reads_the_pod_as_applied() -> None:
     assert unmovable(x, 1, Rules(), NOW) is None
     assert unmovable(x, 0, Rules(), NOW) == "with a higher priority than the target"
     assert unmovable(x, 1, Rules(controller_kinds=frozenset()), NOW) == "that no controller recreates"
+
+
+def test_a_node_s_reason_counts_the_devices_the_target_could_use() -> None:
+    """Of node-1's four GPUs and two NICs, the target's class selects the GPUs: "3 of 4"."""
+    nics = [device("nic-0"), device("nic-1")]
+    node_1 = [
+        resource_slice("node-1-gpus", gpus(4), pool="node-1", node="node-1"),
+        resource_slice("node-1-nics", nics, driver="nic", pool="node-1-nics", node="node-1"),
+    ]
+    found = run(Case({"node-1": node_1}, [Mover("h", "node-1", (0, 1, 2), priority=200)], wanted(4), ""))
+    assert isinstance(found, NoPlan)
+    assert found.explain() == ["node-1: 3 of 4 devices held by pods with a higher priority than the target"]
