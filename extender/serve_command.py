@@ -18,13 +18,11 @@ from extender import __version__
 from extender.allocator.features import FeatureGateError, Features, parse_feature_gates
 from extender.allocator.releases import DEFAULT_MINOR, release_of
 from extender.cluster.api import ClusterAPIError
-from extender.cluster.kube import KubeConfigError, load_configuration, running_in_cluster
 from extender.commands.arguments import make_room_rules
 from extender.defaults import DEFAULT_API_TIMEOUT, DEFAULT_CACHE_STALE_AFTER, DEFAULT_SCHEDULER_NAME
 from extender.scheduling.config import EngineConfig
 from extender.service.app import create_app, create_ops_app
 from extender.service.bind_pressure import BindPressure
-from extender.service.cluster_mode import build_cluster
 from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
 from extender.service.logs import configure_logging
 from extender.service.runtime import LeaderElection, ServeConfig, build_embedded
@@ -238,14 +236,23 @@ def _serve(args: argparse.Namespace) -> int:
         config = serve_config(args)
         if args.state:
             service, _store = build_embedded(args.state, config, loading=paused_collector)
-        elif args.kubeconfig or running_in_cluster():
-            service = build_cluster(load_configuration(args.kubeconfig), config)
         else:
-            print(
-                "error: give --state FILE... (embedded mode) or --kubeconfig (cluster mode)", file=sys.stderr
-            )
-            return 2
-    except (FeatureGateError, StateFileError, KubeConfigError, ClusterAPIError) as exc:
+            # The Kubernetes client (half a second of imports) only where a cluster is used.
+            from extender.cluster.kube import KubeConfigError, load_configuration, running_in_cluster
+            from extender.service.cluster_mode import build_cluster
+
+            if not (args.kubeconfig or running_in_cluster()):
+                print(
+                    "error: give --state FILE... (embedded mode) or --kubeconfig (cluster mode)",
+                    file=sys.stderr,
+                )
+                return 2
+            try:
+                service = build_cluster(load_configuration(args.kubeconfig), config)
+            except KubeConfigError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+    except (FeatureGateError, StateFileError, ClusterAPIError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     pressure = (

@@ -57,3 +57,14 @@ def test_the_allocator_package_names_resolve_lazily() -> None:
         assert getattr(extender.allocator, name).__name__ == name
     with pytest.raises(AttributeError):
         _ = extender.allocator.Nope
+
+
+def test_the_embedded_server_does_not_load_the_kubernetes_client() -> None:
+    """``serve --state`` builds its service without the Kubernetes client and aiohttp (half a
+    second of every embedded start): only cluster mode imports them."""
+    code = (
+        "import sys, extender.serve_command, extender.service.runtime, extender.service.app; "
+        "print(sorted(m for m in ('kubernetes', 'aiohttp') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr[-2000:])

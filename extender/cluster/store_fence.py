@@ -25,10 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from extender.cluster.api import FENCE_POLICY, ClusterAPIError
-from extender.cluster.kube import RawKube
+
+if TYPE_CHECKING:  # the Kubernetes client is imported only where a cluster is used
+    from extender.cluster.kube import RawKube
 
 #: The user's ``extra`` key kube-apiserver fills from a pod-bound ServiceAccount token.
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"

@@ -10,12 +10,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from extender.allocator import Features
 from extender.allocator.features import check_gates
 from extender.allocator.releases import DEFAULT_MINOR, RELEASES, Release, release_of
 from extender.cluster.api import ClusterAPIError
-from extender.cluster.kube import RawKube
+
+if TYPE_CHECKING:  # the Kubernetes client is imported only where a cluster is used
+    from extender.cluster.kube import RawKube
 
 
 @dataclass(frozen=True, slots=True)
