@@ -366,7 +366,8 @@ def test_through_the_service_proxy_every_command_is_the_extenders_answer(
     cluster: ControlPlane, debugger: Path, tmp_path: Path
 ) -> None:
     """Holding only the debug Role (it may list nothing): each command is answered by the running
-    extender, and says so; simulate on the extender's snapshot answers what its filter answers."""
+    extender, and says so; simulate on the extender's snapshot answers what its filter answers;
+    make-room is the extender's /debug/make-room (p fits on node-a's free GPU: no move)."""
     pod = two_nodes_one_free_gpu(cluster)
     with served_through_proxy(cluster, "--ops-debug") as ext:
         wait_until_cached(ext, "default", "p")
@@ -391,6 +392,13 @@ def test_through_the_service_proxy_every_command_is_the_extenders_answer(
         pending = kubectl_dra(debugger, "pending", "-o", "json")
         assert pending.returncode == 0 and said in pending.stderr, pending.stderr
         assert [p["pod"] for p in json.loads(pending.stdout)["pods"]] == ["default/p"]
+        planned = kubectl_dra(debugger, "make-room", "default/p", "-o", "json")
+        assert planned.returncode == 0 and said in planned.stderr, planned.stderr
+        assert json.loads(planned.stdout) == ext.get("/debug/make-room?pod=default/p")
+        assert (json.loads(planned.stdout)["needsMoves"], json.loads(planned.stdout)["plan"]["node"]) == (
+            False,
+            "node-a",
+        )
         page = httpx_through_proxy(cluster, debugger, "ui")
         assert page.status_code == 200 and "<title>dra-extender: device capacity</title>" in page.text
         # The API server passes the page's policy and the replica's name on to the browser.

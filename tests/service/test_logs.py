@@ -141,12 +141,15 @@ def test_each_log_line_is_formatted_once_and_written_by_exit(
     handlers, level = root.handlers[:], root.level
     try:
         writer = configure_logging("info", log_format)
-        logging.getLogger("dra_extender.test").info("hello %s", "there", extra={"fields": {"k": "v"}})
+        logger = logging.getLogger("dra_extender.test")
+        logger.disabled = False  # a logging.config call elsewhere in this worker may have disabled it
+        logger.info("hello %s", "there", extra={"fields": {"k": "v"}})
         writer.stop()  # what run_serve does at exit: every queued line is written
     finally:
         root.handlers[:], root.level = handlers, level
-    lines = [line for line in capfd.readouterr().err.splitlines() if "hello" in line]
-    assert len(lines) == 1
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if "hello" in line]
+    assert len(lines) == 1, (err[-2000:], logger.getEffectiveLevel(), root.handlers)
     if log_format == "json":
         entry = json.loads(lines[0])
         assert (entry["msg"], entry["logger"], entry["level"], entry["k"]) == (
