@@ -112,17 +112,19 @@ def freed_allocations(
     pods: Iterable[Pod],
     evicted: Collection[str],
     keep: Collection[Key] = (),
+    held: Mapping[str, Sequence[ResourceClaim]] | None = None,
 ) -> list[Allocation]:
     """The allocations that evicting ``evicted`` (UIDs, ``pods`` among them) would release: the
     claims those pods hold that are reserved for nobody else. The resourceclaim controller
     deallocates a claim when its last reservation goes, so a claim shared with a pod that stays
     keeps its devices. ``keep``: claims that stay whoever goes (the pod that asks uses them: it
     is not in their ``reservedFor`` before its bind, and evicting the others would deallocate
-    them under it)."""
+    them under it). ``held``: each pod's claims (UID -> claims) where the caller found them
+    already."""
     out: list[Allocation] = []
     seen: set[Key] = set(keep)
     for pod in pods:
-        for claim in held_claims(claims, pod):
+        for claim in held_claims(claims, pod) if held is None else held[pod.uid]:
             if claim.key in seen or claim.allocation is None:
                 continue
             seen.add(claim.key)

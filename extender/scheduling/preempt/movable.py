@@ -8,10 +8,9 @@ Pure: a pod, the rules and the time in; a reason or None out.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from extender.cluster.state import Key
 from extender.model.core import Pod
 from extender.model.dra import Allocation, DeviceID, ResourceClaim
 from extender.model.reader import Reader
@@ -120,7 +119,7 @@ def movable_units(
     for pods in groups.values():
         reasons = [why[p.uid] for p in pods if why[p.uid] is not None]
         uids = {p.uid for p in pods}
-        freed = _freed(held, pods, uids, kept)
+        freed = what_if.freed_allocations(snapshot.claims, pods, uids, kept, held)
         devices = sum(len(a.exclusive) + len(a.shares) for a in freed)
         if reasons:
             ids = stuck.setdefault(str(reasons[0]), set())
@@ -131,23 +130,6 @@ def movable_units(
         asked = {c.key: c for p in pods for c in held[p.uid] if c.key not in kept}
         units.append(Unit(tuple(pods), tuple(freed), tuple(asked.values()), devices))
     return units, stuck
-
-
-def _freed(
-    held: Mapping[str, list[ResourceClaim]], pods: Iterable[Pod], uids: Collection[str], kept: Collection[Key]
-) -> list[Allocation]:
-    """:func:`what_if.freed_allocations` (the claims of ``pods`` reserved for no pod beyond
-    ``uids``, ``kept`` aside), from the claims each pod holds, found once (``held``)."""
-    out: list[Allocation] = []
-    seen = set(kept)
-    for pod in pods:
-        for claim in held[pod.uid]:
-            if claim.key in seen or claim.allocation is None:
-                continue
-            seen.add(claim.key)
-            if all(entry.get("uid") in uids for entry in claim.reserved_for):
-                out.append(claim.allocation)
-    return out
 
 
 def _unallocated(claim: ResourceClaim) -> ResourceClaim:
