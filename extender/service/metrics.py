@@ -148,24 +148,20 @@ class CapacityCollector(ScrapeTimeCollector):
         for c in capacity.classes:
             classes.add_metric([c.device_class, c.product, "free"], c.free)
             classes.add_metric([c.device_class, c.product, "unavailable"], c.total - c.free)
-        fits = GaugeMetricFamily(
+        fits = _per_class_and_count(
             "dra_extender_class_pods_fit",
             "Pods asking for `count` devices of the class that still fit (sum over nodes of free "
             "// count; constraints ignored: an estimate of fragmentation).",
-            labels=["device_class", "count"],
+            capacity,
+            capacity.pods_that_fit,
         )
-        for device_class in sorted(capacity.free_by_class):
-            for count in SHAPE_COUNTS:
-                fits.add_metric([device_class, str(count)], capacity.pods_that_fit(device_class, count))
-        stranded = GaugeMetricFamily(
+        stranded = _per_class_and_count(
             "dra_extender_class_stranded_devices",
             "Free devices of the class that no pod asking for `count` of them can use (sum over "
             "nodes of free % count; constraints ignored): fragmentation, which make room cures.",
-            labels=["device_class", "count"],
+            capacity,
+            capacity.stranded,
         )
-        for device_class in sorted(capacity.free_by_class):
-            for count in SHAPE_COUNTS:
-                stranded.add_metric([device_class, str(count)], capacity.stranded(device_class, count))
         age = GaugeMetricFamily(
             "dra_extender_capacity_computed_timestamp_seconds",
             "When the device capacity gauges were computed (Unix time).",
@@ -572,3 +568,14 @@ class Metrics:
         for name, count in self._entries().items():
             self.in_flight_entries.labels(name).set(count)
         return generate_latest(self.registry)
+
+
+def _per_class_and_count(
+    name: str, documentation: str, capacity: Capacity, measure: Callable[[str, int], int]
+) -> GaugeMetricFamily:
+    """A gauge of ``measure(class, count)`` for every class and each of :data:`SHAPE_COUNTS`."""
+    family = GaugeMetricFamily(name, documentation, labels=["device_class", "count"])
+    for device_class in sorted(capacity.free_by_class):
+        for count in SHAPE_COUNTS:
+            family.add_metric([device_class, str(count)], measure(device_class, count))
+    return family
