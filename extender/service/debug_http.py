@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from extender.cluster.state import as_list_json
 from extender.defaults import LAST_DECISION_HEADER, REPLICA_HEADER
+from extender.model.core import Pod
 from extender.scheduling.decide.capacity import Capacity, capacity_steps
 from extender.scheduling.engine import Engine
 from extender.scheduling.preempt.make_room import Shape
@@ -239,14 +240,21 @@ def add_debug_views(
         if (refused := bad_format(format)) is not None:
             return refused
 
-        def explain() -> dict[str, Any] | None:
-            pod = engine.state.pods.get((namespace, name))
-            return None if pod is None else debug.pod(engine, pod)
+        return await about_pod(namespace, name, "pod", lambda pod: debug.pod(engine, pod), format)
 
-        data = await worker.call(explain)
+    async def about_pod(
+        namespace: str, name: str, view_name: str, answer: Callable[[Pod], dict[str, Any]], fmt: str | None
+    ) -> Response:
+        """``answer`` for the cached pod, on the worker; 404 when the cache has no such pod."""
+
+        def found() -> dict[str, Any] | None:
+            pod = engine.state.pods.get((namespace, name))
+            return None if pod is None else answer(pod)
+
+        data = await worker.call(found)
         if data is None:
             return error_response(f"pod {namespace}/{name} not found", 404)
-        return view("pod", data, format)
+        return view(view_name, data, fmt)
 
     @debug_route("/debug/make-room")
     async def debug_make_room(
@@ -274,14 +282,9 @@ def add_debug_views(
         if not slash or not namespace or not name or "/" in name:
             return error_response(f"pod must be NAMESPACE/NAME, not {pod!r}")
 
-        def planned() -> dict[str, Any] | None:
-            found = engine.state.pods.get((namespace, name))
-            return None if found is None else debug.make_room_view(engine, found)
-
-        data = await worker.call(planned)
-        if data is None:
-            return error_response(f"pod {namespace}/{name} not found", 404)
-        return view("make-room", data, format)
+        return await about_pod(
+            namespace, name, "make-room", lambda found: debug.make_room_view(engine, found), format
+        )
 
     snapshots = EncodedSnapshot(lambda: worker.call(engine.state.held))
 
