@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.deploy.test_rendered import SIDECAR, STANDALONE, rendered
+from tests.deploy.test_rendered import SIDECAR, STANDALONE, kustomized, rendered, with_component
 from tests.fakeapi.rbac import Request, allows
 from tests.fakeapi.server import FakeApiServer
 from tests.integration.servers import cli_server
@@ -21,7 +21,12 @@ from tests.shared import REPO
 
 def rules(directory: str = SIDECAR, account: str = "dra-extender") -> list[tuple[dict[str, Any], str]]:
     """(rule, namespace) pairs: '' for cluster-wide rules bound to the ServiceAccount, as rendered."""
-    docs = list(rendered(directory))
+    return rules_of(rendered(directory), account)
+
+
+def rules_of(docs: Iterable[dict[str, Any]], account: str) -> list[tuple[dict[str, Any], str]]:
+    """(rule, namespace) pairs of the Roles and ClusterRoles among ``docs`` bound to ``account``."""
+    docs = list(docs)
     roles = {
         (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d
         for d in docs
@@ -149,3 +154,45 @@ def test_the_viewer_role_lists_every_kind_kubectl_dra_reads_and_nothing_more() -
     wanted = {(groups.get(kind, "resource.k8s.io"), resource) for kind, resource in WATCHED}
     assert set(granted) == wanted
     assert all(verbs == {"get", "list"} for verbs in granted.values())
+
+
+ACCOUNTS = {SIDECAR: "dra-extender", STANDALONE: "dra-extender-standalone"}
+EVICT = Request("", "pods/eviction", "create", "team-a", "trainer-0")
+
+
+def test_no_deployment_may_evict_by_default() -> None:
+    """The permission to evict is the make-room component's (off by default): no Role or
+    ClusterRole of either render names the eviction subresource, or any subresource by ``*``."""
+    for directory, account in ACCOUNTS.items():
+        assert not allowed(EVICT, directory, account)
+        for doc in rendered(directory):
+            for rule in doc.get("rules", []) if doc["kind"] in ("Role", "ClusterRole") else []:
+                assert "pods/eviction" not in rule["resources"] and "*" not in rule["resources"], rule
+
+
+@pytest.mark.parametrize("directory", [SIDECAR, STANDALONE])
+def test_the_make_room_component_grants_exactly_create_on_pods_eviction(
+    directory: str, tmp_path: Path
+) -> None:
+    """Everywhere (the mover evicts in any namespace), to the deployment's own ServiceAccount,
+    and nothing more: no other verb, resource or account gains a rule."""
+    docs = kustomized(with_component(directory, tmp_path, "make-room"))
+    account = ACCOUNTS[directory]
+    before, after = rules(directory, account), rules_of(docs, account)
+    assert [r for r in after if r not in before] == [
+        ({"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}, "")
+    ]
+    assert [r for r in before if r not in after] == []
+    assert allows(after, EVICT) and not allows(before, EVICT)
+    for verb in ("delete", "update", "patch"):
+        assert not allows(after, Request("", "pods", verb, "team-a", "trainer-0"))
+    # Every other subject's rules are as they were (the viewer role, people's roles).
+    others = {
+        s["name"]
+        for d in docs
+        if d["kind"].endswith("RoleBinding")
+        for s in d["subjects"]
+        if s["name"] != account
+    }
+    for subject in others:
+        assert rules_of(docs, subject) == rules_of(rendered(directory), subject), subject

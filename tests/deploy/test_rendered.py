@@ -3,6 +3,7 @@ schema-valid for 1.34 and 1.37, and wired so that only the scheduler in the pod 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from functools import lru_cache
@@ -145,10 +146,11 @@ def scheduler_image(docs: tuple[dict[str, Any], ...]) -> str:
     return str(container["image"])
 
 
-def with_debug_views(directory: str, tmp_path: Path) -> Path:
+def with_component(directory: str, tmp_path: Path, component: str) -> Path:
     """A kustomization of one's own beside copies of manifests/ and scheduler-config/: the
-    deployment in ``directory`` with the debug-views component, as docs/kubectl-and-browser.md
-    shows (kustomize refuses one inside manifests/ that includes its parent)."""
+    deployment in ``directory`` with ``manifests/components/COMPONENT``, as
+    docs/kubectl-and-browser.md shows (kustomize refuses one inside manifests/ that includes its
+    parent)."""
     copy = tmp_path / "repo"
     for part in ("manifests", "scheduler-config"):
         shutil.copytree(REPO / part, copy / part)
@@ -156,10 +158,14 @@ def with_debug_views(directory: str, tmp_path: Path) -> Path:
     overlay.mkdir()
     overlay.joinpath("kustomization.yaml").write_text(
         yaml.safe_dump(
-            {"resources": [f"../{directory}"], "components": ["../manifests/components/debug-views"]}
+            {"resources": [f"../{directory}"], "components": [f"../manifests/components/{component}"]}
         )
     )
     return overlay
+
+
+def with_debug_views(directory: str, tmp_path: Path) -> Path:
+    return with_component(directory, tmp_path, "debug-views")
 
 
 def kustomized(directory: Path) -> tuple[dict[str, Any], ...]:
@@ -194,3 +200,58 @@ def test_the_debug_views_component_turns_on_ops_debug_for_the_extender_alone(
     ]
     for doc in docs:
         kubernetes_validate.validate(doc, VERSIONS[-1], strict=True)
+
+
+def extender_containers(docs: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The deployment's extender container, and its other containers."""
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    (extender,) = [c for c in containers if c["name"] == "dra-extender"]
+    return extender, [c for c in containers if c is not extender]
+
+
+@pytest.mark.parametrize("directory", [SIDECAR, STANDALONE])
+def test_the_make_room_component_turns_on_the_mover_for_the_extender_alone(
+    directory: str, tmp_path: Path
+) -> None:
+    """manifests/components/make-room: ``--make-room`` on the extender's container (by index in a
+    JSON patch: this catches a container moved), off without the component; it adds no object
+    (its rule goes into the ClusterRole the deployment binds: tests/deploy/test_rbac.py)."""
+    docs = kustomized(with_component(directory, tmp_path, "make-room"))
+    extender, others = extender_containers(docs)
+    assert extender["args"].count("--make-room") == 1
+    assert all("--make-room" not in c.get("args", ()) for c in others)
+    default, _ = extender_containers(rendered(directory))
+    assert not [a for a in default["args"] if a.startswith("--make-room")]  # off by default
+    assert extender["args"] == [*default["args"], "--make-room"]
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in docs) == sorted(
+        (d["kind"], d["metadata"]["name"]) for d in rendered(directory)
+    )
+    for doc in docs:
+        kubernetes_validate.validate(doc, VERSIONS[-1], strict=True)
+
+
+def test_the_two_components_go_together(tmp_path: Path) -> None:
+    """Both components on one deployment: each patch appends to the extender's arguments."""
+    overlay = with_component(SIDECAR, tmp_path, "make-room")
+    config = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    config["components"].append("../manifests/components/debug-views")
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(config))
+    extender, _ = extender_containers(kustomized(overlay))
+    assert extender["args"][-2:] == ["--make-room", "--ops-debug"]
+
+
+@pytest.mark.parametrize("directory", [SIDECAR, STANDALONE])
+def test_the_store_fence_covers_evictions(directory: str) -> None:
+    """A deposed replica must not evict (the mover's writes): the fence matches the eviction
+    subresource's create, as kube-apiserver names it in admission (resource pods, subresource
+    eviction, group "", version v1; the object is the Eviction)."""
+    policy = one("ValidatingAdmissionPolicy", directory=directory)
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    evictions = [r for r in rules if "pods/eviction" in r["resources"]]
+    assert [(r["apiGroups"], r["apiVersions"], r["operations"]) for r in evictions] == [
+        ([""], ["v1"], ["CREATE"])
+    ]
+    # The rule reads who writes and the Lease, never the object: it holds for an Eviction too.
+    expressions = [v["expression"] for v in policy["spec"]["validations"] + policy["spec"]["variables"]]
+    assert not [e for e in expressions if re.search(r"\b(object|oldObject)\b", e)], expressions
