@@ -6,7 +6,8 @@ JSON patch helpers below); a ``ThreadingHTTPServer`` on 127.0.0.1:0 in a daemon 
 Supported: discovery, list (label/field selectors), watch (resume by resourceVersion, synthetic
 ADDED for RV 0, bookmarks, 410 after compaction, server timeouts), create, update, update of the
 status subresource (409 on stale resourceVersion), merge / JSON / strategic-merge patches
-(``reservedFor`` keyed by uid), delete with preconditions, both binding endpoints, the service
+(``reservedFor`` keyed by uid), delete with preconditions, both binding endpoints, the eviction
+subresource (PodDisruptionBudgets checked and spent as kube-apiserver does), the service
 proxy (:meth:`FakeApiServer.service_endpoint`), RBAC for the people :meth:`FakeApiServer.person`
 names (everyone else is the cluster's admin), and a request log. Faults: the next N watches
 expire (410), drop watch streams, inject status codes, add latency.
@@ -58,7 +59,7 @@ def go_bool(text: str | None) -> bool:
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str, details: dict[str, str] | None = None) -> None:
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
 
@@ -72,6 +73,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del status["reason"]  # Go's omitempty
         return status if self.details is None else {**status, "details": self.details}
 
 
@@ -530,6 +533,121 @@ class FakeApiServer:
         self.store.put("pods", new, "MODIFIED")
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
+    # --- the eviction subresource (pkg/registry/core/pod/storage/eviction.go) ------------------------
+
+    def _evict(
+        self, namespace: str, name: str, body: dict[str, Any], query: dict[str, str]
+    ) -> tuple[int, dict[str, Any]]:
+        """POST pods/NAME/eviction as kube-apiserver answers it: (code, Status)."""
+        if (body.get("metadata") or {}).get("name") != name:
+            raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
+        options = copy.deepcopy(body.get("deleteOptions") or {})
+        asked = [query["dryRun"]] if query.get("dryRun") else []
+        if asked and options.get("dryRun") and options["dryRun"] != asked:
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"Non-matching dry-run options in request and content: {asked} and {options['dryRun']}",
+            )
+        dry_run = bool(asked or options.get("dryRun"))
+        pod = self._current("pods", namespace, name)
+        phase = (pod.get("status") or {}).get("phase")
+        if phase not in ("Pending", "Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp"):
+            budgets = self._budgets_of(pod)
+            if len(budgets) > 1:
+                more = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+                return 500, ApiError(500, "", more).status()
+            if budgets and not (not _pod_ready(pod) and _unready_may_go(budgets[0])):
+                self._spend_budget(budgets[0], name, dry_run)
+        self._delete_evicted(pod, options, dry_run)
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def _budgets_of(self, pod: dict[str, Any]) -> list[dict[str, Any]]:
+        """getPodDisruptionBudgets: the budgets of the pod's namespace whose selector converts,
+        is not empty and matches the pod's labels."""
+        namespace = pod["metadata"]["namespace"]
+        labels = pod["metadata"].get("labels") or {}
+        return [
+            pdb
+            for (resource, ns, _), pdb in sorted(self.store.objects.items())
+            if resource == "poddisruptionbudgets"
+            and ns == namespace
+            and _selects(((pdb.get("spec") or {}).get("selector")), labels)
+        ]
+
+    def _spend_budget(self, pdb: dict[str, Any], pod_name: str, dry_run: bool) -> None:
+        """checkAndDecrement: refuse (429, 403) or write the budget's status (not on a dry run)."""
+        meta, status = pdb["metadata"], copy.deepcopy(pdb.get("status") or {})
+        name = meta["name"]
+        if status.get("observedGeneration", 0) < meta.get("generation", 0):
+            raise _too_many_requests(
+                f"The disruption budget {name} is still being processed by the server.", 10
+            )
+        forbidden = f'poddisruptionbudget.policy "{name}" is forbidden: '
+        details = {"name": name, "group": "policy", "kind": "poddisruptionbudget"}
+        if status.get("disruptionsAllowed", 0) < 0:
+            raise ApiError(403, "Forbidden", forbidden + "pdb disruptions allowed is negative", details)
+        if len(status.get("disruptedPods") or {}) > 2000:  # MaxDisruptedPodSize
+            why = "DisruptedPods map too big - too many evictions not confirmed by PDB controller"
+            raise ApiError(403, "Forbidden", forbidden + why, details)
+        if status.get("disruptionsAllowed", 0) == 0:
+            raise _too_many_requests(
+                f"The disruption budget {name} needs {status.get('desiredHealthy', 0)} healthy pods "
+                f"and has {status.get('currentHealthy', 0)} currently",
+                0,
+            )
+        if dry_run:
+            return
+        status["disruptionsAllowed"] -= 1
+        if status["disruptionsAllowed"] == 0:  # pdbhelper.UpdateDisruptionAllowedCondition
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionAllowed"]
+            status["conditions"] = [
+                *conditions,
+                {
+                    "type": "DisruptionAllowed",
+                    "status": "False",
+                    "reason": "InsufficientPods",
+                    "observedGeneration": status.get("observedGeneration", 0),
+                    "lastTransitionTime": _now(),
+                    "message": "",
+                },
+            ]
+        status["disruptedPods"] = {**(status.get("disruptedPods") or {}), pod_name: _now()}
+        updated = copy.deepcopy(pdb)
+        updated["status"] = status
+        self.store.put("poddisruptionbudgets", updated, "MODIFIED")
+
+    def _delete_evicted(self, pod: dict[str, Any], options: dict[str, Any], dry_run: bool) -> None:
+        """addConditionAndDeletePod: the UID precondition, the ``DisruptionTarget`` condition
+        written, then the pod deleted as DELETE with these options deletes it."""
+        meta = pod["metadata"]
+        uid = (options.get("preconditions") or {}).get("uid")
+        if uid and uid != meta["uid"]:
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on Pod "{meta["name"]}": the UID in the precondition '
+                f"({uid}) does not match the UID in record ({meta['uid']}). The object might have "
+                "been deleted and then recreated",
+                {"name": meta["name"], "kind": "Pod"},
+            )
+        if dry_run:
+            return
+        marked = copy.deepcopy(pod)
+        conditions = marked.setdefault("status", {}).setdefault("conditions", [])
+        conditions[:] = [c for c in conditions if c.get("type") != "DisruptionTarget"]
+        conditions.append(
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "EvictionByEvictionAPI",
+                "message": "Eviction API: evicting",
+                "lastTransitionTime": _now(),
+            }
+        )
+        self.store.put("pods", marked, "MODIFIED")
+        self._delete("pods", meta["namespace"], meta["name"], options)
+
     # --- list and watch --------------------------------------------------------------------------------
 
     def _matches(self, obj: dict[str, Any], labels: dict[str, str], fields: dict[str, str]) -> bool:
@@ -654,6 +772,70 @@ class FakeApiServer:
                 return
 
 
+def _injected(code: int) -> ApiError:
+    """An injected answer; a 429 as API Priority and Fairness throttles (no budget cause)."""
+    if code == 429:
+        message = "Too many requests, please try again later."
+        return ApiError(429, "TooManyRequests", message, {"retryAfterSeconds": 1})
+    return ApiError(code, "InternalError" if code >= 500 else "Injected", f"injected {code}")
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _too_many_requests(cause: str, retry_after: int) -> ApiError:
+    """eviction.go's 429 (errors.NewTooManyRequests with a ``DisruptionBudget`` cause)."""
+    details: dict[str, Any] = {"causes": [{"reason": "DisruptionBudget", "message": cause}]}
+    if retry_after:
+        details["retryAfterSeconds"] = retry_after
+    return ApiError(
+        429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.", details
+    )
+
+
+def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """metav1.LabelSelectorAsSelector, then Matches, as the eviction subresource reads a budget's
+    selector: nil, empty or not convertible matches nothing."""
+    if not isinstance(selector, dict):
+        return False
+    requirements = [(k, "In", [v]) for k, v in (selector.get("matchLabels") or {}).items()]
+    for expression in selector.get("matchExpressions") or []:
+        operator, values = expression.get("operator"), expression.get("values") or []
+        if operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return False
+        if (operator in ("In", "NotIn")) != bool(values):
+            return False
+        requirements.append((expression.get("key"), operator, values))
+    if not requirements:
+        return False
+    for key, operator, values in requirements:
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _unready_may_go(pdb: dict[str, Any]) -> bool:
+    """An unready pod is evicted without spending the budget: AlwaysAllow, or (IfHealthyBudget)
+    the budget has the healthy pods it needs."""
+    if (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
+        return True
+    status = pdb.get("status") or {}
+    return bool(0 < status.get("desiredHealthy", 0) <= status.get("currentHealthy", 0))
+
+
 class WatchAborted(Exception):
     """The watch stream breaks (an outage): no terminating chunk."""
 
@@ -733,12 +915,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         injected = self.api.faults.take_injected(method, parsed.path)
         if injected is not None:
-            self._send(
-                injected,
-                ApiError(
-                    injected, "InternalError" if injected >= 500 else "Injected", f"injected {injected}"
-                ).status(),
-            )
+            self._send(injected, _injected(injected).status())
             return
         for (m, fragment), seconds in self.api.faults.slow_answer.items():
             if m == method and fragment in parsed.path:
@@ -846,6 +1023,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(201, self.api._create(resource, json.loads(body), namespace))
             elif method == "POST" and sub == "binding" and resource == "pods":
                 self._send(201, self.api._bind(namespace, name, json.loads(body)))
+            elif method == "POST" and sub == "eviction" and resource == "pods":
+                self._send(*self.api._evict(namespace, name, json.loads(body), query))
             elif method == "PUT":
                 self._send(
                     200,

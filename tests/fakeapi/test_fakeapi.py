@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -490,3 +491,274 @@ def test_what_the_service_proxy_answers_when_it_cannot_pass_a_request_on(
         code,
         expected if details is None else {**expected, "details": details},
     )
+
+
+# --- the eviction subresource (kube-apiserver: pkg/registry/core/pod/storage/eviction.go) ------------
+
+EVICT = "/api/v1/namespaces/default/pods/{name}/eviction"
+MORE_THAN_ONE = (
+    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+)
+NOT_NOW = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def running(name: str = "p", **status: Any) -> dict[str, Any]:
+    """A Running, Ready pod labelled ``app: web`` (what a budget guards)."""
+    made = pod(name, labels={"app": "web"})
+    made["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}], **status}
+    return made
+
+
+def budget(name: str = "web", allowed: int = 1, **status: Any) -> dict[str, Any]:
+    """A budget over ``app: web`` as the disruption controller last wrote it (current:
+    observedGeneration 1, the generation the fake gives a new object)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+        "status": {
+            "observedGeneration": 1,
+            "disruptionsAllowed": allowed,
+            "desiredHealthy": 2,
+            "currentHealthy": 2 + allowed,
+            "expectedPods": 2 + allowed,
+            **status,
+        },
+    }
+
+
+def eviction(name: str = "p", uid: str = "uid-p", **options: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": "default"},
+        "deleteOptions": {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": uid},
+            **options,
+        },
+    }
+
+
+def pending() -> dict[str, Any]:
+    made = running()
+    made["status"] = {"phase": "Pending"}
+    return made
+
+
+def unready() -> dict[str, Any]:
+    made = running()
+    made["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    return made
+
+
+def terminating() -> dict[str, Any]:
+    """Being deleted, held by a finalizer (as a kubelet's graceful deletion holds it)."""
+    made = running()
+    made["metadata"].update(finalizers=["example.com/hold"], deletionTimestamp="2026-11-22T00:00:01Z")
+    return made
+
+
+def stale() -> dict[str, Any]:
+    made = budget()
+    made["status"]["observedGeneration"] = 0
+    return made
+
+
+@dataclass(frozen=True)
+class Evicting:
+    objects: tuple[dict[str, Any], ...]
+    code: int
+    #: The pod is still there afterwards; the budget's disruptionsAllowed then (None: no budget).
+    pod_stays: bool
+    allowed_after: int | None
+    #: The budget's status.disruptedPods names the pod afterwards.
+    recorded: bool = False
+    #: The Status' message, and its DisruptionBudget cause's (None: no cause).
+    message: str | None = None
+    cause: str | None = None
+    body: dict[str, Any] = field(default_factory=eviction)
+    query: str = ""
+
+
+EVICTIONS: dict[str, Evicting] = {
+    "allowed": Evicting((running(), budget()), 201, False, 0, recorded=True),
+    "no budget": Evicting((running(),), 201, False, None),
+    "budget 0": Evicting(
+        (running(), budget(allowed=0)),
+        429,
+        True,
+        0,
+        False,
+        NOT_NOW,
+        "The disruption budget web needs 2 healthy pods and has 2 currently",
+    ),
+    "stale status": Evicting(
+        (running(), stale()),
+        429,
+        True,
+        1,
+        False,
+        NOT_NOW,
+        "The disruption budget web is still being processed by the server.",
+    ),
+    "two budgets": Evicting((running(), budget(), budget("also")), 500, True, 1, False, MORE_THAN_ONE),
+    "negative budget": Evicting(
+        (running(), budget(allowed=-1)),
+        403,
+        True,
+        -1,
+        False,
+        'poddisruptionbudget.policy "web" is forbidden: pdb disruptions allowed is negative',
+    ),
+    # As kube-apiserver: the UID is checked at the delete, after the budget was spent.
+    "uid mismatch": Evicting(
+        (running(), budget()),
+        409,
+        True,
+        0,
+        True,
+        'Operation cannot be fulfilled on Pod "p": the UID in the precondition (uid-old) does not match '
+        "the UID in record (uid-p). The object might have been deleted and then recreated",
+        body=eviction(uid="uid-old"),
+    ),
+    "gone": Evicting((budget(),), 404, False, 1, False, 'pods "p" not found'),
+    "pending pod bypasses the budget": Evicting((pending(), budget(allowed=0)), 201, False, 0),
+    "terminating pod bypasses the budget": Evicting((terminating(), budget(allowed=0)), 201, True, 0),
+    "unready pod of a healthy budget spends nothing": Evicting(
+        (unready(), budget(allowed=0, currentHealthy=2)), 201, False, 0
+    ),
+    "dry run": Evicting((running(), budget()), 201, True, 1, query="?dryRun=All"),
+    "dry run in the options": Evicting((running(), budget()), 201, True, 1, body=eviction(dryRun=["All"])),
+    "dry run still checks the budget": Evicting(
+        (running(), budget(allowed=0)),
+        429,
+        True,
+        0,
+        False,
+        NOT_NOW,
+        "The disruption budget web needs 2 healthy pods and has 2 currently",
+        query="?dryRun=All",
+    ),
+    "dry run still checks the uid": Evicting(
+        (running(), budget()), 409, True, 1, body=eviction(uid="uid-old"), query="?dryRun=All"
+    ),
+    "another name in the body": Evicting(
+        (running(), budget()),
+        400,
+        True,
+        1,
+        False,
+        "name in URL does not match name in Eviction object",
+        body=eviction("q"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", EVICTIONS)
+def test_the_eviction_subresource_answers_as_kube_apiserver(fake: FakeApiServer, case: str) -> None:
+    c = EVICTIONS[case]
+    for obj in c.objects:
+        fake.create(obj)
+    with httpx.Client(base_url=fake.url, timeout=10) as http:
+        answer = http.post(EVICT.format(name="p") + c.query, json=c.body)
+    status = answer.json()
+    assert (answer.status_code, status["kind"], status["code"]) == (c.code, "Status", c.code)
+    if c.code == 201:
+        assert status["status"] == "Success"
+    else:
+        assert status["status"] == "Failure"
+        if c.message is not None:
+            assert status["message"] == c.message
+    causes = (status.get("details") or {}).get("causes") or []
+    if c.cause is None:
+        assert causes == []
+    else:
+        assert status["reason"] == "TooManyRequests"
+        assert causes == [{"reason": "DisruptionBudget", "message": c.cause}]
+    names = [name for (resource, _, name) in fake.store.objects if resource == "pods"]
+    assert names == (["p"] if c.pod_stays else [])
+    budgets = {
+        name: o for (resource, _, name), o in fake.store.objects.items() if resource == "poddisruptionbudgets"
+    }
+    if c.allowed_after is not None:
+        assert budgets["web"]["status"]["disruptionsAllowed"] == c.allowed_after
+        assert ("p" in (budgets["web"]["status"].get("disruptedPods") or {})) == c.recorded
+
+
+def test_an_eviction_writes_the_budget_then_the_pod_as_watchers_see_it(fake: FakeApiServer) -> None:
+    fake.create(running())
+    created = fake.create(budget())
+    since = fake.store.rv
+    with httpx.Client(base_url=fake.url, timeout=10) as http:
+        assert http.post(EVICT.format(name="p"), json=eviction()).status_code == 201
+        seen = [
+            (e["type"], e["object"]["kind"], e["object"]["metadata"]["resourceVersion"])
+            for e in (
+                json.loads(line)
+                for path in ("/apis/policy/v1/poddisruptionbudgets", "/api/v1/pods")
+                for line in http.get(
+                    path, params={"watch": "1", "resourceVersion": since, "timeoutSeconds": "1"}
+                )
+                .text.strip()
+                .splitlines()
+            )
+        ]
+    spent = fake.store.events[-3][3]
+    assert [(t, k) for t, k, _ in seen] == [
+        ("MODIFIED", "PodDisruptionBudget"),
+        ("MODIFIED", "Pod"),  # the DisruptionTarget condition
+        ("DELETED", "Pod"),
+    ]
+    assert int(seen[0][2]) > int(created["metadata"]["resourceVersion"])
+    assert spent["status"]["disruptionsAllowed"] == 0 and set(spent["status"]["disruptedPods"]) == {"p"}
+    assert spent["status"]["conditions"][0]["type"] == "DisruptionAllowed"
+    target = fake.store.events[-2][3]["status"]["conditions"][-1]
+    assert (target["type"], target["reason"]) == ("DisruptionTarget", "EvictionByEvictionAPI")
+
+
+def test_the_fault_hooks_apply_to_evictions(fake: FakeApiServer) -> None:
+    fake.create(running())
+    fake.create(budget(allowed=2))
+    fake.faults.inject[("POST", "/eviction")] = [429]
+    fake.faults.lose_answer[("POST", "/eviction")] = 1
+    with httpx.Client(base_url=fake.url, timeout=10) as http:
+        throttled = http.post(EVICT.format(name="p"), json=eviction())
+        # Throttled as API Priority and Fairness throttles: no DisruptionBudget cause, nothing applied.
+        assert throttled.status_code == 429 and "causes" not in throttled.json()["details"]
+        assert fake.get("PodDisruptionBudget", "web", "default")["status"]["disruptionsAllowed"] == 2
+        with pytest.raises(httpx.TransportError):
+            http.post(EVICT.format(name="p"), json=eviction())
+    # The lost answer's eviction was applied.
+    assert fake.get("PodDisruptionBudget", "web", "default")["status"]["disruptionsAllowed"] == 1
+    with pytest.raises(KeyError):
+        fake.get("Pod", "p", "default")
+
+
+EVICTOR = {
+    "kind": "ClusterRole",
+    "metadata": {"name": "evictor"},
+    "rules": [{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}],
+}
+DELETER = {
+    "kind": "ClusterRole",
+    "metadata": {"name": "deleter"},
+    "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete", "create"]}],
+}
+
+
+def test_evicting_takes_create_on_pods_eviction(fake: FakeApiServer) -> None:
+    assert Request.of("POST", EVICT.format(name="p")) == Request(
+        "", "pods/eviction", "create", "default", "p"
+    )
+    fake.create(running())
+    with as_person(fake, fake.person("deleter", DELETER)) as deleter:
+        refused = deleter.post(EVICT.format(name="p"), json=eviction())
+    assert refused.status_code == 403 and refused.json()["message"] == (
+        'pods "p" is forbidden: User "deleter" cannot create resource "pods/eviction" in API group "" '
+        'in the namespace "default"'
+    )
+    with as_person(fake, fake.person("evictor", EVICTOR)) as evictor:
+        assert evictor.post(EVICT.format(name="p"), json=eviction()).status_code == 201
