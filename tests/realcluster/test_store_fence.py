@@ -9,15 +9,20 @@ refuses it; the replica stands down at once, and the claim in the store is untou
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.deploy.test_rendered import STANDALONE, kustomized, rendered, with_component
 from tests.realcluster.api import Api, ApiError
 from tests.realcluster.components import Extender, extender
 from tests.realcluster.controlplane import (
+    EXTENDER_ACCOUNT,
     EXTENDER_NAMESPACE,
     HOSTNAME,
     SIDECAR_POD,
@@ -261,3 +266,170 @@ def test_the_suites_sidecar_runs_under_the_sidecar_fence_as_shipped(cluster: Con
         cluster.api.wait_for(
             lambda: fence_state(sidecar) == "enforced", timeout=60, what="sidecar fence enforced"
         )
+
+
+def may_evict(cluster: ControlPlane, account: str) -> bool:
+    """Whether RBAC lets ``account`` (of the extender's namespace) create pods/eviction."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": f"system:serviceaccount:{EXTENDER_NAMESPACE}:{account}",
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{EXTENDER_NAMESPACE}"],
+            "resourceAttributes": {
+                "namespace": "default",
+                "verb": "create",
+                "resource": "pods",
+                "subresource": "eviction",
+            },
+        },
+    }
+    answer = cluster.api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", json=review)
+    return bool(answer["status"].get("allowed"))
+
+
+@contextlib.contextmanager
+def make_room_component(cluster: ControlPlane, tmp_path: Path) -> Iterator[None]:
+    """The extender's ClusterRole as the standalone deployment renders it with
+    manifests/components/make-room (what `kubectl apply -k` of such a kustomization updates it
+    to); as it was afterwards."""
+    (with_it,) = [
+        d
+        for d in kustomized(with_component(STANDALONE, tmp_path, "make-room"))
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "dra-extender"
+    ]
+    (without,) = [
+        d
+        for d in rendered(STANDALONE)
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "dra-extender"
+    ]
+
+    def set_rules(rules: list[dict[str, Any]]) -> None:
+        role = cluster.api.get("ClusterRole", "dra-extender")
+        assert role is not None
+        role["rules"] = rules
+        cluster.api.update(role)
+
+    set_rules(with_it["rules"])
+    try:
+        cluster.api.wait_for(lambda: may_evict(cluster, STANDALONE_ACCOUNT), what="RBAC lets it evict")
+        yield
+    finally:
+        set_rules(without["rules"])
+
+
+def evict(api: Api, pod: dict[str, Any], *, dry_run: bool = False) -> str:
+    """'' when the API server took the eviction (as the mover asks it: policy/v1, the pod's uid as
+    a precondition), else its refusal. ``dry_run``: admitted or refused, and nothing evicted."""
+    meta = pod["metadata"]
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "deleteOptions": {"preconditions": {"uid": meta["uid"]}},
+    }
+    try:
+        api.request(
+            "POST",
+            f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/eviction",
+            json=eviction,
+            params={"dryRun": "All"} if dry_run else None,
+        )
+    except ApiError as exc:
+        return f"{exc.code}: {exc}"
+    return ""
+
+
+def victim(cluster: ControlPlane, name: str, *, running: bool = False) -> dict[str, Any]:
+    """A pod of ``default`` nothing schedules; ``running``: its status says Running (the Eviction
+    API skips budgets for a Pending pod)."""
+    pod = cluster.api.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+            "spec": {
+                "schedulerName": "nobody",
+                "containers": [{"name": "c", "image": "registry.k8s.io/pause"}],
+            },
+        }
+    )
+    if running:
+        pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        pod = cluster.api.update(pod, subresource="status")
+    return pod
+
+
+def untouched(cluster: ControlPlane, pod: dict[str, Any]) -> bool:
+    now = cluster.api.get("Pod", pod["metadata"]["name"], "default")
+    return (
+        now is not None
+        and now["metadata"]["uid"] == pod["metadata"]["uid"]
+        and "deletionTimestamp" not in now["metadata"]
+        and not [
+            c for c in (now.get("status") or {}).get("conditions") or [] if c["type"] == "DisruptionTarget"
+        ]
+    )
+
+
+FENCE_NAME = "ValidatingAdmissionPolicy 'dra-extender-leader-writes-standalone'"
+
+
+def test_the_fence_refuses_a_deposed_replicas_eviction_and_admits_the_holders(
+    cluster: ControlPlane, tmp_path: Path
+) -> None:
+    """The make-room mover's writes are evictions: with manifests/components/make-room granting
+    them, a replica whose pod does not hold the Lease is refused by the fence (before the
+    Eviction API reads the pod or its budget) and the pod is untouched; the holder's goes through."""
+    # As installed without the component, neither deployment's account may evict (the sidecar's
+    # includes kube-scheduler's own roles: system:kube-scheduler deletes pods, it does not evict).
+    assert not may_evict(cluster, EXTENDER_ACCOUNT) and not may_evict(cluster, STANDALONE_ACCOUNT)
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep-guarded", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+    }
+    with standalone_fence(cluster), make_room_component(cluster, tmp_path):
+        a, b = replica_pod(cluster, "evict-a"), replica_pod(cluster, "evict-b")
+        as_a, as_b = (as_token(cluster, pod_token(cluster, p)) for p in (a, b))
+        try:
+            hold_lease(cluster, "evict-a_1")
+            first, guarded = victim(cluster, "first"), victim(cluster, "guarded", running=True)
+            cluster.api.create(budget)
+            # The policy's parameter reaches the API server through its informer: wait for it, with
+            # dry runs (admission judges them too, and they evict nothing).
+            cluster.api.wait_for(
+                lambda: refused_as_not_leading(evict(as_b, first, dry_run=True)), what="b's eviction refused"
+            )
+            refusal = evict(as_b, first)
+            assert (
+                refused_as_not_leading(refusal)
+                and FENCE_NAME in refusal
+                and "is held by evict-a_1" in refusal
+            ), refusal
+            assert untouched(cluster, first)
+            # Admission comes first: a deposed replica learns "not the leader", not the budget's 429.
+            answer = evict(as_b, guarded)
+            assert refused_as_not_leading(answer) and FENCE_NAME in answer, answer
+            assert untouched(cluster, guarded)
+            # The holder's eviction goes through (a Pending pod: no budget is consulted) ...
+            assert evict(as_a, first) == ""
+            cluster.api.wait_for(
+                lambda: cluster.api.get("Pod", "first", "default") is None, what="first gone"
+            )
+            # ... and past the fence, the budget decides (no disruption controller here: the
+            # budget's status is not yet computed, so it refuses with 429, as a tight one does).
+            answer = evict(as_a, guarded)
+            assert answer.startswith("429") and "disruption budget" in answer, answer
+            assert untouched(cluster, guarded)
+        finally:
+            for api in (as_a, as_b):
+                api.close()
+            for name in ("first", "guarded"):
+                cluster.api.delete("Pod", name, "default")
+            cluster.api.request(
+                "DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/keep-guarded"
+            )
+            for name in ("evict-a", "evict-b"):
+                cluster.api.delete("Pod", name, EXTENDER_NAMESPACE)
