@@ -59,6 +59,16 @@ STANDALONE_APPLIED = (
 )
 
 
+#: The controllers kube-controller-manager runs unless a control plane asks for others: those DRA
+#: relies on (the resourceclaim controller makes claims from templates and drops the
+#: reservations of pods that are gone; the garbage collector removes a deleted pod's claims).
+DRA_CONTROLLERS = ("resourceclaim-controller", "garbage-collector-controller")
+#: What recreates and protects workloads: ReplicaSets and Jobs replace evicted pods, the
+#: disruption controller keeps PodDisruptionBudgets' status (the Eviction API refuses past
+#: ``disruptionsAllowed``). The make-room mover's runs need them (tests/realcluster/fragmented.py).
+WORKLOAD_CONTROLLERS = ("replicaset-controller", "job-controller", "disruption-controller")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -195,13 +205,17 @@ class ControlPlane:
         controller_manager: bool = True,
         runtime_config: str = "",
         etcd_proxy: bool = False,
+        controllers: Sequence[str] = DRA_CONTROLLERS,
     ) -> None:
         """``etcd_proxy``: kube-apiserver reaches etcd through :attr:`etcd_link`, a proxy the
-        test can slow or hold (tests/realcluster/proxy.py)."""
+        test can slow or hold (tests/realcluster/proxy.py). ``controllers``: what
+        kube-controller-manager runs (its ``--controllers``); a test of the session's plane that
+        needs more starts them beside it for its own run (:func:`more_controllers`)."""
         self.binaries = binaries
         #: What this release is started with (tests/realcluster/releases.py).
         self.release: HarnessRelease = binaries.release
         self.want_controller_manager = controller_manager
+        self.controllers = tuple(controllers)
         self.folder = folder
         self.feature_gates = feature_gates
         #: More ``--runtime-config`` entries (``group/version=true``) for kube-apiserver.
@@ -335,15 +349,22 @@ class ControlPlane:
             self.start_controller_manager()
 
     def start_controller_manager(self) -> None:
+        self.controller_manager = self.controller_manager_process(self.controllers)
+
+    def controller_manager_process(
+        self, controllers: Sequence[str], name: str = "kube-controller-manager"
+    ) -> Process:
+        """kube-controller-manager running ``controllers``, started and healthy (no leader
+        election: two of them may run side by side with different controllers)."""
         assert self.binaries.kube_controller_manager is not None
         port = free_port()
         kubeconfig = self.kubeconfig("kube-controller-manager", cert="admin")
-        self.controller_manager = Process(
-            "kube-controller-manager",
+        process = Process(
+            name,
             [
                 str(self.binaries.kube_controller_manager),
                 f"--kubeconfig={kubeconfig}",
-                "--controllers=resourceclaim-controller,garbage-collector-controller",
+                f"--controllers={','.join(controllers)}",
                 "--use-service-account-credentials=false",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
@@ -351,12 +372,11 @@ class ControlPlane:
                 "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
                 *([f"--feature-gates={gates}"] if (gates := self.component_gates()) else []),
             ],
-            self.folder / "kube-controller-manager.log",
+            self.folder / f"{name}.log",
         )
-        self.controller_manager.start()
-        wait_http(
-            f"https://127.0.0.1:{port}/healthz", timeout=60, process=self.controller_manager, verify=False
-        )
+        process.start()
+        wait_http(f"https://127.0.0.1:{port}/healthz", timeout=60, process=process, verify=False)
+        return process
 
     def start_apiserver(self) -> None:
         self.apiserver.start()
@@ -672,6 +692,27 @@ def standalone_fence(plane: ControlPlane) -> Iterator[None]:
         yield
     finally:
         plane.api.delete("Lease", STANDALONE_LEASE, EXTENDER_NAMESPACE)
+
+
+@contextlib.contextmanager
+def more_controllers(
+    plane: ControlPlane, controllers: Sequence[str] = WORKLOAD_CONTROLLERS
+) -> Iterator[Process | None]:
+    """``controllers`` those of the plane's kube-controller-manager lacks, in a second
+    kube-controller-manager for the block (the session's plane runs only the DRA ones, and the
+    other tests rely on nothing more); None, nothing started, without the binary."""
+    wanted = [c for c in controllers if c not in plane.controllers]
+    if plane.binaries.kube_controller_manager is None or not plane.want_controller_manager:
+        yield None
+        return
+    if not wanted:
+        yield plane.controller_manager
+        return
+    process = plane.controller_manager_process(wanted, name="kube-controller-manager-workloads")
+    try:
+        yield process
+    finally:
+        process.stop()
 
 
 @contextlib.contextmanager
