@@ -49,3 +49,11 @@ LAST_DECISION_HEADER = "X-Dra-Extender-Last-Decision-Seconds"
 DEFAULT_MAKE_ROOM_MIN_AGE = 300.0
 #: Make room: the most pods one plan moves.
 DEFAULT_MAKE_ROOM_MAX_MOVES = 3
+#: The mover (``--make-room``): how long a pod waits for devices before pods are moved for it.
+DEFAULT_MAKE_ROOM_AFTER = 120.0
+#: The mover: evictions a minute, cluster-wide.
+DEFAULT_MAKE_ROOM_RATE = 6.0
+#: The mover: a workload (a moved pod's controller) is moved at most once in this many seconds.
+DEFAULT_MAKE_ROOM_COOLDOWN = 600.0
+#: The mover: from a plan's start until every moved pod's claims are released, at most (seconds).
+DEFAULT_MAKE_ROOM_TIMEOUT = 300.0

@@ -20,7 +20,7 @@ from extender.allocator.releases import DEFAULT_MINOR, release_of
 from extender.cluster.api import ClusterAPIError
 from extender.commands.arguments import make_room_rules
 from extender.defaults import DEFAULT_API_TIMEOUT, DEFAULT_CACHE_STALE_AFTER, DEFAULT_SCHEDULER_NAME
-from extender.scheduling.config import EngineConfig
+from extender.scheduling.config import EngineConfig, Mover
 from extender.service.app import create_app, create_ops_app
 from extender.service.bind_pressure import BindPressure
 from extender.service.listeners import Limits, Listener, TlsSettings, run, serve
@@ -40,6 +40,13 @@ def serve_problems(args: argparse.Namespace) -> list[str]:
             problems.append(
                 f"--state (embedded mode) cannot be combined with cluster-mode flags: {', '.join(given)}"
             )
+    if args.make_room and not args.make_room_hint_interval:
+        problems.append(
+            "--make-room needs --make-room-hint-interval > 0: the mover carries out the plans made "
+            "at that interval for pods that fit no node"
+        )
+    if args.make_room_dry_run and not args.make_room:
+        problems.append("--make-room-dry-run goes with --make-room (it says what the mover would do)")
     cert, key = args.tls_cert_file, args.tls_key_file
     if bool(cert) != bool(key):
         problems.append("--tls-cert-file and --tls-key-file go together: give both or neither")
@@ -135,6 +142,14 @@ def serve_config(args: argparse.Namespace) -> ServeConfig:
         release_wait=args.release_wait,
         make_room=make_room_rules(args),
         make_room_hint_seconds=args.make_room_hint_interval,
+        mover=Mover(
+            on=args.make_room,
+            dry_run=args.make_room_dry_run,
+            after=args.make_room_after,
+            rate=args.make_room_rate,
+            cooldown=args.make_room_cooldown,
+            timeout=args.make_room_timeout,
+        ),
         hold_seconds=args.hold_after_prioritize,
     )
     leader = None

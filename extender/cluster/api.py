@@ -51,6 +51,19 @@ class ApiNotFound(ClusterAPIError):
     code = 404
 
 
+class ApiTooManyRequests(ClusterAPIError):
+    """429: for an eviction, "not now": a PodDisruptionBudget allows no disruption (``budget``:
+    the Status names the cause ``DisruptionBudget``), or the API server throttled the request."""
+
+    code = 429
+
+    @property
+    def budget(self) -> bool:
+        details = (self.answer or {}).get("details") or {}
+        causes = details.get("causes") if isinstance(details, dict) else None
+        return any(isinstance(c, dict) and c.get("reason") == "DisruptionBudget" for c in causes or ())
+
+
 def api_error(status: int, reason: str, body: bytes | str | None) -> ClusterAPIError:
     """The error for an API server's answer with this HTTP status (its Status body read for the
     message and reason)."""
@@ -71,6 +84,8 @@ def api_error(status: int, reason: str, body: bytes | str | None) -> ClusterAPIE
         error = ApiConflict(message)
     elif status == 404:
         error = ApiNotFound(message)
+    elif status == 429:
+        error = ApiTooManyRequests(message)
     elif status == 403 and f"ValidatingAdmissionPolicy '{FENCE_POLICY}" in message:
         error = FencedByStore(message)
     else:
@@ -116,6 +131,13 @@ class ClusterAPI(Protocol):
 
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         """Create the pod's Binding with the UID as precondition."""
+
+    async def evict_pod(self, namespace: str, name: str, uid: str) -> None:
+        """POST the pod's policy/v1 Eviction with its UID as precondition (never a plain DELETE:
+        the API server checks the pod's PodDisruptionBudgets). :class:`ApiTooManyRequests` (429:
+        a budget allows no disruption now, or throttling), :class:`ApiNotFound` (the pod is
+        gone), :class:`ApiConflict` (the name is another pod's now); 500 when more than one
+        budget selects the pod, 403 when a budget cannot be honoured."""
 
     async def record_event(
         self, pod: dict[str, Any], reason: str, message: str, warning: bool = True

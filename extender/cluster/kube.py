@@ -380,6 +380,16 @@ class KubeAPI:
         }
         await self._call("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=binding)
 
+    async def evict_pod(self, namespace: str, name: str, uid: str) -> None:
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            # The uid precondition: never the same-named pod a controller made since.
+            "deleteOptions": {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}},
+        }
+        await self._call("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body=eviction)
+
     async def record_event(
         self, pod: dict[str, Any], reason: str, message: str, warning: bool = True
     ) -> None:

@@ -60,6 +60,17 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def positive_rate(text: str) -> float:
+    """argparse type: how many a minute, > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
 def non_negative_seconds(text: str) -> float:
     """argparse type: a number of seconds >= 0 (0: off)."""
     if text.strip() in ("0", "0.0"):

@@ -15,6 +15,7 @@ from extender.commands.arguments import (
     non_negative_seconds,
     port_number,
     positive_int,
+    positive_rate,
     positive_seconds,
     url_prefix,
 )
@@ -22,6 +23,10 @@ from extender.defaults import (
     DEFAULT_BINDING_TIMEOUT,
     DEFAULT_BINDING_WAIT,
     DEFAULT_CATCH_UP_WAIT,
+    DEFAULT_MAKE_ROOM_AFTER,
+    DEFAULT_MAKE_ROOM_COOLDOWN,
+    DEFAULT_MAKE_ROOM_RATE,
+    DEFAULT_MAKE_ROOM_TIMEOUT,
     DEFAULT_MAX_BINDS,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS,
@@ -243,6 +248,56 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SECONDS",
         help="how often a pod that fits no node has its plan computed again, off filter's path, "
         "for the reason line kube-scheduler's FailedScheduling event shows (0: never; default 30)",
+    )
+    mover = serve.add_argument_group(
+        "make room, carried out",
+        "the mover (off by default; docs/make-room-mover.md): evicts a plan's pods through the "
+        "Eviction API for a pod that waited long enough, keeping the freed devices for it; only "
+        "while this replica leads (--leader-elect, or the store fence in the sidecar)",
+    )
+    mover.add_argument(
+        "--make-room",
+        action="store_true",
+        help="carry out make-room plans (needs --make-room-hint-interval > 0: its plans are "
+        "the mover's); the ServiceAccount needs create on pods/eviction "
+        "(manifests/components/make-room)",
+    )
+    mover.add_argument(
+        "--make-room-dry-run",
+        action="store_true",
+        help="with --make-room: log and count the plans it would start; evict and hold nothing",
+    )
+    mover.add_argument(
+        "--make-room-after",
+        type=non_negative_seconds,
+        default=DEFAULT_MAKE_ROOM_AFTER,
+        metavar="SECONDS",
+        help="how long a pod has waited for devices (its PodScheduled condition False) before "
+        f"pods are moved for it (default {DEFAULT_MAKE_ROOM_AFTER:g})",
+    )
+    mover.add_argument(
+        "--make-room-rate",
+        type=positive_rate,
+        default=DEFAULT_MAKE_ROOM_RATE,
+        metavar="PER_MINUTE",
+        help=f"evictions a minute, cluster-wide, at most (default {DEFAULT_MAKE_ROOM_RATE:g})",
+    )
+    mover.add_argument(
+        "--make-room-cooldown",
+        type=non_negative_seconds,
+        default=DEFAULT_MAKE_ROOM_COOLDOWN,
+        metavar="SECONDS",
+        help="a workload (a moved pod's controller) is moved at most once in this long, and a pod "
+        "whose plan was abandoned is not planned for again meanwhile "
+        f"(default {DEFAULT_MAKE_ROOM_COOLDOWN:g})",
+    )
+    mover.add_argument(
+        "--make-room-timeout",
+        type=positive_seconds,
+        default=DEFAULT_MAKE_ROOM_TIMEOUT,
+        metavar="SECONDS",
+        help="a plan is abandoned (its hold released) when the moved pods' claims are not "
+        f"released this long after it started (default {DEFAULT_MAKE_ROOM_TIMEOUT:g})",
     )
     serve.add_argument(
         "--max-body-bytes",

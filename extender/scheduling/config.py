@@ -11,8 +11,12 @@ from extender.defaults import (
     DEFAULT_BINDING_TIMEOUT,
     DEFAULT_BINDING_WAIT,
     DEFAULT_CATCH_UP_WAIT,
+    DEFAULT_MAKE_ROOM_AFTER,
+    DEFAULT_MAKE_ROOM_COOLDOWN,
     DEFAULT_MAKE_ROOM_MAX_MOVES,
     DEFAULT_MAKE_ROOM_MIN_AGE,
+    DEFAULT_MAKE_ROOM_RATE,
+    DEFAULT_MAKE_ROOM_TIMEOUT,
     DEFAULT_RELEASE_WAIT,
     DEFAULT_SCHEDULER_NAME,
     SCORE_POLICIES,
@@ -29,6 +33,7 @@ __all__ = [
     "SCORE_POLICIES",
     "SCORE_TIE_BREAKS",
     "EngineConfig",
+    "Mover",
     "NoObserver",
     "Observer",
     "Rules",
@@ -55,6 +60,14 @@ class Observer(Protocol):
         """A make-room plan for filter's hint line: ``plan`` (with moves), ``none`` (no plan or
         none needed) or ``skipped`` (the queue was full, the pod gone, or planning failed)."""
 
+    def make_room_plan(self, outcome: str, reason: str = "") -> None:
+        """The mover's plans: ``started``, ``carried_out``, ``abandoned`` (with the reason) or
+        ``dry_run``."""
+
+    def make_room_eviction(self, outcome: str) -> None:
+        """One eviction the mover asked for: ``evicted``, ``gone``, ``budget``, ``throttled``,
+        ``refused`` or ``error``."""
+
 
 class NoObserver:
     def filtered(self, passed: int, failed: int, error: bool) -> None:
@@ -76,6 +89,12 @@ class NoObserver:
         pass
 
     def make_room_hint(self, outcome: str) -> None:
+        pass
+
+    def make_room_plan(self, outcome: str, reason: str = "") -> None:
+        pass
+
+    def make_room_eviction(self, outcome: str) -> None:
         pass
 
 
@@ -104,6 +123,29 @@ class Rules:
     exact_up_to: int = 12
     #: Nodes tried as a moved pod's new home (fullest first).
     max_destinations: int = 64
+    #: UIDs of the controllers (a pod's controller ownerReference) whose pods the mover moved
+    #: within its cooldown: their pods stay (not configuration: the mover's state, passed in).
+    resting: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Mover:
+    """Make room carried out (issue 52; ``--make-room``): whether the mover runs, and its bounds
+    (:mod:`extender.scheduling.make_room_mover`)."""
+
+    on: bool = False
+    #: Log what it would do; evict and hold nothing.
+    dry_run: bool = False
+    #: Seconds a pod waits for devices (its PodScheduled condition False) before pods move for it.
+    after: float = DEFAULT_MAKE_ROOM_AFTER
+    #: Evictions a minute, cluster-wide.
+    rate: float = DEFAULT_MAKE_ROOM_RATE
+    #: Seconds before a workload (a moved pod's controller) may be moved again.
+    cooldown: float = DEFAULT_MAKE_ROOM_COOLDOWN
+    #: Seconds from a plan's start until the moved pods' claims are released, at most.
+    timeout: float = DEFAULT_MAKE_ROOM_TIMEOUT
+    #: Seconds the freed devices stay held for the pod once they are released, waiting for its bind.
+    hold_for: float = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +193,8 @@ class EngineConfig:
     make_room: Rules = field(default_factory=Rules)
     #: How often one pod's make-room plan is computed again for filter's hint (seconds).
     make_room_hint_seconds: float = 30.0
+    #: Make room carried out (``--make-room``): off by default.
+    mover: Mover = field(default_factory=Mover)
 
     @property
     def allocation_timeout(self) -> float | None:

@@ -489,7 +489,7 @@ class Engine:
             claims,
             names,
             self.tracker.nominations(self.config),
-            self.tracker.preempted.victims_of,
+            self.tracker.victims_of,
             releasing=releasing,
         )
 

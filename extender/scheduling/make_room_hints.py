@@ -38,7 +38,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from cachetools import TTLCache
@@ -80,10 +80,13 @@ OUTCOMES = ("plan", "none", "skipped")
 
 @dataclass(frozen=True, slots=True)
 class Hint:
-    """The node a plan frees, and the line its reason gets."""
+    """The node a plan frees, and the line its reason gets; the plan itself and when it was
+    made (on the planner's ``clock``), for the mover (:mod:`extender.scheduling.make_room_mover`)."""
 
     node: str
     line: str
+    plan: Plan | None = field(default=None, compare=False)
+    made: float = field(default=0.0, compare=False)
 
 
 def hint_line(pod: Pod, found: Plan) -> str:
@@ -226,6 +229,9 @@ class HintPlanner:
         #: When a verb last ran (on ``plan_clock``), and how long the planner has waited so far.
         self._busy_at = -BACK_OFF
         self._waited = 0.0
+        #: The workloads the mover moved within its cooldown (their pods are left where they
+        #: are); read by the planning thread (a frozenset: replaced, never changed).
+        self.resting: Callable[[], frozenset[str]] = frozenset
 
     def _cache(self, ttl: float) -> TTLCache[str, Any]:
         return TTLCache(maxsize=self.memory, ttl=max(ttl, 1e-9), timer=self.clock)
@@ -258,6 +264,16 @@ class HintPlanner:
         with self._lock:
             entry = self._hints.get(pod.uid)
         return entry[1] if entry is not None else None
+
+    def plans(self) -> list[tuple[Key, str, Hint]]:
+        """Every pod's hint with a plan that moves pods: (pod key, pod UID, hint)."""
+        out = []
+        with self._lock:
+            for uid in list(self._hints):
+                entry = self._hints.get(uid)  # (one may expire meanwhile)
+                if entry is not None and entry[1] is not None and entry[1].plan is not None:
+                    out.append((entry[0], uid, entry[1]))
+        return out
 
     def ask(self, pod: Pod) -> None:
         if not self.on or pod.uid in self._asked:
@@ -407,10 +423,11 @@ class HintPlanner:
                 self.observer.make_room_hint("skipped")
                 return
             self._ran_since = self._plan_clock()
+            rules, resting = self.config.make_room, self.resting()
             found = plan(
                 snapshot,
                 target,
-                self.config.make_room,
+                replace(rules, resting=resting) if resting else rules,
                 now=self.wall_clock(),
                 clock=self._polite,
                 timeout=self.config.allocation_timeout,
@@ -419,7 +436,11 @@ class HintPlanner:
             log.exception("make-room hint for %s/%s failed", pod.namespace, pod.name)
             self.observer.make_room_hint("skipped")
             return
-        hint = Hint(found.node, hint_line(target, found)) if isinstance(found, Plan) and found.moves else None
+        hint = (
+            Hint(found.node, hint_line(target, found), found, self.clock())
+            if isinstance(found, Plan) and found.moves
+            else None
+        )
         self.observer.make_room_hint("plan" if hint is not None else "none")
         with self._lock:
             if pod.uid not in self._gone:

@@ -43,7 +43,7 @@ from extender.scheduling.config import EngineConfig
 from extender.service.app import Service, replica_name
 from extender.service.logs import decision_log
 from extender.service.metrics import InformerState
-from extender.service.runtime import ServeConfig, hint_planner, observed
+from extender.service.runtime import ServeConfig, hint_planner, make_room_mover, observed
 from extender.service.versions import ServerVersion, device_preemption_fallback, features_for, release_for
 from extender.service.worker import Batches, EngineWorker
 
@@ -262,6 +262,8 @@ class ClusterMode:
             view=view,
             hints=hint_planner(self.state, cel, config.engine, view, self.worker, self.metrics),
         )
+        self.mover = make_room_mover(self.engine, self.kube_api, self.metrics, self.mover_leads)
+        self._unsure_logged = False
         # Informer events change the cache on the engine's loop, between decisions, in bursts.
         self.changes = Batches(self.worker)
         self._sweeping: asyncio.Task[None] | None = None
@@ -289,6 +291,8 @@ class ClusterMode:
     async def startup(self) -> None:
         threading.Thread(target=self.start_watching, name="discovery", daemon=True).start()
         self._sweeping = asyncio.get_running_loop().create_task(self.sweep_finalizers())
+        if self.mover is not None:
+            await self.mover.start()
 
     async def sweep_finalizers(self) -> None:
         """Every :data:`FINALIZER_SWEEP_SECONDS`, on the engine's loop: delete protection that
@@ -318,6 +322,24 @@ class ClusterMode:
         except ClusterAPIError:
             return False
         return fence.admits((lease.get("spec") or {}).get("holderIdentity"))
+
+    async def mover_leads(self) -> bool:
+        """Whether the make-room mover may evict now: with ``--leader-elect``, while this replica
+        leads; in the sidecar, while the store fence's Lease names this pod (its kube-scheduler
+        leads). A sidecar that cannot tell (no fence installed) never moves a pod: a standby
+        replica must not evict."""
+        if self.elector is not None:
+            return self.elector.is_leader()
+        if self.fence_state.lease is None:
+            if not self._unsure_logged:
+                self._unsure_logged = True
+                log.warning(
+                    "make room: not moving pods: without --leader-elect or the store fence "
+                    "(manifests/leader-fence.yaml: %s) this replica cannot tell whether it leads",
+                    self.fence_state.detail,
+                )
+            return False
+        return await self._fence_admits_us()
 
     def start_watching(self) -> None:
         """Discovery, the release to decide as, then the informers and the election (on a
@@ -429,6 +451,8 @@ class ClusterMode:
         self.stop.set()
         if self._sweeping is not None:
             self._sweeping.cancel()
+        if self.mover is not None:
+            await self.mover.close()  # its hold goes; no eviction is sent from here on
         await self.kube_api.close()  # no write is sent from here on
         if self.elector is not None and self.elector.is_leader():
             # A successor that finds the Lease released writes at once: release it only when

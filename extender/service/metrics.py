@@ -31,6 +31,7 @@ from extender.cel.environment import CelCounts
 from extender.cluster.store_fence import STATES as STORE_FENCE_STATES
 from extender.scheduling.decide.capacity import SHAPE_COUNTS, Capacity
 from extender.scheduling.decide.held_claims import HeldClaims
+from extender.scheduling.make_room_mover import ABANDON_REASONS, EVICTION_OUTCOMES, PLAN_OUTCOMES
 from extender.scheduling.write import bind_failures
 
 #: Up to the longest a bind can take: several API calls of up to --api-timeout (30 s) each.
@@ -376,6 +377,30 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.make_room_plans = Counter(
+            "dra_extender_make_room_plans_total",
+            "Make-room plans the mover (--make-room) acted on, by outcome: started, carried_out "
+            "(the waiting pod was bound), abandoned (see dra_extender_make_room_abandoned_total), "
+            "dry_run (logged only).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.make_room_abandoned = Counter(
+            "dra_extender_make_room_abandoned_total",
+            "Make-room plans the mover abandoned (its hold released), by reason: budget (a "
+            "PodDisruptionBudget refused an eviction), throttled, refused, error, changed (the plan "
+            "no longer holds), target_gone, not_leading, timeout, stopped.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.make_room_evictions = Counter(
+            "dra_extender_make_room_evictions_total",
+            "Evictions the mover asked for (pods/eviction, the pod's UID as precondition), by "
+            "outcome: evicted, gone (deleted or replaced already), budget (429 from a "
+            "PodDisruptionBudget), throttled (another 429), refused (403, 500), error.",
+            ["outcome"],
+            registry=self.registry,
+        )
         self.binding_waits = Counter(
             "dra_extender_binding_conditions_waits_total",
             "Binds that waited for their devices' binding conditions (as kube-scheduler's "
@@ -478,6 +503,12 @@ class Metrics:
             self.binding_waits.labels(outcome)
         for outcome in ("plan", "none", "skipped"):
             self.make_room_hints.labels(outcome)
+        for outcome in PLAN_OUTCOMES:
+            self.make_room_plans.labels(outcome)
+        for reason in ABANDON_REASONS:
+            self.make_room_abandoned.labels(reason)
+        for outcome in EVICTION_OUTCOMES:
+            self.make_room_evictions.labels(outcome)
         for kind in CACHED_KINDS:
             self.cache_objects.labels(kind)
         for cause in FILTER_CUTS:
@@ -543,6 +574,14 @@ class Metrics:
 
     def make_room_hint(self, outcome: str) -> None:
         self.make_room_hints.labels(outcome).inc()
+
+    def make_room_plan(self, outcome: str, reason: str = "") -> None:
+        self.make_room_plans.labels(outcome).inc()
+        if reason:
+            self.make_room_abandoned.labels(reason).inc()
+
+    def make_room_eviction(self, outcome: str) -> None:
+        self.make_room_evictions.labels(outcome).inc()
 
     def watch_health(
         self,

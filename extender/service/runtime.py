@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
@@ -22,9 +22,11 @@ from extender.scheduling.config import EngineConfig
 from extender.scheduling.decide.capacity import capacity_steps
 from extender.scheduling.decide.class_health import classes_not_compiling
 from extender.scheduling.decide.held_claims import held_claim_steps
+from extender.scheduling.engine import Engine
 from extender.scheduling.inflight.snapshots import Snapshots
 from extender.scheduling.inflight.tracker import Tracker
 from extender.scheduling.make_room_hints import HintPlanner
+from extender.scheduling.make_room_mover import Mover
 from extender.service.app import DEFAULT_MAX_BODY_BYTES, Service
 from extender.service.logs import decision_log
 from extender.service.metrics import LoopFeed, Metrics
@@ -113,7 +115,16 @@ def build_embedded(
     for problem in [*problems, *state.problems]:
         log.warning("state: %s", problem)
     log.info("deciding as Kubernetes %s", config.engine.release.name)
-    service = Service(engine=engine, metrics=metrics, ready=lambda: True, mode="embedded", worker=worker)
+    mover = make_room_mover(engine, engine.binder.api, metrics, always_leading, clock=clock)
+    service = Service(
+        engine=engine,
+        metrics=metrics,
+        ready=lambda: True,
+        mode="embedded",
+        worker=worker,
+        startup=mover.start if mover is not None else None,
+        shutdown=mover.close if mover is not None else None,
+    )
     metrics.watch_health(lambda: True, lambda: True, list)  # the store is the cache: no informers
     metrics.watch_entries(engine.entries)
     return service, store
@@ -133,6 +144,38 @@ def hint_planner(
     engine's loop after the verb that asked (``worker.call_soon``), the plan made on a thread of
     its own (:mod:`extender.scheduling.make_room_hints`)."""
     return HintPlanner(state, view[1], cel, config, clock=clock, schedule=worker.call_soon, observer=metrics)
+
+
+async def always_leading() -> bool:
+    """The embedded default has one replica: it always leads."""
+    return True
+
+
+def make_room_mover(
+    engine: Engine,
+    api: ClusterAPI,
+    metrics: Metrics,
+    leading: Callable[[], Awaitable[bool]],
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> Mover | None:
+    """The make-room mover (``--make-room``; :mod:`extender.scheduling.make_room_mover`), over
+    the engine's cache, tracker and background planner, writing through ``api``; None when off.
+    ``leading``: whether this replica may move pods now."""
+    if not engine.config.mover.on or not isinstance(engine.hints, HintPlanner):
+        return None
+    return Mover(
+        engine.state,
+        engine.tracker,
+        engine.snapshots,
+        api,
+        engine.hints,
+        lambda: engine.config,
+        clock=clock,
+        wall_clock=time.time,
+        leading=leading,
+        observer=metrics,
+    )
 
 
 def observed(

@@ -81,6 +81,7 @@ EMPTY_AT_REST = (
     "holds",
     "placing",
     "unanswered_bindings",
+    "make_room_holds",
     "background_writes",
     "group_filters",
 )

@@ -123,6 +123,7 @@ IN_FLIGHT_MAPS = {
     "group_filters",
     "preemptions",
     "unanswered_bindings",
+    "make_room_holds",
     "background_writes",
     "finalizers_watched",
     "timed_out_claim_sets",

@@ -23,7 +23,7 @@ from extender.scheduling.inflight.assumed import AssumedClaims
 from extender.scheduling.inflight.catch_up import SeenPods
 from extender.scheduling.inflight.expected_binds import ExpectedBinds
 from extender.scheduling.inflight.placing import Placing
-from extender.scheduling.preempt.nominated import Nominations, Preempted
+from extender.scheduling.preempt.nominated import Nominations, Preempted, RoomHold
 
 #: How long after an unanswered Binding it may still land (kube-apiserver's request timeout is
 #: 60 s): until then a leftover claim of the pod is not deleted, lest the pod be bound without it.
@@ -90,6 +90,9 @@ class Tracker:
         self.preempted = Preempted(preemption_memory_seconds, clock)
         #: Pods whose Binding was sent with no answer, and when: such a Binding may still land.
         self._binding_unknown: dict[str, float] = {}
+        #: Make room's holds (issue 52), by the waiting pod's UID: set and released by the mover.
+        self.room_holds: dict[str, RoomHold] = {}
+        self._holds_by_node: dict[str, tuple[RoomHold, ...]] | None = None
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -105,14 +108,44 @@ class Tracker:
             "group_filters": len(self.groups),
             "preemptions": len(self.preempted),
             "unanswered_bindings": len(self._binding_unknown),
+            "make_room_holds": len(self.room_holds),
         }
+
+    def hold_room(self, hold: RoomHold) -> None:
+        """Keep the devices ``hold.pod`` gets on ``hold.node`` once ``hold.moved`` are gone."""
+        self.room_holds[hold.pod.uid] = hold
+        self._holds_by_node = None
+
+    def release_room(self, pod_uid: str) -> None:
+        if self.room_holds.pop(pod_uid, None) is not None:
+            self._holds_by_node = None
+
+    def victims_of(self, pod_uid: str, node: str) -> frozenset[str]:
+        """The pods whose going frees devices for ``pod_uid`` on ``node``: the victims the
+        preempt verb named for it, and the pods make room moves off the node for it."""
+        named = self.preempted.victims_of(pod_uid, node)
+        hold = self.room_holds.get(pod_uid)
+        if hold is not None and hold.node == node:
+            return named | hold.moved
+        return named
 
     def nominations(self, config: EngineConfig) -> Nominations | None:
         """Whose nominations keep devices (with device preemption only): pods of the schedulers
         this extender serves, except those being bound (their writes hold their devices)."""
-        if not config.device_preemption:
+        if not config.device_preemption and not self.room_holds:
             return None
-        return Nominations(config.scheduler_names, self.preempted.victims_of, frozenset(self.binds))
+        if self._holds_by_node is None:
+            by_node: dict[str, list[RoomHold]] = {}
+            for hold in self.room_holds.values():
+                by_node.setdefault(hold.node, []).append(hold)
+            self._holds_by_node = {node: tuple(holds) for node, holds in by_node.items()}
+        return Nominations(
+            config.scheduler_names,
+            self.victims_of,
+            frozenset(self.binds),
+            nominated_pods=config.device_preemption,
+            holds=self._holds_by_node,
+        )
 
     def node_pods(self, state: ClusterState, node: str) -> list[Pod]:
         """The pods on ``node`` as kube-scheduler counts them (see :mod:`placing`)."""

@@ -53,11 +53,22 @@ def unmovable(pod: Pod, priority: int, rules: Rules, now: float) -> str | None:
         return "of a DaemonSet"
     if not any(kind in rules.controller_kinds for kind in kinds):
         return "that no controller recreates"
+    if rules.resting and workload_of(pod) in rules.resting:
+        return "of a workload moved within the cooldown"
     if any(v.has("emptyDir") or v.has("hostPath") for v in spec.readers("volumes")):
         return "with local storage"
     if pod.start_time is None or now - pod.start_time < rules.min_age:
         return "younger than the minimum age"
     return None
+
+
+def workload_of(pod: Pod) -> str:
+    """The UID of the pod's controller (its ownerReference with ``controller: true``), '' if none:
+    the workload the mover's cooldown counts moves of."""
+    for ref in Reader(pod.raw.get("metadata"), "metadata").readers("ownerReferences"):
+        if ref.raw("controller") is True:
+            return ref.string("uid")
+    return ""
 
 
 @dataclass(frozen=True)

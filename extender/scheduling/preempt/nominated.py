@@ -20,7 +20,7 @@ node and what is being released there (a :class:`~extender.scheduling.decide.wha
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cachetools import TTLCache
 
@@ -40,16 +40,42 @@ def no_victims(uid: str, node: str) -> frozenset[str]:
 
 
 @dataclass(frozen=True, slots=True)
+class RoomHold:
+    """Make room's hold (issue 52): the mover is moving ``moved`` off ``node`` for ``pod``, so
+    ``pod`` keeps there what it would get with them gone, as a nominated pod keeps what its
+    preemption frees: from every pod of no higher priority (the moved pods' replacements
+    included: they never have a higher one), and it may use their claims being released."""
+
+    pod: Pod
+    node: str
+    #: UIDs of the pods moved (or being moved) off the node for it.
+    moved: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class Nominations:
     """Whose nominations keep devices, and what their preemptions free."""
 
     #: Only pods of these schedulers (upstream keeps room only for the pods in its own queue);
     #: None: any pod (offline, where no scheduler is named).
     scheduler_names: frozenset[str] | None = None
-    #: The victims the preempt verb named, per preemptor and node.
+    #: The victims the preempt verb named, per preemptor and node (and the pods make room moves).
     victims_of: VictimsOf = no_victims
     #: UIDs of pods whose bind is being written: those writes hold their devices already.
     binding: frozenset[str] = frozenset()
+    #: Whether pods kube-scheduler nominated (``status.nominatedNodeName``) keep devices: with
+    #: device preemption only. Make room's holds keep theirs either way.
+    nominated_pods: bool = True
+    #: Make room's holds, by node.
+    holds: Mapping[str, tuple[RoomHold, ...]] = field(default_factory=dict)
+
+    def held_node(self, uid: str) -> str:
+        """The node make room holds devices on for the pod with this UID ('': none)."""
+        for holds in self.holds.values():
+            for hold in holds:
+                if hold.pod.uid == uid:
+                    return hold.node
+        return ""
 
 
 def importance(pod: Pod) -> tuple[int, float, str, str]:
@@ -62,20 +88,25 @@ def importance(pod: Pod) -> tuple[int, float, str, str]:
 def nominated_here(state: ClusterState, pod: Pod, node_name: str, nominations: Nominations) -> list[Pod]:
     """Pods nominated to ``node_name`` that ``pod`` must leave room for: not bound, not
     terminating, not ``pod`` itself, priority at least ``pod``'s (upstream ``addGENominatedPods``),
-    of a scheduler this extender serves and not being bound already, most important first."""
-    waiting = state.nominated.get(node_name)
+    of a scheduler this extender serves and not being bound already, most important first;
+    and the pods make room holds devices for there (as they are in the cache, if they are)."""
+    waiting = list(state.nominated.get(node_name, {}).values()) if nominations.nominated_pods else []
+    for hold in nominations.holds.get(node_name, ()):
+        cached = state.pods.get(hold.pod.key)
+        waiting.append(cached if cached is not None and cached.uid == hold.pod.uid else hold.pod)
     if not waiting:
         return []
     names = nominations.scheduler_names
+    held = {hold.pod.uid for hold in nominations.holds.get(node_name, ())}
     return sorted(
         (
             q
-            for q in waiting.values()
+            for q in {q.uid: q for q in waiting}.values()
             if q.uid != pod.uid
             and q.priority >= pod.priority
             and not q.deleting
             and not q.node_name
-            and (names is None or q.scheduler_name in names)
+            and (names is None or q.scheduler_name in names or q.uid in held)
             and q.uid not in nominations.binding
         ),
         key=importance,
@@ -177,14 +208,17 @@ def adjustments(
         return {}
     state = snapshot.state
     out: dict[str, NodeAdjustment] = {}
-    if nominations is not None and state.nominated:
+    if nominations is not None and ((nominations.nominated_pods and state.nominated) or nominations.holds):
         wanted = set(names)
-        for name in state.nominated:
+        where = [*(state.nominated if nominations.nominated_pods else ()), *nominations.holds]
+        for name in dict.fromkeys(where):
             if name in wanted:
                 waiting = _waiting(snapshot, pod, name, nominations)
                 if waiting:
                     out[name] = NodeAdjustment(waiting)
-    target = nominated_node(state, pod) if releasing else ""
+    target = ""
+    if releasing:
+        target = nominated_node(state, pod) or (nominations.held_node(pod.uid) if nominations else "")
     if target and target in names:
         freeing = releasing_claims(snapshot, pod, claims, target, victims_of)
         if freeing:

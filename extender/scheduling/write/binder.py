@@ -218,7 +218,7 @@ class Binder:
             claims,
             [node_name],
             self.tracker.nominations(self.config),
-            self.tracker.preempted.victims_of,
+            self.tracker.victims_of,
         )
         plan = bind_plan.plan(
             snapshot,
