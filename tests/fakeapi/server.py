@@ -191,6 +191,8 @@ class FakeApiServer:
         self.store = Store()
         self.faults = Faults()
         self.requests: list[tuple[str, str, str]] = []  # (method, path?query, content-type)
+        #: (method, path?query, body) of every request that came with a body.
+        self.bodies: list[tuple[str, str, bytes]] = []
         #: (method, seconds) of every write, from its body read to its answer sent (benchmarks).
         self.write_times: list[tuple[str, float]] = []
         #: Bearer token -> (user name, the RBAC rules bound to them): see :meth:`person`.
@@ -904,6 +906,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._hang_up()
             return
         self.api.requests.append((method, self.path, content_type))
+        if body:
+            self.api.bodies.append((method, self.path, body))
         if faults.on_request is not None:
             faults.on_request(method, parsed.path)
         if faults.latency:
