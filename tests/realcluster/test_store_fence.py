@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from extender.cluster.api import FENCE_POLICY
 from tests.deploy.test_rendered import STANDALONE, kustomized, rendered, with_component
 from tests.realcluster.api import Api, ApiError
 from tests.realcluster.components import Extender, extender
@@ -372,7 +373,9 @@ def untouched(cluster: ControlPlane, pod: dict[str, Any]) -> bool:
     )
 
 
-FENCE_NAME = "ValidatingAdmissionPolicy 'dra-extender-leader-writes-standalone'"
+#: What the refusal names: the extender reads a 403 that says it as "fenced by the store"
+#: (extender/cluster/api.py), for an eviction as for its other writes.
+FENCE_NAME = f"ValidatingAdmissionPolicy '{FENCE_POLICY}-standalone'"
 
 
 def test_the_fence_refuses_a_deposed_replicas_eviction_and_admits_the_holders(
