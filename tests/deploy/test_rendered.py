@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import textwrap
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -255,3 +256,24 @@ def test_the_store_fence_covers_evictions(directory: str) -> None:
     # The rule reads who writes and the Lease, never the object: it holds for an Eviction too.
     expressions = [v["expression"] for v in policy["spec"]["validations"] + policy["spec"]["variables"]]
     assert not [e for e in expressions if re.search(r"\b(object|oldObject)\b", e)], expressions
+
+
+@pytest.mark.parametrize("directory", [SIDECAR, STANDALONE])
+def test_the_mover_pages_dry_run_kustomization_renders(directory: str, tmp_path: Path) -> None:
+    """docs/make-room-mover.md's first step: the component and ``--make-room-dry-run`` from a
+    kustomization beside the repository, as written (the sidecar) and as its comments say for
+    the standalone deployment."""
+    text = (REPO / "docs" / "make-room-mover.md").read_text()
+    (block,) = re.findall(r"^( *)```yaml\n(.*?)^\1```$", text, re.S | re.M)
+    config = yaml.safe_load(textwrap.dedent(block[1]))
+    if directory == STANDALONE:
+        config["resources"] = ["dra-extender/manifests/standalone"]
+        (patch,) = config["patches"]
+        patch["target"]["name"] = "dra-extender"
+        patch["patch"] = patch["patch"].replace("containers/1/", "containers/0/")
+    for part in ("manifests", "scheduler-config"):
+        shutil.copytree(REPO / part, tmp_path / "dra-extender" / part)
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(config))
+    extender, others = extender_containers(kustomized(tmp_path))
+    assert extender["args"][-2:] == ["--make-room", "--make-room-dry-run"]
+    assert all(not [a for a in c.get("args", ()) if a.startswith("--make-room")] for c in others)
