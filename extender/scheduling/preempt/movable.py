@@ -57,6 +57,9 @@ def unmovable(pod: Pod, priority: int, rules: Rules, now: float) -> str | None:
         return "of a workload moved within the cooldown"
     if any(v.has("emptyDir") or v.has("hostPath") for v in spec.readers("volumes")):
         return "with local storage"
+    if Reader(pod.raw.get("status"), "status").string("phase") != "Running":
+        # The Eviction API deletes a Pending pod without checking its budgets.
+        return "that are not running"
     if pod.start_time is None or now - pod.start_time < rules.min_age:
         return "younger than the minimum age"
     return None
