@@ -200,7 +200,7 @@ class Engine:
             for name, addition in found.items():
                 result.failed[name] = result.unresolvable.pop(name) + addition
         if not result.passed and not result.error and claims.allocates and claims.reason is None:
-            self.hints.ask(pod)  # no node fits: a plan in the background; an earlier one's line:
+            self.hints.ask(pod, node_names)  # no node fits: a plan in the background; an earlier one's line:
             with_hint(self.hints.hint(pod), result.unresolvable, result.failed)
         if result.passed:
             # In flight: a bind may follow (filters wait for it); a group member passed.

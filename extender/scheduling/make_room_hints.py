@@ -37,7 +37,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -125,8 +125,10 @@ class Hints(Protocol):
     def hint(self, pod: Pod) -> Hint | None:
         """The hint an earlier computation left for the pod, if any (never computes)."""
 
-    def ask(self, pod: Pod) -> None:
-        """No node fits the pod: plan for it in the background (at most once per interval)."""
+    def ask(self, pod: Pod, candidates: Collection[str] | None = None) -> None:
+        """No node fits the pod: plan for it in the background (at most once per interval).
+        ``candidates``: the nodes kube-scheduler's own filters passed (the filter's names):
+        the plan frees one of them."""
 
     def forget(self, uid: str) -> None:
         """The pod is bound: its hint goes."""
@@ -145,7 +147,7 @@ class NoHints:
     def hint(self, pod: Pod) -> Hint | None:
         return None
 
-    def ask(self, pod: Pod) -> None:
+    def ask(self, pod: Pod, candidates: Collection[str] | None = None) -> None:
         pass
 
     def forget(self, uid: str) -> None:
@@ -217,7 +219,7 @@ class HintPlanner:
         #: (1.6 ms for 370 entries on the engine's loop), a dict's copy does not.
         self._keys: dict[str, Key] = {}
         self._swept_at = -SWEEP_SECONDS
-        self._queue: deque[tuple[Pod, _Capture]] = deque()
+        self._queue: deque[tuple[Pod, _Capture, frozenset[str] | None]] = deque()
         self._wake = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._last: _Capture | None = None
@@ -275,14 +277,15 @@ class HintPlanner:
                     out.append((entry[0], uid, entry[1]))
         return out
 
-    def ask(self, pod: Pod) -> None:
+    def ask(self, pod: Pod, candidates: Collection[str] | None = None) -> None:
         if not self.on or pod.uid in self._asked:
             return
         self._asked[pod.uid] = True
+        targets = frozenset(candidates) if candidates is not None else None
         if self._schedule is None:
-            self._enqueue(pod)
+            self._enqueue(pod, targets)
         else:
-            self._schedule(self._enqueue, pod)
+            self._schedule(self._enqueue, pod, targets)
 
     def forget(self, uid: str) -> None:
         self._asked.pop(uid, None)
@@ -291,7 +294,7 @@ class HintPlanner:
             self._keys.pop(uid, None)
             self._gone[uid] = True
 
-    def _enqueue(self, pod: Pod) -> None:
+    def _enqueue(self, pod: Pod, targets: frozenset[str] | None = None) -> None:
         """After the verb, on the loop: copy what the planner reads, and queue the pod."""
         with self._lock:
             full = len(self._queue) >= self.queue_size
@@ -301,7 +304,7 @@ class HintPlanner:
         capture = self._capture()
         self._sweep()
         with self._lock:
-            self._queue.append((pod, capture))
+            self._queue.append((pod, capture, targets))
             if self.threaded and self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="make-room-hints", daemon=True)
                 self._thread.start()
@@ -348,8 +351,8 @@ class HintPlanner:
                     self._thread = None
                     self._inventory = self._built = self._last = None  # the copies go with it
                     return
-                pod, capture = self._queue.popleft()
-            self._work(pod, capture)
+                pod, capture, targets = self._queue.popleft()
+            self._work(pod, capture, targets)
 
     def drain(self) -> int:
         """Plan for every queued pod on the calling thread (tests); how many were planned."""
@@ -358,8 +361,8 @@ class HintPlanner:
             with self._lock:
                 if not self._queue:
                     return done
-                pod, capture = self._queue.popleft()
-            self._work(pod, capture)
+                pod, capture, targets = self._queue.popleft()
+            self._work(pod, capture, targets)
             done += 1
 
     def _polite(self) -> float:
@@ -414,7 +417,7 @@ class HintPlanner:
         self._built = (capture, snapshot)
         return snapshot
 
-    def _work(self, pod: Pod, capture: _Capture) -> None:
+    def _work(self, pod: Pod, capture: _Capture, targets: frozenset[str] | None = None) -> None:
         try:
             snapshot = self._snapshot(capture)
             cached = snapshot.state.pods.get(pod.key)
@@ -431,6 +434,7 @@ class HintPlanner:
                 now=self.wall_clock(),
                 clock=self._polite,
                 timeout=self.config.allocation_timeout,
+                targets=targets,
             )
         except Exception:  # a hint is never worth the thread
             log.exception("make-room hint for %s/%s failed", pod.namespace, pod.name)

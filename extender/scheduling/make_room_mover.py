@@ -343,10 +343,7 @@ class Mover:
         while flight.done < len(flight.moving) and self.current is flight:
             pod = flight.moving[flight.done]
             budgets = mover_bounds.budgets_of(pod, self.state.pdbs.values())
-            if any(
-                budgets & shared and self._still_there(flight.moving[i])
-                for i, shared in enumerate(flight.budgets.values())
-            ):
+            if self._budget_busy(flight, budgets):
                 return  # one at a time per budget: an earlier pod under it is still going
             if self.rate.wait() > 0:
                 return
@@ -403,9 +400,25 @@ class Mover:
         meta = current.get("metadata") or {}
         return meta.get("uid") != pod.uid or bool(meta.get("deletionTimestamp"))
 
-    def _still_there(self, pod: Pod) -> bool:
-        now = self.state.pods.get(pod.key)
-        return now is not None and now.uid == pod.uid
+    def _budget_busy(self, flight: InFlight, budgets: frozenset[tuple[str, str]]) -> bool:
+        """Whether a budget of the next pod is still busy with an earlier eviction of the plan:
+        that pod is not gone yet, or the budget (as the disruption controller last wrote it)
+        allows no disruption yet, because the replacement is not Ready. The Eviction API would
+        answer 429 meanwhile; waiting for the budget is what makes the evictions serial."""
+        if not budgets:
+            return False
+        for earlier in flight.moving[: flight.done]:
+            shared = flight.budgets.get(earlier.uid, frozenset()) & budgets
+            if not shared:
+                continue
+            now = self.state.pods.get(earlier.key)
+            if now is not None and now.uid == earlier.uid:
+                return True
+            for key in shared:
+                pdb = self.state.pdbs.get(key)
+                if pdb is not None and pdb.disruptions_allowed < 1:
+                    return True
+        return False
 
     def _released(self, flight: InFlight) -> bool:
         """Every claim the moved pods held is deallocated or gone (the cache shows it)."""

@@ -119,7 +119,7 @@ class World:
     def plan_for(self, *names: str) -> None:
         """Filter each pod (none fits: the planner is asked) and let the planner plan."""
         for name in names:
-            self.s.filter(name)
+            self.s.engine.filter(self.s.pod(name), sorted(self.s.state.nodes))
         self.s.planner.drain()
 
     def step(self, times: int = 1, every: float = 0.5) -> None:
@@ -426,6 +426,45 @@ def test_a_bound_pod_not_running_yet_is_never_moved() -> None:
             obj["status"]["phase"] = "Pending"
     w = world(objs)
     w.plan_for("trainer")
+    assert w.s.planner.plans() == []
+    w.step(3)
+    assert "mover" in w.pods() and w.observer.evictions == []
+
+
+class Graceful(MemoryAPI):
+    """Evictions that leave the pod terminating (its grace period), as a kubelet would, until
+    the test deletes it."""
+
+    async def evict_pod(self, namespace: str, name: str, uid: str) -> None:
+        def terminating(obj: dict[str, Any]) -> None:
+            obj["metadata"]["deletionTimestamp"] = "2026-11-28T01:00:00Z"
+
+        self.store.mutate("Pod", namespace, name, terminating)
+
+
+def test_pods_under_one_budget_are_evicted_one_at_a_time() -> None:
+    """``mover`` and ``second`` share a budget: ``second`` is evicted only once ``mover`` is gone,
+    however fast the rate would allow."""
+    pdb = pod_disruption_budget("both", {"app": "both"}, allowed=2)
+    objs = two_moves(extra=[pdb])
+    for obj in objs:
+        if obj["kind"] == "Pod" and obj["metadata"]["name"] in ("mover", "second"):
+            obj["metadata"]["labels"] = {"app": "both"}
+    w = world(objs, api=Graceful, rate=100.0)
+    w.plan_for("trainer")
+    w.step(6)
+    assert w.observer.evictions == ["evicted"]
+    w.store.delete("Pod", "default", "mover")
+    w.step()
+    assert w.observer.evictions == ["evicted", "evicted"]
+
+
+def test_the_plan_frees_only_a_node_kube_scheduler_s_own_filters_passed() -> None:
+    """kube-scheduler sent node-2 and node-3 only (node-1 failed its own filters, CPU say): no
+    plan frees node-1, so nothing moves for the trainer."""
+    w = world(objects())
+    w.s.engine.filter(w.s.pod("trainer"), ["node-2", "node-3"])
+    w.s.planner.drain()
     assert w.s.planner.plans() == []
     w.step(3)
     assert "mover" in w.pods() and w.observer.evictions == []

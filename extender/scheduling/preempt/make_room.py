@@ -38,7 +38,7 @@ Pure: a snapshot, a target, rules and clocks in; a :class:`Plan` or :class:`NoPl
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -184,6 +184,7 @@ def plan(
     now: float,
     clock: Callable[[], float],
     timeout: float | None = DEFAULT_NODE_TIMEOUT,
+    targets: Collection[str] | None = None,
 ) -> Plan | NoPlan:
     """The cheapest plan found that makes room for ``target`` on one node (see the module).
 
@@ -193,7 +194,9 @@ def plan(
     priorities, fragmentation) only between nodes searched before the fewest moves were found.
 
     ``now``: the wall-clock time pods' ages are measured at; ``clock``: the clock the time
-    budget is measured by. The snapshot is left as it was."""
+    budget is measured by; ``targets``: the nodes the target may be placed on (those
+    kube-scheduler's own filters passed, as a filter request names them; None: every node),
+    while moved pods may go to any node. The snapshot is left as it was."""
     state = snapshot.state
     if isinstance(target, Shape):
         claims, priority, keep = shape_claims(snapshot, target), rules.max_priority, []
@@ -210,6 +213,8 @@ def plan(
     nodes = sorted(state.nodes.values(), key=lambda n: n.name)
     free = {node.name: snapshot.free_devices(node) for node in nodes}
     need = devices_needed(claims)
+    if targets is not None:
+        nodes = [n for n in nodes if n.name in targets]
     # Nothing to move: it fits somewhere already (never where too few are free).
     fitting = _first_fitting(snapshot, claims, [n for n in nodes if free[n.name] >= need], timeout)
     if fitting is not None:
