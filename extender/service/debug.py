@@ -110,8 +110,24 @@ def in_flight(engine: Engine) -> dict[str, Any]:
             }
             for r in writes
         ],
+        "makeRoomHolds": room_holds(engine),
         "entries": engine.entries(),
     }
+
+
+def room_holds(engine: Engine, uid: str | None = None) -> list[dict[str, Any]]:
+    """The devices the make-room mover holds (``--make-room``): for which pod, on which node,
+    while which pods move off it (only ``uid``'s, when given)."""
+    return [
+        {
+            "pod": f"{hold.pod.namespace}/{hold.pod.name}",
+            "podUID": hold.pod.uid,
+            "node": hold.node,
+            "movingUIDs": sorted(hold.moved),
+        }
+        for hold in engine.tracker.room_holds.values()
+        if uid is None or hold.pod.uid == uid
+    ]
 
 
 #: Claims named per node as holding the devices a pod would need (the largest holders first).
@@ -224,7 +240,7 @@ def capacity_view(
 def make_room_view(engine: Engine, target: Pod | Shape, rules: Rules | None = None) -> dict[str, Any]:
     """Which pods to move so that ``target`` fits on one node, on the engine's snapshot, with
     ``rules`` (default: the operator's, ``--make-room-*``): :mod:`extender.service.make_room_view`."""
-    return make_room.make_room_data(
+    data = make_room.make_room_data(
         engine.snapshot(),
         target,
         rules if rules is not None else engine.config.make_room,
@@ -232,6 +248,9 @@ def make_room_view(engine: Engine, target: Pod | Shape, rules: Rules | None = No
         clock=engine.clock,
         timeout=engine.config.allocation_timeout,
     )
+    if isinstance(target, Pod) and (held := room_holds(engine, target.uid)):
+        data["heldByMover"] = held[0]  # the mover is carrying a plan out for it (docs/make-room-mover.md)
+    return data
 
 
 def class_figures(found: Capacity) -> dict[str, Any]:

@@ -138,6 +138,9 @@ def render(data: dict[str, Any]) -> str:
     else:
         named = f"{target['count']} x {target['deviceClass']}"
     text = f"make room for {named}\n{data['summary']}\n"
+    held = data.get("heldByMover")
+    if held is not None:
+        text += f"the mover is making room on {held['node']}: its devices there are held for it\n"
     found = data.get("plan")
     if found is not None and found["moves"]:
         rows = [

@@ -25,6 +25,8 @@ from extender.model.dra import parse_timestamp
 from extender.scheduling.config import Mover as MoverSettings
 from extender.scheduling.config import NoObserver
 from extender.scheduling.make_room_mover import Mover
+from extender.service import debug
+from extender.service.make_room_view import render
 from tests.builders import (
     allocated,
     claim,
@@ -468,3 +470,24 @@ def test_the_plan_frees_only_a_node_kube_scheduler_s_own_filters_passed() -> Non
     assert w.s.planner.plans() == []
     w.step(3)
     assert "mover" in w.pods() and w.observer.evictions == []
+
+
+def test_the_debug_views_show_the_hold_while_a_plan_runs() -> None:
+    w = world(two_moves(), rate=1.0)
+    w.plan_for("trainer")
+    w.step()
+    trainer = w.s.pod("trainer")
+    assert debug.in_flight(w.s.engine)["makeRoomHolds"] == [
+        {
+            "pod": "default/trainer",
+            "podUID": trainer.uid,
+            "node": "node-1",
+            "movingUIDs": ["uid-mover", "uid-second"],
+        }
+    ]
+    view = debug.make_room_view(w.s.engine, trainer)
+    assert view["heldByMover"]["node"] == "node-1"
+    assert "the mover is making room on node-1" in render(view)
+    w.leads[0] = False
+    w.step()
+    assert debug.in_flight(w.s.engine)["makeRoomHolds"] == []
