@@ -22,27 +22,21 @@ and 1: both roots), then the rest.
 Then the targets (:func:`add_targets`): ``big`` wants 8 GPUs (a whole node), ``pcie`` 4 under one
 PCIe root (a ``matchAttribute`` constraint). Neither fits anywhere until pods move.
 
-:class:`ClaimWatch` checks, on every change of a claim the API server's watch shows, that no
-device is allocated to two claims; :func:`evictions` and :func:`pod_deletes` read what the
-extender's identity asked of pods from the audit log.
+What the runs check on it is in tests/realcluster/mover_checks.py.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import sys
-import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from tests import builders as b
-from tests.realcluster.api import Api, ApiError
+from tests.realcluster.api import Api
 from tests.realcluster.components import SCHEDULER_NAME
 from tests.realcluster.controlplane import ControlPlane
 from tests.realcluster.workload import GPU_CLASS, GPU_DRIVER, PAUSE, applied, gpu_class
@@ -55,6 +49,9 @@ ROLE = "fragmented.test/role"
 TEMPLATE = "one-gpu"
 #: The PodDisruptionBudget of the ``guarded`` pods: no disruption allowed.
 ZERO_BUDGET = "zero"
+#: The budget of :attr:`Fragmented.shared_budget`, and the label it selects.
+SHARED_BUDGET = "shared"
+SHARED = {"fragmented.test/budget": SHARED_BUDGET}
 HIGH = "high"
 HIGH_PRIORITY = 1000
 ROLES = ("movable", "guarded", "high", "bare")
@@ -142,8 +139,10 @@ def pod_spec(node: str, *, priority_class: str | None = None, grace: int = 1) ->
     return spec
 
 
-def replica_set(name: str, node: str, role: str, replicas: int) -> dict[str, Any]:
-    labels = {"app": name, ROLE: role}
+def replica_set(
+    name: str, node: str, role: str, replicas: int, extra_labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    labels = {"app": name, ROLE: role, **(extra_labels or {})}
     return {
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
@@ -183,8 +182,13 @@ class Fragmented:
 
     plane: ControlPlane
     layout: tuple[NodeShare, ...] = SMALL
-    #: Workload objects made here (kind, name), removed by :meth:`remove_workloads`.
+    #: maxUnavailable of the budget ``shared`` over the movable pods of nodes 0 and 1 (the nodes
+    #: ``big`` may have); None: no such budget.
+    shared_budget: int | None = None
+    #: Workload objects made here (kind, name).
     made: list[tuple[str, str]] = field(default_factory=list)
+    #: When :meth:`build` returned (time.monotonic).
+    built_at: float = field(default=0.0, init=False)
     #: The roles placed so far.
     _placed: list[str] = field(default_factory=list, init=False)
 
@@ -226,12 +230,19 @@ class Fragmented:
             list(pool.map(self._add_node, self.nodes))
         if any(share.guarded for share in self.layout):
             self._create(budget(ZERO_BUDGET, {ROLE: "guarded"}, max_unavailable=0))
+        if self.shared_budget is not None:
+            self._create(budget(SHARED_BUDGET, SHARED, max_unavailable=self.shared_budget))
         # The pods that never move first: GPUs 0 and 1 (one on each root).
         self._place(ANCHORS, timeout)
         self._place(("movable", "bare"), timeout)
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(self._untaint, self.nodes))
         api.wait_for(self._budgets_settled, timeout=timeout, what="the budgets' status counting every pod")
+        self.built_at = time.monotonic()
+
+    def wait_older_than(self, seconds: float) -> None:
+        """Until every pod built is older than ``seconds`` (status.startTime has whole seconds)."""
+        time.sleep(max(0.0, self.built_at + seconds + 1.0 - time.monotonic()))
 
     def _add_node(self, node: str) -> None:
         self.plane.add_node(node)
@@ -264,7 +275,8 @@ class Fragmented:
                 if role == "bare":
                     objects += [bare_pod(f"n{i:02d}-bare-{k}", node) for k in range(count)]
                 else:
-                    objects.append(replica_set(f"n{i:02d}-{role}", node, role, count))
+                    extra = SHARED if role == "movable" and i < 2 and self.shared_budget is not None else {}
+                    objects.append(replica_set(f"n{i:02d}-{role}", node, role, count, extra))
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(self._create, objects))
         want = {
@@ -365,142 +377,10 @@ class Fragmented:
 
     def remove_workloads(self) -> None:
         """The ReplicaSets and budgets (before the pods go: nothing recreates them then)."""
-        for kind in ("ReplicaSet", "PodDisruptionBudget"):
-            for obj in self.api.list(kind, NAMESPACE):
-                self.api.delete(kind, obj["metadata"]["name"], NAMESPACE)
+        remove_workloads(self.api)
 
 
-def evictions(plane: ControlPlane, since: int = 0) -> list[tuple[str, int]]:
-    """(pod name, response code) of every eviction the extender's identity asked for, in order."""
-    out = []
-    for event in plane.audit_events()[since:]:
-        ref = event.get("objectRef") or {}
-        if (
-            ref.get("resource") == "pods"
-            and ref.get("subresource") == "eviction"
-            and event.get("verb") == "create"
-        ):
-            out.append((str(ref.get("name")), int((event.get("responseStatus") or {}).get("code", 0))))
-    return out
-
-
-def pod_deletes(plane: ControlPlane, since: int = 0) -> list[str]:
-    """Plain DELETEs of pods by the extender's identity (the mover must never send one)."""
-    return [
-        f"{event.get('requestURI')} ({event.get('userAgent')})"
-        for event in plane.audit_events()[since:]
-        if event.get("verb") == "delete"
-        and (event.get("objectRef") or {}).get("resource") == "pods"
-        and not (event.get("objectRef") or {}).get("subresource")
-    ]
-
-
-class ClaimWatch:
-    """Every claim change the API server's watch shows, each checked at once: no device allocated
-    to two claims at any resourceVersion (none of these devices allows shared allocation, and
-    no claim here asks for admin access)."""
-
-    def __init__(self, plane: ControlPlane, namespace: str = NAMESPACE) -> None:
-        self.plane = plane
-        self.path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
-        self.claims: dict[str, dict[str, Any]] = {}
-        listed = plane.api.request("GET", self.path)
-        for claim in listed.get("items") or []:
-            self.claims[claim["metadata"]["uid"]] = claim
-        self.rv = listed["metadata"]["resourceVersion"]
-        self.violations: list[str] = []
-        self.changes = 0
-        #: device -> the claims (names) it was ever allocated to, in order.
-        self.history: dict[tuple[str, str, str], list[str]] = defaultdict(list)
-        self._stop = threading.Event()
-        self._check()
-        self.thread = threading.Thread(target=self._run, name="claim-watch", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        http = self.plane.api.http
-        while not self._stop.is_set():
-            params = {"watch": "1", "resourceVersion": self.rv, "allowWatchBookmarks": "true"}
-            try:
-                with http.stream(
-                    "GET", self.path, params=params, timeout=httpx.Timeout(5, read=None)
-                ) as answer:
-                    for line in answer.iter_lines():
-                        if self._stop.is_set():
-                            return
-                        if line:
-                            self._event(json.loads(line))
-            except httpx.HTTPError as exc:
-                if self._stop.is_set():
-                    return
-                print(f"claim watch restarted at {self.rv}: {exc!r}", file=sys.stderr)
-
-    def _event(self, event: dict[str, Any]) -> None:
-        obj = event.get("object") or {}
-        meta = obj.get("metadata") or {}
-        self.rv = meta.get("resourceVersion", self.rv)
-        kind = event.get("type")
-        if kind == "ERROR":  # too old a resourceVersion: list again
-            listed = self.plane.api.request("GET", self.path)
-            self.claims = {c["metadata"]["uid"]: c for c in listed.get("items") or []}
-            self.rv = listed["metadata"]["resourceVersion"]
-        elif kind in ("ADDED", "MODIFIED"):
-            self.claims[meta["uid"]] = obj
-        elif kind == "DELETED":
-            self.claims.pop(meta["uid"], None)
-        else:
-            return
-        self.changes += 1
-        self._check()
-
-    def _check(self) -> None:
-        holders: dict[tuple[str, str, str], list[str]] = defaultdict(list)
-        for claim in self.claims.values():
-            allocation = (claim.get("status") or {}).get("allocation") or {}
-            for result in (allocation.get("devices") or {}).get("results") or []:
-                device = (result["driver"], result["pool"], result["device"])
-                holders[device].append(claim["metadata"]["name"])
-        for device, names in holders.items():
-            if len(names) > 1:
-                self.violations.append(f"at {self.rv}: {'/'.join(device)} allocated to {sorted(names)}")
-            name = names[0]
-            seen = self.history[device]
-            if not seen or seen[-1] != name:
-                seen.append(name)
-
-    def close(self) -> None:
-        self._stop.set()
-
-
-def wait_budgets(api: Api, name: str, allowed: int, timeout: float = 30.0) -> dict[str, Any]:
-    """The budget ``name`` once its status allows ``allowed`` disruptions (for its generation)."""
-
-    def settled() -> dict[str, Any] | None:
-        pdb = api.get("PodDisruptionBudget", name, NAMESPACE)
-        if pdb is None:
-            return None
-        status = pdb.get("status") or {}
-        if (
-            status.get("observedGeneration") == pdb["metadata"]["generation"]
-            and status.get("disruptionsAllowed") == allowed
-        ):
-            return pdb
-        return None
-
-    return dict(api.wait_for(settled, timeout=timeout, what=f"PodDisruptionBudget {name} allowing {allowed}"))
-
-
-def evict(api: Api, name: str, uid: str | None = None) -> int:
-    """An eviction of pod ``name`` as the admin: the response code (201, or 429 past a budget)."""
-    body: dict[str, Any] = {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-    }
-    if uid:
-        body["deleteOptions"] = {"preconditions": {"uid": uid}}
-    try:
-        api.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/eviction", json=body)
-    except ApiError as exc:
-        return exc.code
-    return 201
+def remove_workloads(api: Api) -> None:
+    for kind in ("ReplicaSet", "PodDisruptionBudget"):
+        for obj in api.list(kind, NAMESPACE):
+            api.delete(kind, obj["metadata"]["name"], NAMESPACE)
