@@ -289,7 +289,10 @@ def test_the_freed_devices_are_kept_from_other_pods_while_the_plan_runs() -> Non
     w.plan_for("trainer")
     w.step()
     assert "mover" not in w.pods() and "second" in w.pods()
-    assert "node-1" not in w.s.filter("newcomer").passed
+    refused = w.s.filter("newcomer")
+    assert "node-1" not in refused.passed
+    kept = "devices here are kept for default/trainer, for whom pods are being moved off this node"
+    assert kept in refused.unresolvable["node-1"]
     assert w.s.filter("newcomer").passed  # node-3 or node-4
 
 

@@ -38,6 +38,10 @@ class Waiting:
     pod: Pod
     #: The pods its own preemption is evicting on the node: what they hold is free for it.
     gone: tuple[Pod, ...] = ()
+    #: Kept by make room's mover (its pods are moved off the node for it), not by a nomination.
+    made_room: bool = False
+    #: Claims being released for it whatever the cache shows of their pods (make room's).
+    freeing: tuple[ResourceClaim, ...] = ()
 
     @property
     def name(self) -> str:
@@ -59,6 +63,18 @@ class NodeAdjustment:
         return [c.allocation for c in self.releasing if c.allocation is not None]
 
 
+def kept_for(waiting: Sequence[Waiting]) -> str:
+    """Why a node's devices are kept for the pods in ``waiting`` (a node's reason)."""
+    nominated = ", ".join(w.name for w in waiting if not w.made_room)
+    made_room = ", ".join(w.name for w in waiting if w.made_room)
+    parts = []
+    if nominated:
+        parts.append(f"devices here are kept for {nominated}, nominated to this node by a preemption")
+    if made_room:
+        parts.append(f"devices here are kept for {made_room}, for whom pods are being moved off this node")
+    return "; ".join(parts)
+
+
 #: Nothing changes: the node is judged as the snapshot shows it.
 UNCHANGED = NodeAdjustment()
 
@@ -77,10 +93,11 @@ def kept(
         claims = snapshot.claims_of(waiting_pod.pod)
         if claims.error is not None or claims.reason is not None or not claims.allocates:
             continue  # nothing to keep: it cannot be allocated anyway, or it holds its devices already
-        gone = waiting_pod.gone
-        freed = freed_allocations(
-            snapshot.claims, gone, {p.uid for p in gone}, {c.key for c in claims.ordered}
-        )
+        gone, freeing = waiting_pod.gone, waiting_pod.freeing
+        keep = {c.key for c in claims.ordered}
+        freed = [c.allocation for c in freeing if c.allocation is not None and c.key not in keep]
+        keep.update(c.key for c in freeing)
+        freed += freed_allocations(snapshot.claims, gone, {p.uid for p in gone}, keep)
         with snapshot.what_if(freed=freed, held=held):
             decision = snapshot.decide(claims, node, timeout=timeout)
         if decision.fits:
@@ -214,10 +231,7 @@ def _judge(
         and decision.reason
         and _fits_unheld(snapshot, claims, node, freed, timeout)
     ):
-        waiting = ", ".join(w.name for w in adjustment.waiting)
-        decision.reason = (
-            f"{decision.reason} (devices here are kept for {waiting}, nominated to this node by a preemption)"
-        )
+        decision.reason = f"{decision.reason} ({kept_for(adjustment.waiting)})"
         if assessment is not None:
             assessment = Assessment(
                 False,

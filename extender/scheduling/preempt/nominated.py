@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from cachetools import TTLCache
 
-from extender.cluster.state import ClusterState
+from extender.cluster.state import ClusterState, Key
 from extender.model.core import Pod
 from extender.model.dra import ResourceClaim
 from extender.scheduling.decide.prefilter import PodClaims
@@ -50,6 +50,9 @@ class RoomHold:
     node: str
     #: UIDs of the pods moved (or being moved) off the node for it.
     moved: frozenset[str]
+    #: The claims they held there when the plan started: what is released for it even once the
+    #: pods are gone from the cache and their claims not released yet.
+    claims: frozenset[Key] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,8 +240,27 @@ def _waiting(
     state = snapshot.state
     on_node = state.pods_by_node.get(node_name, {}).values()
     out = []
+    holds = {hold.pod.uid: hold for hold in nominations.holds.get(node_name, ())}
     for waiting in nominated_here(state, pod, node_name, nominations):
         named = nominations.victims_of(waiting.uid, node_name)
         gone = tuple(p for p in on_node if p.uid in named or (p.deleting and p.priority < waiting.priority))
-        out.append(Waiting(waiting, gone))
+        hold = holds.get(waiting.uid)
+        freeing = _freeing(snapshot, hold) if hold is not None else ()
+        out.append(Waiting(waiting, gone, made_room=hold is not None, freeing=freeing))
+    return tuple(out)
+
+
+def _freeing(snapshot: Snapshot, hold: RoomHold) -> tuple[ResourceClaim, ...]:
+    """The claims the pods make room moves for ``hold`` held, still allocated and reserved for
+    none but them: free for the held pod, whether or not the cache still shows the pods (a
+    deleted pod's claim is released a moment after the pod goes)."""
+    out = []
+    for key in hold.claims:
+        claim = snapshot.claims.get(key)
+        if (
+            claim is not None
+            and claim.allocation is not None
+            and all(entry.get("uid") in hold.moved for entry in claim.reserved_for)
+        ):
+            out.append(claim)
     return tuple(out)
