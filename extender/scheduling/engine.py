@@ -204,6 +204,7 @@ class Engine:
             with_hint(self.hints.hint(pod), result.unresolvable, result.failed)
         if result.passed:
             # In flight: a bind may follow (filters wait for it); a group member passed.
+            self.hints.drop(pod.uid)  # a plan made while no node fitted is stale: nothing moves for it
             if claims.allocates:
                 self.tracker.expected.expect(pod.uid)
             if pod.pod_group and self.config.features.workload_resource_claims:
@@ -280,10 +281,8 @@ class Engine:
             if result.unresolvable
             else 0
         )
-        self.observer.filtered(
-            len(result.passed), len(result.failed) + len(result.unresolvable) - unknown, bool(result.error)
-        )
         rejected = len(result.unresolvable) + len(result.failed)
+        self.observer.filtered(len(result.passed), rejected - unknown, bool(result.error))
         self.log(
             "filter",
             pod,

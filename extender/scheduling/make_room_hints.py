@@ -133,6 +133,9 @@ class Hints(Protocol):
     def forget(self, uid: str) -> None:
         """The pod is bound: its hint goes."""
 
+    def drop(self, uid: str) -> None:
+        """A node fits the pod now: its plan (made while none did) goes; a later one may come."""
+
     def reconfigure(self, config: EngineConfig) -> None: ...
 
     def entries(self) -> int: ...
@@ -151,6 +154,9 @@ class NoHints:
         pass
 
     def forget(self, uid: str) -> None:
+        pass
+
+    def drop(self, uid: str) -> None:
         pass
 
     def reconfigure(self, config: EngineConfig) -> None:
@@ -218,6 +224,8 @@ class HintPlanner:
         #: Each hint's pod key, for the sweep: iterating a TTLCache runs Python code per entry
         #: (1.6 ms for 370 entries on the engine's loop), a dict's copy does not.
         self._keys: dict[str, Key] = {}
+        #: The hints with a plan (few), for the mover: read without walking every hint.
+        self._planned: dict[str, tuple[Key, Hint]] = {}
         self._swept_at = -SWEEP_SECONDS
         self._queue: deque[tuple[Pod, _Capture, frozenset[str] | None]] = deque()
         self._wake = threading.Condition(self._lock)
@@ -249,6 +257,7 @@ class HintPlanner:
                 self._hints = self._cache(2 * config.make_room_hint_seconds)
                 self._gone = self._cache(2 * config.make_room_hint_seconds)
                 self._keys = {}
+                self._planned = {}
         self.config = config
 
     def entries(self) -> int:
@@ -268,14 +277,13 @@ class HintPlanner:
         return entry[1] if entry is not None else None
 
     def plans(self) -> list[tuple[Key, str, Hint]]:
-        """Every pod's hint with a plan that moves pods: (pod key, pod UID, hint)."""
-        out = []
+        """Every pod's hint with a plan that moves pods, made within two intervals (as long as
+        a hint lives): (pod key, pod UID, hint)."""
+        oldest = self.clock() - 2 * self.config.make_room_hint_seconds
         with self._lock:
-            for uid in list(self._hints):
-                entry = self._hints.get(uid)  # (one may expire meanwhile)
-                if entry is not None and entry[1] is not None and entry[1].plan is not None:
-                    out.append((entry[0], uid, entry[1]))
-        return out
+            for uid in [u for u, (_, hint) in self._planned.items() if hint.made < oldest]:
+                del self._planned[uid]
+            return [(key, uid, hint) for uid, (key, hint) in self._planned.items()]
 
     def ask(self, pod: Pod, candidates: Collection[str] | None = None) -> None:
         if not self.on or pod.uid in self._asked:
@@ -292,7 +300,13 @@ class HintPlanner:
         with self._lock:
             self._hints.pop(uid, None)
             self._keys.pop(uid, None)
+            self._planned.pop(uid, None)
             self._gone[uid] = True
+
+    def drop(self, uid: str) -> None:
+        with self._lock:
+            if self._planned.pop(uid, None) is not None:
+                self._hints.pop(uid, None)
 
     def _enqueue(self, pod: Pod, targets: frozenset[str] | None = None) -> None:
         """After the verb, on the loop: copy what the planner reads, and queue the pod."""
@@ -450,3 +464,7 @@ class HintPlanner:
             if pod.uid not in self._gone:
                 self._hints[pod.uid] = (pod.key, hint)
                 self._keys[pod.uid] = pod.key
+                if hint is not None:
+                    self._planned[pod.uid] = (pod.key, hint)
+                else:
+                    self._planned.pop(pod.uid, None)

@@ -42,26 +42,19 @@ from typing import Literal
 
 from cachetools import TTLCache
 
-from extender.cluster.api import (
-    ApiConflict,
-    ApiNotFound,
-    ApiTooManyRequests,
-    ClusterAPI,
-    ClusterAPIError,
-    FencedByStore,
-    NotLeading,
-)
+from extender.cluster.api import ClusterAPI
 from extender.cluster.state import ClusterState, Key
 from extender.model.core import Pod
-from extender.scheduling.config import EngineConfig, NoObserver, Observer
+from extender.scheduling.config import EngineConfig, NoObserver, Observer, Rules
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.inflight.snapshots import Snapshots
 from extender.scheduling.inflight.tracker import Tracker
 from extender.scheduling.make_room_hints import HintPlanner
 from extender.scheduling.preempt import mover_bounds
 from extender.scheduling.preempt.make_room import Plan
-from extender.scheduling.preempt.movable import workload_of
+from extender.scheduling.preempt.movable import unmovable, workload_of
 from extender.scheduling.preempt.nominated import RoomHold
+from extender.scheduling.write import evictions
 
 log = logging.getLogger("dra_extender.make_room")
 
@@ -81,8 +74,6 @@ ABANDON_REASONS = (
     "timeout",
     "stopped",
 )
-#: Outcomes of ``dra_extender_make_room_evictions_total``.
-EVICTION_OUTCOMES = ("evicted", "gone", "budget", "throttled", "refused", "error")
 #: Pods remembered (given up on, or logged in a dry run) at most.
 MEMORY = 4096
 
@@ -106,6 +97,8 @@ class InFlight:
     #: The claims the moved pods held (key -> claim UID): released when each is unallocated or gone.
     claims: dict[Key, str] = field(default_factory=dict)
     released_at: float | None = None
+    #: The last check that the plan still holds: (what it was judged on, why not or None).
+    judged: tuple[tuple[int, int, int, str], str | None] | None = None
 
     @property
     def name(self) -> str:
@@ -145,7 +138,9 @@ class Mover:
         self.rate = mover_bounds.EvictionRate(settings.rate, clock)
         self.cooldown = mover_bounds.Cooldown(settings.cooldown, clock)
         #: Pods whose plan was abandoned (or shown in a dry run): not planned for again meanwhile.
-        self.given_up: TTLCache[str, str] = TTLCache(MEMORY, max(settings.cooldown, 1e-9), timer=clock)
+        #: At least two hint intervals: a hint lives that long, and is not acted on twice.
+        remembered = max(settings.cooldown, 2 * config().make_room_hint_seconds, 1.0)
+        self.given_up: TTLCache[str, str] = TTLCache(MEMORY, remembered, timer=clock)
         self.current: InFlight | None = None
         planner.resting = self.cooldown.resting
         self._stopped = False
@@ -192,7 +187,11 @@ class Mover:
             return
         if self.current is None and not self._candidates_exist():
             return
-        leading = await self.leading()
+        try:
+            leading = await self.leading()
+        except Exception as exc:  # cannot tell: not leading (a plan in flight is abandoned)
+            log.warning("make room: cannot tell whether this replica leads: %s", exc)
+            leading = False
         if self.current is not None:
             if not leading:
                 self._abandon("not_leading", "this replica no longer leads")
@@ -267,7 +266,8 @@ class Mover:
             for c in self.snapshots.current().claims.values()
             if c.allocation is not None and any(e.get("uid") == p.uid for e in c.reserved_for)
         }
-        self.tracker.hold_room(RoomHold(target, plan.node, frozenset(p.uid for p in moving)))
+        moved = frozenset(p.uid for p in moving)
+        self.tracker.hold_room(RoomHold(target, plan.node, moved, frozenset(flight.claims)))
         self.current = flight
         snapshot = self.snapshots.current()
         why = self._no_longer_holds(snapshot, flight)
@@ -288,6 +288,14 @@ class Mover:
     # --- carrying it out ---------------------------------------------------------------------------
 
     def _no_longer_holds(self, snapshot: Snapshot, flight: InFlight) -> str | None:
+        """:meth:`_judged` once per change of the cache, the tracker or the plan's progress
+        (every step asks; a step with nothing new does not allocate again)."""
+        key = (self.state.version, self.tracker.assumed.version, flight.done, flight.phase)
+        if flight.judged is None or flight.judged[0] != key:
+            flight.judged = (key, self._judged(snapshot, flight))
+        return flight.judged[1]
+
+    def _judged(self, snapshot: Snapshot, flight: InFlight) -> str | None:
         target = snapshot.state.pods.get(flight.target.key)
         if target is None or target.uid != flight.target.uid or target.deleting:
             return "the pod is gone"
@@ -347,6 +355,12 @@ class Mover:
                 return  # one at a time per budget: an earlier pod under it is still going
             if self.rate.wait() > 0:
                 return
+            current = self.state.pods.get(pod.key)
+            if current is not None and current.uid == pod.uid:
+                why = unmovable(current, flight.target.priority, self._rules(), self.wall_clock())
+                if why is not None:  # it changed since the plan: an opt-out, a new priority...
+                    self._abandon("changed", f"{pod.namespace}/{pod.name} may no longer move: one {why}")
+                    return
             self.rate.spend()
             outcome = await self._evict(flight, pod)
             self.observer.make_room_eviction(outcome)
@@ -367,38 +381,19 @@ class Mover:
             flight.phase = "releasing"
 
     async def _evict(self, flight: InFlight, pod: Pod) -> str:
-        """Evict ``pod``; its outcome (abandoning the plan unless evicted or gone)."""
-        name = f"{pod.namespace}/{pod.name}"
-        try:
-            await self.api.evict_pod(pod.namespace, pod.name, pod.uid)
-        except ApiTooManyRequests as exc:
-            why = "budget" if exc.budget else "throttled"
-            self._abandon(why, f"evicting {name} refused: {exc}")
-            return why
-        except (ApiNotFound, ApiConflict):
-            return "gone"  # deleted, or replaced by a pod of the same name: no longer here
-        except (NotLeading, FencedByStore) as exc:
-            self._abandon("not_leading", f"evicting {name} not sent or refused: {exc}")
-            return "refused"
-        except ClusterAPIError as exc:
-            if exc.code == 0 and await self._evicted_after_all(pod):
-                return "evicted"  # the answer was lost, the eviction was not
-            # 500: more than one budget selects the pod; 403: a budget cannot be honoured.
-            reason = "refused" if exc.code in (403, 500) else "error"
-            self._abandon(reason, f"evicting {name} failed: {exc}")
-            return reason
-        return "evicted"
+        """Evict ``pod``; its outcome (the plan abandoned unless the pod is gone or going)."""
+        done = await evictions.evict(self.api, pod)
+        if done.unknown:  # it may have been evicted: its workload rests as if it was
+            self.cooldown.moved(workload_of(pod))
+        if not done.moved:
+            reason = "not_leading" if done.not_leading else done.outcome
+            self._abandon(reason, done.why)
+        return done.outcome
 
-    async def _evicted_after_all(self, pod: Pod) -> bool:
-        """After an eviction with no answer: whether the API server shows the pod gone or going."""
-        try:
-            current = await self.api.get_pod(pod.namespace, pod.name)
-        except ApiNotFound:
-            return True
-        except ClusterAPIError:
-            return False
-        meta = current.get("metadata") or {}
-        return meta.get("uid") != pod.uid or bool(meta.get("deletionTimestamp"))
+    def _rules(self) -> Rules:
+        """The planner's rules for a pod about to be evicted, without the workloads resting
+        (the plan's own earlier moves put its workload to rest)."""
+        return self.config.make_room
 
     def _budget_busy(self, flight: InFlight, budgets: frozenset[tuple[str, str]]) -> bool:
         """Whether a budget of the next pod is still busy with an earlier eviction of the plan:

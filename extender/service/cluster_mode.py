@@ -329,7 +329,9 @@ class ClusterMode:
         leads). A sidecar that cannot tell (no fence installed) never moves a pod: a standby
         replica must not evict."""
         if self.elector is not None:
-            return self.elector.is_leader()
+            # Not only holding the Lease: past a takeover's write window too, or the eviction
+            # would be refused by the process fence and the plan abandoned.
+            return self.elector.may_write() is None
         if self.fence_state.lease is None:
             if not self._unsure_logged:
                 self._unsure_logged = True

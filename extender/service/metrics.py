@@ -31,8 +31,9 @@ from extender.cel.environment import CelCounts
 from extender.cluster.store_fence import STATES as STORE_FENCE_STATES
 from extender.scheduling.decide.capacity import SHAPE_COUNTS, Capacity
 from extender.scheduling.decide.held_claims import HeldClaims
-from extender.scheduling.make_room_mover import ABANDON_REASONS, EVICTION_OUTCOMES, PLAN_OUTCOMES
+from extender.scheduling.make_room_mover import ABANDON_REASONS, PLAN_OUTCOMES
 from extender.scheduling.write import bind_failures
+from extender.scheduling.write.evictions import EVICTION_OUTCOMES
 
 #: Up to the longest a bind can take: several API calls of up to --api-timeout (30 s) each.
 LATENCY_BUCKETS = (

@@ -1,14 +1,12 @@
 """The make-room mover (issue 52) attacked: a review's scenarios on the embedded default's store,
-in the style of :mod:`tests.scheduling.test_make_room_mover`. Each test marked xfail documents
-a defect the review found (strict: it fails now, and must be unmarked when fixed)."""
+in the style of :mod:`tests.scheduling.test_make_room_mover`: the defects the review found
+(each failed before its fix), and what it checked that held."""
 
 from __future__ import annotations
 
 import asyncio
 import types
 from typing import Any
-
-import pytest
 
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.memory_api import MemoryAPI
@@ -17,6 +15,7 @@ from tests.builders import allocated, claim, exact, reserve
 from tests.scheduling.preempt.test_make_room import Mover as Running
 from tests.scheduling.preempt.test_make_room import running
 from tests.scheduling.test_make_room_mover import (
+    World,
     assert_no_device_twice,
     objects,
     owned_claim,
@@ -26,16 +25,10 @@ from tests.scheduling.test_make_room_mover import (
 )
 
 
-def passed(w: Any, name: str) -> list[str]:
+def passed(w: World, name: str) -> list[str]:
     return w.s.engine.filter(w.s.pod(name), sorted(w.s.state.nodes)).passed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: the hold keeps nothing between a moved pod's deletion and its claim's release "
-    "(_waiting frees only the claims of victims still in pods_by_node), so a recreated pod "
-    "takes the node's other free device",
-)
 def test_the_hold_keeps_the_room_after_the_moved_pod_is_deleted_and_before_its_claim_is_released() -> None:
     """The moved pod is evicted and gone from the cache; its claim is still allocated (the
     resourceclaim controller or the garbage collector has not released it yet: 0-20 ms, longer
@@ -53,11 +46,6 @@ def test_the_hold_keeps_the_room_after_the_moved_pod_is_deleted_and_before_its_c
     assert "node-1" not in passed(w, "mover-2")  # node-1's gpu-1 is kept for the trainer
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: a pod still to move is checked only for its UID and node before its "
-    "eviction, not again against the rules (an opt-out annotation added after the plan)",
-)
 def test_a_pod_that_opts_out_after_the_plan_started_is_not_evicted() -> None:
     """The operator sees MakingRoom name ``second`` and annotates it
     ``dra.extender.io/make-room: never`` before its turn (the rate spaces the evictions)."""
@@ -75,11 +63,6 @@ def test_a_pod_that_opts_out_after_the_plan_started_is_not_evicted() -> None:
     assert "second" in w.pods()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: a plan up to two hint intervals old is carried out although the pod now "
-    "fits on a node without moving anything",
-)
 def test_nothing_is_evicted_for_a_pod_that_fits_elsewhere_now() -> None:
     """After the plan was made, node-4's two GPUs are freed (a job ended): the trainer fits
     there as it is. The mover still evicts ``mover`` for it."""
@@ -111,11 +94,6 @@ class LostThenBlind(MemoryAPI):
         raise ClusterAPIError("connection refused")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: an eviction that landed but whose answer was lost (and the GET after it "
-    "failed) does not put its workload to rest: another of its pods is moved within the cooldown",
-)
 def test_a_workload_evicted_with_its_answer_lost_still_rests_for_the_cooldown() -> None:
     """``mover`` and ``sibling`` are one ReplicaSet's. The trainer's eviction of ``mover`` lands
     with no answer and the GET after it fails: the plan is abandoned as ``error``. ``late``'s plan
@@ -147,11 +125,6 @@ class Gateway504(MemoryAPI):
         raise error
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: only an answer with no status (code 0) is checked with a GET; a 504 (or a "
-    "500 that is not the two-budgets refusal) abandons the plan though the eviction landed",
-)
 def test_an_eviction_answered_504_that_landed_is_counted_and_the_plan_goes_on() -> None:
     w = world(objects(), api=Gateway504)
     w.plan_for("trainer")
@@ -160,12 +133,6 @@ def test_an_eviction_answered_504_that_landed_is_counted_and_the_plan_goes_on() 
     assert w.observer.evictions == ["evicted"] and w.mover.current is not None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: mover_leads asks elector.is_leader(), not may_write(): during a takeover's "
-    "write window the mover starts a plan whose eviction the process fence refuses (NotLeading), "
-    "abandoning it as not_leading and giving up on the pod for the whole cooldown",
-)
 def test_the_mover_does_not_lead_during_the_takeover_write_window() -> None:
     elector = types.SimpleNamespace(
         is_leader=lambda: True,
