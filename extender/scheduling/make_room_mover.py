@@ -299,6 +299,8 @@ class Mover:
         target = snapshot.state.pods.get(flight.target.key)
         if target is None or target.uid != flight.target.uid or target.deleting:
             return "the pod is gone"
+        if target.uid in self.tracker.binds:
+            return None  # kube-scheduler chose it a node: its bind (which waits for the release) decides
         if flight.phase == "evicting":
             changed = mover_bounds.moved_pod_changed(snapshot, flight.plan.node, flight.moving[flight.done :])
             if changed is not None:

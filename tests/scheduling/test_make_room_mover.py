@@ -494,3 +494,39 @@ def test_the_debug_views_show_the_hold_while_a_plan_runs() -> None:
     w.leads[0] = False
     w.step()
     assert debug.in_flight(w.s.engine)["makeRoomHolds"] == []
+
+
+def test_a_device_taken_while_the_target_s_bind_waits_is_never_written_twice() -> None:
+    """The trainer's bind waits for ``mover``'s claim (evicted, not released yet). Meanwhile
+    another writer allocates node-1's free GPU to a pod it placed by ``nodeName``: once the
+    release comes, the bind must not write that GPU into the trainer's claim too. While the bind
+    waits, the plan is not abandoned (the bind carries it out)."""
+    objs = objects()
+    for obj in objs:
+        if obj["kind"] == "ResourceClaim" and obj["metadata"]["name"] == "mover-claim":
+            del obj["metadata"]["ownerReferences"]  # released below, by the test
+    w = world(objs)
+    w.plan_for("trainer")
+    w.step()
+    assert "mover" not in w.pods()
+
+    async def scenario() -> str:
+        trainer = w.s.pod("trainer")
+        bind = asyncio.create_task(w.s.engine.bind("default", "trainer", trainer.uid, "node-1"))
+        for _ in range(5):
+            await asyncio.sleep(0.01)
+        assert not bind.done()  # waiting for the release
+        await w.mover.step()
+        assert w.mover.current is not None  # not abandoned while its bind waits
+        taker = claim(
+            "other-claim", requests=[exact(count=1)], allocation=allocated(("driver-a", "node-1", "gpu-1"))
+        )
+        other = running(Running("other", "node-1", (1,), priority=1000), ["other-claim"])
+        w.store.load([reserve(taker, "other"), other])
+        w.store.delete("ResourceClaim", "default", "mover-claim")
+        return await bind
+
+    error = asyncio.run(scenario())
+    assert "gpu-1 was allocated to claim default/other-claim" in error
+    assert w.store.get("Pod", "default", "trainer")["spec"].get("nodeName") is None
+    assert_no_device_twice(w.store)

@@ -13,13 +13,15 @@ Pure: a snapshot in, a plan out.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from extender.allocator import Features
 from extender.cluster.state import Key
 from extender.model.core import Node, Pod
-from extender.model.dra import ResourceClaim
+from extender.model.dra import DeviceID, ResourceClaim, parse_allocation
+from extender.model.reader import Reader
 from extender.scheduling.decide import extended as er
 from extender.scheduling.decide import what_if
 from extender.scheduling.decide.binding import allocation_waits, binding_problem, claim_waits
@@ -154,3 +156,29 @@ def _claim_writes(
         allocation = decision.allocations.get(claim.name) if claim.allocation is None else None
         writes.append(ClaimWrite(claim, allocation, claims.consumers.get(claim.key)))
     return tuple(writes), tuple(group)
+
+
+def taken_meanwhile(claims: Mapping[Key, ResourceClaim], plan: BindPlan) -> str | None:
+    """After a bind waited for the claims its preemption (or make room) releases: a device of
+    its decision that the cache now shows allocated to another claim (None: none). Another
+    scheduler, or a pod created with ``nodeName`` and a claim allocated by hand, may have taken
+    it meanwhile; the API server does not stop two claims naming one device, so the bind must
+    not write it (kube-scheduler tries the pod again, decided anew)."""
+    mine = {w.claim.key for w in plan.writes}
+    wanted: set[DeviceID] = set()
+    for write in plan.writes:
+        if write.allocation is not None:
+            wanted.update(parse_allocation(Reader(write.allocation, "allocation")).exclusive)
+    if not wanted:
+        return None
+    for claim in claims.values():
+        if claim.key in mine or claim.allocation is None:
+            continue
+        taken = wanted.intersection(claim.allocation.exclusive)
+        if taken:
+            device = "/".join(sorted(taken)[0])
+            return (
+                f"device {device} was allocated to claim {claim.namespace}/{claim.name} while the bind "
+                "waited for the claims being released; not written (the pod is scheduled again)"
+            )
+    return None

@@ -18,7 +18,7 @@ from extender.model.core import Pod
 from extender.model.dra import ResourceClaim, parse_resource_claim, rfc3339
 from extender.model.errors import ObjectError
 from extender.scheduling.config import EngineConfig, Observer
-from extender.scheduling.decide.bind_plan import BindPlan, ExtendedClaim
+from extender.scheduling.decide.bind_plan import BindPlan, ExtendedClaim, taken_meanwhile
 from extender.scheduling.inflight import catch_up
 from extender.scheduling.inflight.assumed import AssumedWrite, WriteState, taken_by_others
 from extender.scheduling.inflight.tracker import Tracker
@@ -148,6 +148,8 @@ class PodClaimWrites:
             )
         self.tracker.expected.arrived(pod.uid)  # its devices are taken: the next filter sees them
         error = await self._before_writing(pod, plan)
+        if not error and plan.releasing:  # it waited: another writer may have taken a device
+            error = taken_meanwhile(self.state.claims, plan) or ""
         if error:
             self._forget([record for _claim, _allocation, record in todo], created)
             return error
