@@ -9,9 +9,10 @@ eight), then ``big`` (8 GPUs) and ``pcie`` (4 under one root), which fit nowhere
 of maxUnavailable N as well (N=1: its plan's evictions one by one, each waiting for the last
 one's replacement to be counted healthy).
 
-Each run starts kube-scheduler and the extender afresh (``off``: ``--make-room-min-age 0``,
-plans computed for the hint line; ``on``: the same with ``--make-room --make-room-after 1
---make-room-rate 60``), builds the cluster, then creates the targets and reports per target the
+Each run starts kube-scheduler and the extender afresh (both with ``--make-room-min-age 8
+--make-room-hint-interval 1``, the pods built older than that when the targets come; ``on`` adds
+``--make-room --make-room-after 1 --make-room-rate 60 --make-room-cooldown 5``), builds the
+cluster, then creates the targets and reports per target the
 seconds from its first FailedScheduling event (as this process first lists it, every 0.1 s) to
 its bind, then the pods moved (evictions answered 201, from the audit log), the evictions
 refused by budgets (429) and otherwise, the mover's plans by outcome (its metrics), whether a
@@ -54,8 +55,14 @@ from tests.realcluster.mover_checks import ClaimWatch, eviction_rights, eviction
 from tests.realcluster.workload import store_violations
 
 MODES = ("off", "on")
-RULES = ("--make-room-min-age", "0", "--make-room-hint-interval", "1")
-MOVER = ("--make-room", "--make-room-after", "1", "--make-room-rate", "60")
+#: Pods started less than this long ago never move: the built pods are older when the targets
+#: come (the run waits), those recreated during the run younger (tests/realcluster/
+#: test_make_room_mover.py does the same).
+MIN_AGE = 8
+RULES = ("--make-room-min-age", str(MIN_AGE), "--make-room-hint-interval", "1")
+#: The mover acting after 1 s of waiting, up to an eviction a second; a plan abandoned keeps
+#: its pod from being planned again for 5 s, not 600 (docs/performance.md says why).
+MOVER = ("--make-room", "--make-room-after", "1", "--make-room-rate", "60", "--make-room-cooldown", "5")
 NEVER_MOVED = ("guarded", "high", "bare")
 
 
@@ -112,25 +119,27 @@ def run(
     shared_budget: int | None,
     off_wait: float,
     timeout: float,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     api = plane.api
     remove_workloads(api)
     empty(api)
     audit_from = len(plane.audit_events())
     cluster = Fragmented(plane, layout, shared_budget=shared_budget)
-    args = (*RULES, *(MOVER if mode == "on" else ()))
+    args = (*RULES, *(MOVER if mode == "on" else ()), *extra)
     result: dict[str, Any] = {"mode": mode, "nodes": len(layout), "pods": cluster.expected_pods()}
     rights = eviction_rights(plane) if mode == "on" else contextlib.nullcontext()
     with (
         rights,
         playing_kubelet(api),
-        extender(plane, *args) as ext,
+        extender(plane, *args, name=f"dra-extender-{mode}") as ext,
         scheduler(plane, scheduler_config(plane.extender_kubeconfig(), extender_url=ext.url)),
     ):
         started = time.monotonic()
         cluster.build(timeout=300)
         result["build_s"] = round(time.monotonic() - started, 1)
         before = cluster.pods_by_role()
+        cluster.wait_older_than(MIN_AGE)
         audit_targets = len(plane.audit_events())
         watch = ClaimWatch(plane)
         timeline = Timeline(plane)
@@ -142,9 +151,20 @@ def run(
                 time.sleep(0.2)
             if mode == "on":
                 deadline = time.monotonic() + 60
-                while time.monotonic() < deadline and not cluster.all_running():
+                while time.monotonic() < deadline and not cluster.all_running(but=TARGETS):
                     time.sleep(0.2)
-                result["replacements_running"] = cluster.all_running()
+                result["replacements_running"] = cluster.all_running(but=TARGETS)
+                settled = time.monotonic() + 10  # the mover counts a plan once it sees the bind
+                while time.monotonic() < settled:
+                    plans = samples(ext, "dra_extender_make_room_plans_total", "outcome")
+                    if plans.get("started", 0) <= plans.get("carried_out", 0) + plans.get("abandoned", 0):
+                        break
+                    time.sleep(0.2)
+            result["unbound_plans"] = {
+                t: ext.get(f"/debug/make-room?pod={NAMESPACE}/{t}").get("summary")
+                for t in TARGETS
+                if t not in timeline.bound
+            }
         finally:
             timeline.close()
             watch.close()
@@ -198,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--off-wait", type=float, default=20.0, metavar="SECONDS")
     parser.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="the control plane's folder (logs kept)")
+    parser.add_argument("--extender-args", default="", help="more flags for dra-extender serve, one string")
     args = parser.parse_args(argv)
     located = found.for_bench()
     if located.kube_controller_manager is None:
@@ -205,8 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     layout = random_layout(args.nodes, args.seed)
     results = []
-    with tempfile.TemporaryDirectory() as folder:
-        plane = ControlPlane(located, Path(folder), controllers=(*DRA_CONTROLLERS, *WORKLOAD_CONTROLLERS))
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = args.keep or Path(temporary)
+        folder.mkdir(parents=True, exist_ok=True)
+        plane = ControlPlane(located, folder, controllers=(*DRA_CONTROLLERS, *WORKLOAD_CONTROLLERS))
         try:
             plane.start()
             for mode in args.modes:
@@ -217,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                     shared_budget=args.shared_budget,
                     off_wait=args.off_wait,
                     timeout=args.timeout,
+                    extra=tuple(args.extender_args.split()),
                 )
                 print(json.dumps(r), flush=True)
                 results.append(r)

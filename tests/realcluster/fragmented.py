@@ -360,9 +360,14 @@ class Fragmented:
             if p["spec"].get("nodeName")
         }
 
-    def all_running(self) -> bool:
-        """Every ReplicaSet has its replicas bound and running, and every pod is bound."""
-        pods = [p for p in self.api.list("Pod", NAMESPACE) if not p["metadata"].get("deletionTimestamp")]
+    def all_running(self, but: Iterable[str] = ()) -> bool:
+        """Every ReplicaSet has its replicas bound and running, and every pod but those named
+        ``but`` is bound."""
+        pods = [
+            p
+            for p in self.api.list("Pod", NAMESPACE)
+            if not p["metadata"].get("deletionTimestamp") and p["metadata"]["name"] not in set(but)
+        ]
         if any(not p["spec"].get("nodeName") for p in pods):
             return False
         running = Counter(
