@@ -313,6 +313,7 @@ def test_the_mover_makes_room_for_both_targets(workloads: ControlPlane) -> None:
 
 
 @needs_mover
+@pytest.mark.slow  # 17 s: the file's short runs stay under a minute
 def test_a_pod_that_takes_a_held_device_mid_plan_ends_the_plan_without_a_loop(
     workloads: ControlPlane,
 ) -> None:
@@ -366,6 +367,7 @@ def intruder_on(api: Api, node: str, device: str) -> tuple[str, str]:
 
 
 @needs_mover
+@pytest.mark.slow  # 22 s
 def test_a_budget_that_tightens_mid_plan_stops_it(workloads: ControlPlane) -> None:
     """The movable pods of the nodes ``big`` may have share a budget (maxUnavailable 3: the plan
     evicts them one by one). Set to 0 once the first is evicted: nothing more is evicted, the plan
