@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from tests import builders as b
 from tests.realcluster.api import Api
 from tests.realcluster.components import Extender, extender, scheduler, scheduler_config
 from tests.realcluster.controlplane import ControlPlane, more_controllers
+from tests.realcluster.failover import ReadyService, ready
 from tests.realcluster.fragmented import (
     HIGH,
     NAMESPACE,
@@ -56,6 +58,16 @@ from tests.shared import REPO
 
 #: The planner's rules as the runs set them: every pod is old enough at once.
 RULES = ("--make-room-min-age", "0", "--make-room-hint-interval", "1")
+#: Leader election as tests/realcluster/test_leader_election.py shortens it (3 s leases).
+ELECTION = (
+    "--leader-elect",
+    "--leader-elect-namespace=dra-extender",
+    "--leader-elect-name=test-mover",
+    "--leader-elect-lease-duration=3",
+    "--leader-elect-renew-deadline=2",
+    "--leader-elect-retry-period=0.5",
+    "--api-timeout=3",
+)
 #: The mover, acting after 1 s of waiting, up to an eviction a second.
 MOVER = ("--make-room", "--make-room-after", "1", "--make-room-rate", "60")
 #: With the mover on, pods started less than this long ago never move: the built pods are older
@@ -395,3 +407,57 @@ def test_a_budget_that_tightens_mid_plan_stops_it(workloads: ControlPlane) -> No
     assert all(e.by_budget for e in evicted if e.code == 429), evicted
     assert "big" not in placed
     assert reasons["budget"] + reasons["timeout"] >= 1, reasons
+
+
+@needs_mover
+@pytest.mark.slow
+def test_a_leader_killed_mid_plan_leaves_no_plan_carried_out_twice(workloads: ControlPlane) -> None:
+    """Two replicas with --leader-elect behind one address that follows readiness (failover.py's
+    ReadyService); ``big``'s three pods share a budget (maxUnavailable 3), so the plan evicts them
+    one at a time. The leader is killed (SIGKILL) once the first is evicted: the standby takes the
+    Lease, plans again from what the API server holds (the pods recreated meanwhile are too young
+    to move), and ``big`` binds, with no more evictions than the one plan's and none twice."""
+    api = workloads.api
+    cluster = Fragmented(workloads, shared_budget=3)
+    replicas: list[Extender] = []
+    with (
+        eviction_rights(workloads),
+        playing_kubelet(api),
+        ReadyService(lambda: replicas) as service,
+        scheduler(workloads, scheduler_config(workloads.extender_kubeconfig(), extender_url=service.url)),
+    ):
+        try:
+            for name in ("mover-a", "mover-b"):
+                args = (*MOVER_RULES, *MOVER, *ELECTION)
+                replicas.append(Extender(workloads, *args, name=name).start(ready=False))
+            api.wait_for(lambda: any(ready(r) for r in replicas), what="a leader")
+            cluster.build()
+            before = cluster.pods_by_role()
+            cluster.wait_older_than(MIN_AGE)
+            claims = ClaimWatch(workloads)
+            audit = AuditTail(workloads)
+            cluster.add_targets(("big",))
+            api.wait_for(
+                lambda: [e for e in audit.evictions() if e.code == 201], timeout=30, what="an eviction"
+            )
+            (leader,) = [r for r in replicas if ready(r)]
+            leader.process.signal(signal.SIGKILL)
+            try:
+                api.wait_for(lambda: "big" in cluster.placement(), timeout=60, what="big bound")
+            finally:
+                claims.close()
+            api.wait_for(lambda: cluster.all_running(), timeout=30, what="every replacement running")
+            evicted = [e.pod for e in audit.evictions() if e.code == 201]
+            after = cluster.pods_by_role()
+            logs = {r.name: r.log().count("make room: making room for default/big") for r in replicas}
+        finally:
+            for r in replicas:
+                r.stop()
+    assert claims.violations == [], claims.violations[:5]
+    assert len(evicted) == len(set(evicted)) <= 3, evicted  # the one plan's pods, each once
+    assert set(evicted) <= set(before["movable"].values())
+    for role in NEVER_MOVED:
+        assert set(before[role]) <= set(after.get(role, {})), role
+    assert audit.pod_deletes() == []
+    assert sorted(logs.values()) == [1, 1], logs  # each leader started one plan
+    assert store_violations(api) == []
