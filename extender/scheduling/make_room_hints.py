@@ -303,6 +303,12 @@ class HintPlanner:
             self._planned.pop(uid, None)
             self._gone[uid] = True
 
+    def replan(self, uid: str) -> None:
+        """The pod's plan turned out stale (the mover found so): it goes, and the pod's next
+        filter asks for a new one at once, not an interval later."""
+        self._asked.pop(uid, None)
+        self.drop(uid)
+
     def drop(self, uid: str) -> None:
         with self._lock:
             if self._planned.pop(uid, None) is not None:

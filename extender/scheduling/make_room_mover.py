@@ -271,8 +271,14 @@ class Mover:
         self.current = flight
         snapshot = self.snapshots.current()
         why = self._no_longer_holds(snapshot, flight)
-        if why is not None:  # the cache changed since the plan was made
-            self._abandon("changed", why)
+        if why is not None:
+            # Stale: the cache changed since the plan was made (pods landed on its node, say).
+            # Nothing was done: no event, no count, no cooldown; the pod is planned for again
+            # at its next filter.
+            self.tracker.release_room(target.uid)
+            self.current = None
+            self.planner.replan(target.uid)
+            log.info("make room: the plan for %s is stale (%s); planning again", flight.name, why)
             return
         self.observer.make_room_plan("started")
         log.info("make room: making room for %s", what)

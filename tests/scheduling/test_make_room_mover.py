@@ -530,3 +530,22 @@ def test_a_device_taken_while_the_target_s_bind_waits_is_never_written_twice() -
     assert "gpu-1 was allocated to claim default/other-claim" in error
     assert w.store.get("Pod", "default", "trainer")["spec"].get("nodeName") is None
     assert_no_device_twice(w.store)
+
+
+def test_a_plan_gone_stale_before_it_starts_costs_no_cooldown_and_is_made_again() -> None:
+    """Between the plan and its start a pod of higher priority takes node-1's free GPU: nothing
+    starts (no count, no event, no hold), the plan is dropped, and the trainer's next filter asks
+    for a new one at once rather than an interval (or a cooldown) later."""
+    w = world(objects())
+    w.plan_for("trainer")
+    taker = claim(
+        "vip2-claim", requests=[exact(count=1)], allocation=allocated(("driver-a", "node-1", "gpu-1"))
+    )
+    w.store.load(
+        [reserve(taker, "vip2"), running(Running("vip2", "node-1", (1,), priority=1000), ["vip2-claim"])]
+    )
+    w.step()
+    assert w.observer.plans == [] and not w.api.events and not w.s.engine.tracker.room_holds
+    assert w.s.planner.plans() == [] and w.s.pod("trainer").uid not in w.mover.given_up
+    w.s.engine.filter(w.s.pod("trainer"), sorted(w.s.state.nodes))
+    assert w.s.planner.drain() == 1  # asked again at once
