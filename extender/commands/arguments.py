@@ -49,26 +49,25 @@ def url_prefix(text: str) -> str:
     return "/" + text.strip("/") if text.strip("/") else ""
 
 
-def positive_seconds(text: str) -> float:
-    """argparse type: a number of seconds > 0."""
+def _positive(text: str, unit: str) -> float:
+    """A finite number > 0 (``unit``: what the error calls it, " of seconds" or "")."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a number{unit}: {text!r}") from None
     if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a positive number{unit}, got {text!r}")
     return value
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds > 0."""
+    return _positive(text, " of seconds")
 
 
 def positive_rate(text: str) -> float:
     """argparse type: how many a minute, > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
+    return _positive(text, "")
 
 
 def non_negative_seconds(text: str) -> float:

@@ -15,23 +15,19 @@ import httpx
 from tests.realcluster.controlplane import ControlPlane
 
 
-class BindWatch:
-    def __init__(self, plane: ControlPlane, namespace: str = "default") -> None:
-        self.plane = plane
-        self.path = f"/api/v1/namespaces/{namespace}/pods"
-        #: Pod name -> when (time.monotonic) the watch first showed it bound.
-        self.bound: dict[str, float] = {}
-        self.last_bind = 0.0
-        self.stop = threading.Event()
-        listed = plane.api.request("GET", self.path, params={"limit": "1"})
-        self.rv = listed["metadata"]["resourceVersion"]
-        self.thread = threading.Thread(target=self._run, name="bind-watch", daemon=True)
-        self.thread.start()
+class Watching:
+    """A watch on the real API server from ``rv``, on a thread of its own: :meth:`_event` for
+    each event, resumed from the last resourceVersion seen when a stream ends. Subclasses set
+    their state, then call ``__init__`` (the thread starts there)."""
 
-    def first_bind_after(self, moment: float) -> float | None:
-        """When the first pod was bound after ``moment`` (None: none yet)."""
-        later = [t for t in list(self.bound.values()) if t > moment]
-        return min(later) if later else None
+    #: What the watch is of, for the line it prints when it restarts.
+    what = "watch"
+
+    def __init__(self, plane: ControlPlane, path: str, rv: str) -> None:
+        self.plane, self.path, self.rv = plane, path, rv
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=self.what, daemon=True)
+        self.thread.start()
 
     def _run(self) -> None:
         http = self.plane.api.http
@@ -49,7 +45,30 @@ class BindWatch:
             except httpx.HTTPError as exc:
                 if self.stop.is_set():
                     return
-                print(f"pod watch restarted at {self.rv}: {exc!r}", file=sys.stderr)
+                print(f"{self.what} restarted at {self.rv}: {exc!r}", file=sys.stderr)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.stop.set()
+
+
+class BindWatch(Watching):
+    what = "pod watch"
+
+    def __init__(self, plane: ControlPlane, namespace: str = "default") -> None:
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        #: Pod name -> when (time.monotonic) the watch first showed it bound.
+        self.bound: dict[str, float] = {}
+        self.last_bind = 0.0
+        listed = plane.api.request("GET", path, params={"limit": "1"})
+        super().__init__(plane, path, listed["metadata"]["resourceVersion"])
+
+    def first_bind_after(self, moment: float) -> float | None:
+        """When the first pod was bound after ``moment`` (None: none yet)."""
+        later = [t for t in list(self.bound.values()) if t > moment]
+        return min(later) if later else None
 
     def _event(self, event: dict[str, Any]) -> None:
         obj = event.get("object") or {}
@@ -58,6 +77,3 @@ class BindWatch:
             name = obj["metadata"]["name"]
             if name not in self.bound:
                 self.last_bind = self.bound[name] = time.monotonic()
-
-    def close(self) -> None:
-        self.stop.set()

@@ -12,17 +12,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import sys
 import tempfile
-import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import httpx
-
 from tests.realcluster.api import Api, ApiError
+from tests.realcluster.bind_watch import Watching
 from tests.realcluster.controlplane import ControlPlane
 from tests.realcluster.fragmented import NAMESPACE
 
@@ -99,45 +96,26 @@ def _pod_deletes(events: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-class ClaimWatch:
+class ClaimWatch(Watching):
     """Every claim change the API server's watch shows, each checked at once: no device allocated
     to two claims at any resourceVersion (none of these devices allows shared allocation, and
     no claim here asks for admin access)."""
 
+    what = "claim watch"
+
     def __init__(self, plane: ControlPlane, namespace: str = NAMESPACE) -> None:
-        self.plane = plane
-        self.path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+        path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
         self.claims: dict[str, dict[str, Any]] = {}
-        listed = plane.api.request("GET", self.path)
+        listed = plane.api.request("GET", path)
         for claim in listed.get("items") or []:
             self.claims[claim["metadata"]["uid"]] = claim
-        self.rv = listed["metadata"]["resourceVersion"]
         self.violations: list[str] = []
         self.changes = 0
         #: device -> the claims (names) it was ever allocated to, in order.
         self.history: dict[tuple[str, str, str], list[str]] = defaultdict(list)
-        self._stop = threading.Event()
+        self.rv = listed["metadata"]["resourceVersion"]
         self._check()
-        self.thread = threading.Thread(target=self._run, name="claim-watch", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        http = self.plane.api.http
-        while not self._stop.is_set():
-            params = {"watch": "1", "resourceVersion": self.rv, "allowWatchBookmarks": "true"}
-            try:
-                with http.stream(
-                    "GET", self.path, params=params, timeout=httpx.Timeout(5, read=None)
-                ) as answer:
-                    for line in answer.iter_lines():
-                        if self._stop.is_set():
-                            return
-                        if line:
-                            self._event(json.loads(line))
-            except httpx.HTTPError as exc:
-                if self._stop.is_set():
-                    return
-                print(f"claim watch restarted at {self.rv}: {exc!r}", file=sys.stderr)
+        super().__init__(plane, path, self.rv)
 
     def _event(self, event: dict[str, Any]) -> None:
         obj = event.get("object") or {}
@@ -171,9 +149,6 @@ class ClaimWatch:
             seen = self.history[device]
             if not seen or seen[-1] != name:
                 seen.append(name)
-
-    def close(self) -> None:
-        self._stop.set()
 
 
 def wait_budgets(api: Api, name: str, allowed: int, timeout: float = 30.0) -> dict[str, Any]:
