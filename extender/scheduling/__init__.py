@@ -16,5 +16,7 @@ walks the imports):
 A filter: engine.filter_request -> inflight (catch-up, expected binds) -> snapshots -> decide
 (and preempt for nominations) -> write (PostFilter, when no node fits). A bind: engine.bind ->
 write.binder -> snapshots -> decide/preempt (the same pure functions: extenders keep no
-CycleState between verbs) -> tracker (assume) -> the API writes.
+CycleState between verbs) -> tracker (assume) -> the API writes. The make-room mover
+(:mod:`~extender.scheduling.make_room_mover`, beside the engine): the planner's plans ->
+preempt (its bounds, whether a plan holds) -> tracker (the hold) -> write (the evictions).
 """
