@@ -226,6 +226,8 @@ class HintPlanner:
         self._keys: dict[str, Key] = {}
         #: The hints with a plan (few), for the mover: read without walking every hint.
         self._planned: dict[str, tuple[Key, Hint]] = {}
+        #: Pods asked for and not bound, with the nodes of their last filter (:meth:`ask_again`).
+        self._waiting: dict[str, tuple[Pod, frozenset[str] | None]] = {}
         self._swept_at = -SWEEP_SECONDS
         self._queue: deque[tuple[Pod, _Capture, frozenset[str] | None]] = deque()
         self._wake = threading.Condition(self._lock)
@@ -290,6 +292,9 @@ class HintPlanner:
             return
         self._asked[pod.uid] = True
         targets = frozenset(candidates) if candidates is not None else None
+        if len(self._waiting) >= self.memory:
+            self._waiting.pop(next(iter(self._waiting)))
+        self._waiting[pod.uid] = (pod, targets)
         if self._schedule is None:
             self._enqueue(pod, targets)
         else:
@@ -302,6 +307,20 @@ class HintPlanner:
             self._keys.pop(uid, None)
             self._planned.pop(uid, None)
             self._gone[uid] = True
+        self._waiting.pop(uid, None)
+
+    def ask_again(self, most: int) -> None:
+        """For the mover: plan again, without a filter, for at most ``most`` of the pods asked
+        for before whose interval has passed and that still wait (kube-scheduler tries an
+        unschedulable pod again only on a cluster event, or after 5 minutes)."""
+        for uid, (pod, targets) in list(self._waiting.items()):
+            cached = self.state.pods.get(pod.key)
+            if cached is None or cached.uid != uid or cached.node_name or cached.deleting:
+                del self._waiting[uid]
+            elif uid not in self._asked and most > 0:
+                most -= 1
+                self._waiting.pop(uid)  # (asked again: to the back of the line)
+                self.ask(cached, targets)
 
     def replan(self, uid: str) -> None:
         """The pod's plan turned out stale (the mover found so): it goes, and the pod's next

@@ -60,6 +60,8 @@ log = logging.getLogger("dra_extender.make_room")
 
 #: Seconds between two steps.
 TICK = 0.5
+#: Pods planned for again per step without a filter (those whose interval passed).
+ASKED_AGAIN = 4
 #: Outcomes of ``dra_extender_make_room_plans_total``.
 PLAN_OUTCOMES = ("started", "carried_out", "abandoned", "dry_run")
 #: Reasons of ``dra_extender_make_room_abandoned_total``.
@@ -185,6 +187,7 @@ class Mover:
         """One step: advance the plan in flight, or start the next."""
         if not self.config.mover.on:
             return
+        self.planner.ask_again(ASKED_AGAIN)  # pods still waiting are planned for on a quiet cluster too
         if self.current is None and not self._candidates_exist():
             return
         try:

@@ -549,3 +549,27 @@ def test_a_plan_gone_stale_before_it_starts_costs_no_cooldown_and_is_made_again(
     assert w.s.planner.plans() == [] and w.s.pod("trainer").uid not in w.mover.given_up
     w.s.engine.filter(w.s.pod("trainer"), sorted(w.s.state.nodes))
     assert w.s.planner.drain() == 1  # asked again at once
+
+
+def test_a_waiting_pod_is_planned_for_again_without_a_filter() -> None:
+    """kube-scheduler tries an unschedulable pod again only on an event it watches (or after 5
+    minutes). node-3, the only place ``mover`` could go, is cordoned when the trainer is filtered:
+    no plan. It is uncordoned with no filter after: once the interval has passed, the mover has
+    the trainer planned for again and carries the plan out."""
+    objs = objects()
+    for obj in objs:
+        if obj["kind"] == "Node" and obj["metadata"]["name"] == "node-3":
+            obj["spec"] = {"unschedulable": True}
+    w = world(objs)
+    w.plan_for("trainer")
+    assert w.s.planner.plans() == []
+    node3 = w.store.get("Node", "", "node-3")
+    node3["spec"] = {}
+    w.store.update(node3)
+    w.step()
+    assert w.s.planner.drain() == 0  # within the interval: not yet
+    w.s.clock.now += 31
+    w.step()
+    assert w.s.planner.drain() == 1
+    w.step()
+    assert "mover" not in w.pods() and w.observer.plans == [("started", "")]
