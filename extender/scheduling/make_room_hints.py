@@ -309,6 +309,10 @@ class HintPlanner:
             self._gone[uid] = True
         self._waiting.pop(uid, None)
 
+    def waiting(self) -> bool:
+        """Whether pods asked for may still wait (a plan, or one to ask for again)."""
+        return bool(self._waiting or self._planned)
+
     def ask_again(self, most: int) -> None:
         """For the mover: plan again, without a filter, for at most ``most`` of the pods asked
         for before whose interval has passed and that still wait (kube-scheduler tries an

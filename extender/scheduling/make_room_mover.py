@@ -34,7 +34,6 @@ replica leads next (the in-memory state does not survive a fail-over; the age ru
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -62,6 +61,8 @@ log = logging.getLogger("dra_extender.make_room")
 TICK = 0.5
 #: Pods planned for again per step without a filter (those whose interval passed).
 ASKED_AGAIN = 4
+#: Seconds a "leading" answer is reused while no plan runs.
+LEADING_READ = 2.0
 #: Outcomes of ``dra_extender_make_room_plans_total``.
 PLAN_OUTCOMES = ("started", "carried_out", "abandoned", "dry_run")
 #: Reasons of ``dra_extender_make_room_abandoned_total``.
@@ -148,6 +149,8 @@ class Mover:
         self._stopped = False
         self._events: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
+        #: The last answer of ``leading`` and when (``-inf``: never asked).
+        self._led = (False, float("-inf"))
 
     @property
     def config(self) -> EngineConfig:
@@ -187,14 +190,11 @@ class Mover:
         """One step: advance the plan in flight, or start the next."""
         if not self.config.mover.on:
             return
-        self.planner.ask_again(ASKED_AGAIN)  # pods still waiting are planned for on a quiet cluster too
-        if self.current is None and not self._candidates_exist():
-            return
-        try:
-            leading = await self.leading()
-        except Exception as exc:  # cannot tell: not leading (a plan in flight is abandoned)
-            log.warning("make room: cannot tell whether this replica leads: %s", exc)
-            leading = False
+        if self.current is None and not self.planner.waiting():
+            return  # nobody waits: not even the Lease is read
+        leading = await self._leads()
+        if leading:  # pods still waiting are planned for on a quiet cluster too
+            self.planner.ask_again(ASKED_AGAIN)
         if self.current is not None:
             if not leading:
                 self._abandon("not_leading", "this replica no longer leads")
@@ -204,23 +204,21 @@ class Mover:
         if leading:
             await self._start_next()
 
+    async def _leads(self) -> bool:
+        """Whether this replica leads: asked at every step while a plan runs, else at most
+        every :data:`LEADING_READ` seconds (in the sidecar it is a read of the Lease)."""
+        now = self.clock()
+        if self.current is None and now - self._led[1] < LEADING_READ:
+            return self._led[0]
+        try:
+            leading = await self.leading()
+        except Exception as exc:  # cannot tell: not leading (a plan in flight is abandoned)
+            log.warning("make room: cannot tell whether this replica leads: %s", exc)
+            leading = False
+        self._led = (leading, now)
+        return leading
+
     # --- choosing a plan ---------------------------------------------------------------------------
-
-    def _candidates_exist(self) -> bool:
-        return bool(self.planner.plans())
-
-    def _waiting_since(self, pod: Pod) -> float | None:
-        """When the pod began waiting (wall clock): its PodScheduled condition's last change to
-        False, as kube-scheduler's first failure set it; else its creation."""
-        status = pod.raw.get("status") or {}
-        for condition in status.get("conditions") or ():
-            if isinstance(condition, dict) and condition.get("type") == "PodScheduled":
-                if condition.get("status") != "False":
-                    return None
-                at = _timestamp(condition.get("lastTransitionTime"))
-                if at is not None:
-                    return at
-        return _timestamp((pod.raw.get("metadata") or {}).get("creationTimestamp"))
 
     def _choose(self) -> tuple[Pod, Plan] | None:
         """The pod that has waited longest (then the most important) among those with a plan,
@@ -235,7 +233,7 @@ class Mover:
                 continue
             if uid in self.given_up:
                 continue
-            since = self._waiting_since(pod)
+            since = mover_bounds.waiting_since(pod)
             if since is None or now - since < self.config.mover.after:
                 continue
             moving = [self.state.pods.get(_key(m.pod)) for m in plan.moves]
@@ -482,12 +480,3 @@ class Mover:
 def _key(name: str) -> Key:
     namespace, _, pod = name.partition("/")
     return (namespace, pod)
-
-
-def _timestamp(text: object) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return _dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
 from extender.model.core import Pod
+from extender.model.dra import parse_timestamp
 from extender.model.policy import PodDisruptionBudget
 from extender.scheduling.decide import what_if
 from extender.scheduling.decide.decision import DEFAULT_NODE_TIMEOUT
@@ -68,6 +69,22 @@ class Cooldown:
                 del self._moved[workload]
             self._resting = frozenset(self._moved)
         return self._resting
+
+
+def waiting_since(pod: Pod) -> float | None:
+    """When the pod began waiting (seconds since the epoch): its PodScheduled condition's last
+    change to False, as kube-scheduler's first failure set it; else its creation. None: it does
+    not wait (scheduled), or it cannot be told."""
+    status = pod.raw.get("status") or {}
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, dict) and condition.get("type") == "PodScheduled":
+            if condition.get("status") != "False":
+                return None
+            at = condition.get("lastTransitionTime")
+            if isinstance(at, str) and (since := parse_timestamp(at)) is not None:
+                return since
+    created = (pod.raw.get("metadata") or {}).get("creationTimestamp")
+    return parse_timestamp(created) if isinstance(created, str) else None
 
 
 def budgets_of(pod: Pod, pdbs: Iterable[PodDisruptionBudget]) -> frozenset[tuple[str, str]]:
