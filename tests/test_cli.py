@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 import yaml
 
 from extender.cli import main
+from tests import zygote
 from tests.allocator.test_derived_attributes import NUMA, numa_claim
 from tests.builders import (
     allocated,
@@ -110,7 +110,7 @@ def test_feature_gates_change_the_answer(tmp_path: Path) -> None:
 
 
 def test_the_console_script_runs() -> None:
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, "-m", "extender.cli", "simulate", str(EXAMPLES), "--pod", "default/web"],
         capture_output=True,
         text=True,

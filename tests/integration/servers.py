@@ -10,10 +10,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import uvicorn
 from fastapi import FastAPI
 
+from tests import zygote
 from tests.shared import REPO
 
 #: Two replicas on a short Lease, as the frozen-leader and chaos tests run them. The takeover
@@ -60,13 +62,12 @@ def process_server(command: list[str]) -> Iterator[str]:
 
 @contextlib.contextmanager
 def server_process(command: list[str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """Like :func:`process_server`, also yielding the process (to signal it)."""
-    proc = subprocess.Popen(
-        command,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    """Like :func:`process_server`, also yielding the process (to signal it): forked from the
+    zygote (tests/zygote.py) when it is the CLI, else a plain subprocess."""
+    # Typed as the Popen it stands for: a ZygoteProcess has the surface the tests use.
+    proc = cast(
+        "subprocess.Popen[str]",
+        zygote.popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
     )
     assert proc.stdout is not None
     output = proc.stdout

@@ -29,6 +29,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from tests import zygote
 from tests.realcluster.api import Api, ApiError, tls_context
 from tests.realcluster.binaries import Binaries
 from tests.realcluster.proxy import Proxy
@@ -130,11 +131,12 @@ class Process:
         self.command = command
         self.log = log
         self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: zygote.Process | None = None
 
     def start(self) -> None:
+        """Forked from the zygote (tests/zygote.py) when it is the CLI, else a plain subprocess."""
         handle = self.log.open("ab")
-        self.proc = subprocess.Popen(
+        self.proc = zygote.popen(
             self.command,
             stdout=handle,
             stderr=subprocess.STDOUT,

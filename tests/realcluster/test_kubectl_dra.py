@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from extender.commands.kubectl_dra import COMPUTED, FROM_EXTENDER
+from tests import zygote
 from tests.builders import allocated
 from tests.realcluster.api import ApiError
 from tests.realcluster.components import Extender, extender
@@ -43,7 +44,7 @@ def kubectl_dra(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str
     # [project.scripts]), where kubectl finds it once that directory is on the PATH.
     executable = Path(sys.executable).parent / "kubectl-dra"
     assert executable.exists(), f"{executable}: the package's kubectl-dra entry point is not installed"
-    return subprocess.run(
+    return zygote.run(  # forked from the zygote (tests/zygote.py): the entry point's main
         [executable, "--kubeconfig", str(kubeconfig), *args],
         capture_output=True,
         text=True,
