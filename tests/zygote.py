@@ -54,6 +54,7 @@ import json
 import os
 import random
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -142,8 +143,7 @@ class _Server:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
