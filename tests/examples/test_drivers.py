@@ -84,6 +84,36 @@ for case, pod, names in [
     )
 
 
+# DynamicMIG: default/holder runs on gpu-0's 1g.5gb partition at memory slice 6, so the shared counters
+# leave gpu-0 nothing that needs all of its memory slices.
+MIG = "gpu.nvidia.com/gpu-node-mig/gpu-1"
+FITS += [
+    (
+        f"nvidia-mig gpu-test1 {pod}: a full GPU, on the GPU none of whose counters are in use",
+        "nvidia-mig",
+        f"gpu-test1/{pod}",
+        {"gpu-node-mig": {"gpu": [MIG]}},
+        [],
+    )
+    for pod in ["pod1", "pod2"]
+] + [
+    (
+        "nvidia-mig gpu-test4: 1g.5gb x2, 2g.10gb, 3g.20gb on one parent take all 8 memory slices of gpu-1",
+        "nvidia-mig",
+        "gpu-test4/pod-0",
+        {
+            "gpu-node-mig": {
+                "mig-1g-5gb-0": [f"{MIG}-mig-1g5gb-19-0"],
+                "mig-1g-5gb-1": [f"{MIG}-mig-1g5gb-19-1"],
+                "mig-2g-10gb": [f"{MIG}-mig-2g10gb-14-2"],
+                "mig-3g-20gb": [f"{MIG}-mig-3g20gb-9-4"],
+            }
+        },
+        [],
+    )
+]
+
+
 @pytest.mark.parametrize(("state", "pod", "fits", "not_on"), [c[1:] for c in FITS], ids=[c[0] for c in FITS])
 def test_a_demo_claim_fits_where_the_driver_publishes_devices(
     state: str, pod: str, fits: dict[str, dict[str, list[str]]], not_on: list[str]
