@@ -37,51 +37,57 @@ def devices(decision: dict[str, Any]) -> dict[str, list[str]]:
 
 
 #: (case, state, pod, {node: {request: devices}} where it fits, nodes where it does not).
-FITS: list[tuple[str, str, str, dict[str, dict[str, list[str]]], list[str]]] = []
+Fits = tuple[str, str, str, dict[str, dict[str, list[str]]], list[str]]
+
+
+def first_gpus(
+    state: str, driver: str, nodes: list[str], unfit: list[str], cases: list[tuple[str, str, list[str]]]
+) -> list[Fits]:
+    """Cases where each request gets the next GPU of every node in ``nodes`` (gpu-0, gpu-1, ...)
+    and no node of ``unfit`` fits."""
+    return [
+        (
+            f"{state} {case}",
+            state,
+            pod,
+            {node: {r: [f"{driver}/{node}/gpu-{i}"] for i, r in enumerate(requests)} for node in nodes},
+            unfit,
+        )
+        for case, pod, requests in cases
+    ]
+
+
 WORKERS = ["kind-worker", "kind-worker2"]
-for case, pod, counts in [
-    ("gpu-test1 pod0: one GPU from a template", "gpu-test1/pod0", ["gpu"]),
-    ("gpu-test1 pod1: its own claim, the same first GPU", "gpu-test1/pod1", ["gpu"]),
-    ("gpu-test2: two requests, two GPUs", "gpu-test2/pod0", ["gpu-1", "gpu-2"]),
-    ("gpu-test3: one GPU shared by two containers", "gpu-test3/pod0", ["gpu"]),
-    ("gpu-test4 pod0: a shared ResourceClaim", "gpu-test4/pod0", ["gpu"]),
-    ("gpu-test4 pod1: the same shared ResourceClaim", "gpu-test4/pod1", ["gpu"]),
-    ("gpu-test5: time-sliced and space-partitioned GPUs", "gpu-test5/pod0", ["ts-gpu", "sp-gpu"]),
-    ("gpu-test6: an init container and a container share a GPU", "gpu-test6/pod0", ["gpu"]),
-]:
-    FITS.append(
-        (
-            f"example-driver {case}",
-            "example-driver",
-            pod,
-            {
-                node: {request: [f"gpu.example.com/{node}/gpu-{i}"] for i, request in enumerate(counts)}
-                for node in WORKERS
-            },
-            ["kind-control-plane"],
-        )
-    )
 GPU_NODES = ["gpu-node-a100", "gpu-node-h100"]
-for case, pod, names in [
-    ("gpu-test1 pod1: one GPU from a template", "gpu-test1/pod1", ["gpu"]),
-    ("gpu-test1 pod2: its own claim", "gpu-test1/pod2", ["gpu"]),
-    ("gpu-test2: one GPU shared by two containers", "gpu-test2/pod", ["gpu"]),
-    ("gpu-test3 pod1: a shared ResourceClaim", "gpu-test3/pod1", ["gpu"]),
-    ("gpu-test3 pod2: the same shared ResourceClaim", "gpu-test3/pod2", ["gpu"]),
-    ("gpu-test5: time-sliced and MPS GPUs", "gpu-test5/pod0", ["ts-gpu", "mps-gpu"]),
-]:
-    FITS.append(
-        (
-            f"nvidia-gpu {case}",
-            "nvidia-gpu",
-            pod,
-            {
-                node: {r: [f"gpu.nvidia.com/{node}/gpu-{i}"] for i, r in enumerate(names)}
-                for node in GPU_NODES
-            },
-            ["cpu-node"],
-        )
-    )
+FITS: list[Fits] = first_gpus(
+    "example-driver",
+    "gpu.example.com",
+    WORKERS,
+    ["kind-control-plane"],
+    [
+        ("gpu-test1 pod0: one GPU from a template", "gpu-test1/pod0", ["gpu"]),
+        ("gpu-test1 pod1: its own claim, the same first GPU", "gpu-test1/pod1", ["gpu"]),
+        ("gpu-test2: two requests, two GPUs", "gpu-test2/pod0", ["gpu-1", "gpu-2"]),
+        ("gpu-test3: one GPU shared by two containers", "gpu-test3/pod0", ["gpu"]),
+        ("gpu-test4 pod0: a shared ResourceClaim", "gpu-test4/pod0", ["gpu"]),
+        ("gpu-test4 pod1: the same shared ResourceClaim", "gpu-test4/pod1", ["gpu"]),
+        ("gpu-test5: time-sliced and space-partitioned GPUs", "gpu-test5/pod0", ["ts-gpu", "sp-gpu"]),
+        ("gpu-test6: an init container and a container share a GPU", "gpu-test6/pod0", ["gpu"]),
+    ],
+) + first_gpus(
+    "nvidia-gpu",
+    "gpu.nvidia.com",
+    GPU_NODES,
+    ["cpu-node"],
+    [
+        ("gpu-test1 pod1: one GPU from a template", "gpu-test1/pod1", ["gpu"]),
+        ("gpu-test1 pod2: its own claim", "gpu-test1/pod2", ["gpu"]),
+        ("gpu-test2: one GPU shared by two containers", "gpu-test2/pod", ["gpu"]),
+        ("gpu-test3 pod1: a shared ResourceClaim", "gpu-test3/pod1", ["gpu"]),
+        ("gpu-test3 pod2: the same shared ResourceClaim", "gpu-test3/pod2", ["gpu"]),
+        ("gpu-test5: time-sliced and MPS GPUs", "gpu-test5/pod0", ["ts-gpu", "mps-gpu"]),
+    ],
+)
 
 
 # DynamicMIG: default/holder runs on gpu-0's 1g.5gb partition at memory slice 6, so the shared counters
