@@ -54,7 +54,6 @@ from tests.realcluster.workload import (
     pod_with_claims,
     store_violations,
 )
-from tests.shared import REPO
 
 #: The planner's rules as the runs set them: every pod is old enough at once.
 RULES = ("--make-room-min-age", "0", "--make-room-hint-interval", "1")
@@ -76,16 +75,6 @@ MOVER = ("--make-room", "--make-room-after", "1", "--make-room-rate", "60")
 MIN_AGE = 8
 MOVER_RULES = ("--make-room-min-age", str(MIN_AGE), "--make-room-hint-interval", "1")
 NEVER_MOVED = ("guarded", "high", "bare")
-
-
-def mover_landed() -> bool:
-    """Whether this checkout's extender has --make-room (the mover is landing as these are written)."""
-    return (REPO / "extender" / "scheduling" / "make_room_mover.py").exists()
-
-
-needs_mover = pytest.mark.skipif(
-    not mover_landed(), reason="the make-room mover (--make-room) is not in this checkout yet"
-)
 
 
 @pytest.fixture
@@ -297,7 +286,6 @@ def events(api: Api, reason: str) -> dict[str, list[str]]:
     return out
 
 
-@needs_mover
 def test_the_mover_makes_room_for_both_targets(workloads: ControlPlane) -> None:
     """Under ``spread`` (a replacement prefers the emptiest node: the freed one, unless held): both
     targets bind, every moved pod's replacement runs, no device is ever allocated twice, nothing
@@ -332,7 +320,6 @@ def test_the_mover_makes_room_for_both_targets(workloads: ControlPlane) -> None:
     assert carried == 2 and abandoned <= 1, (carried, abandoned)  # (the stale plan above)
 
 
-@needs_mover
 @pytest.mark.slow  # 17 s: the file's short runs stay under a minute
 def test_a_pod_that_takes_a_held_device_mid_plan_ends_the_plan_without_a_loop(
     workloads: ControlPlane,
@@ -386,7 +373,6 @@ def intruder_on(api: Api, node: str, device: str) -> tuple[str, str]:
     return device, str(written["metadata"]["resourceVersion"])
 
 
-@needs_mover
 @pytest.mark.slow  # 22 s
 def test_a_budget_that_tightens_mid_plan_stops_it(workloads: ControlPlane) -> None:
     """The movable pods of the nodes ``big`` may have share a budget (maxUnavailable 3: the plan
@@ -417,7 +403,6 @@ def test_a_budget_that_tightens_mid_plan_stops_it(workloads: ControlPlane) -> No
     assert reasons["budget"] + reasons["timeout"] >= 1, reasons
 
 
-@needs_mover
 @pytest.mark.slow
 def test_a_leader_killed_mid_plan_leaves_no_plan_carried_out_twice(workloads: ControlPlane) -> None:
     """Two replicas with --leader-elect behind one address that follows readiness (failover.py's
