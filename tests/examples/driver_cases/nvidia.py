@@ -75,3 +75,15 @@ FITS_NOWHERE: list[FitsNowhere] = [
         },
     ),
 ]
+
+FITS_NOWHERE += [
+    (
+        "nvidia-gpu imex-test1: a claim of class imex.nvidia.com, which v25.12.0 does not ship",
+        "nvidia-gpu",
+        "imex-test1/deployment0-6d5f7c8b9-k2m4p",
+        {
+            node: "request channel: device class imex.nvidia.com does not exist"
+            for node in ["cpu-node", *GPU_NODES]
+        },
+    ),
+]
