@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-#: (case, state, pod, {node: {request: devices}} where it fits, nodes where it does not).
+#: (case, state, pod, {node: {request: devices}} where it fits, nodes where it does not: "node" (it
+#: publishes no devices) or "node: what its reason says").
 Fits = tuple[str, str, str, dict[str, dict[str, list[str]]], list[str]]
 #: (case, state, pod, {node: what its reason or error says}).
 FitsNowhere = tuple[str, str, str, dict[str, str]]
