@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from extender.commands import examples, explain, serve, simulate
+from extender.commands import examples, explain, lint, serve, simulate
 
 # The commands import what they need when they run: ``--help`` and ``--version`` answer without
 # the allocator, the Kubernetes client or the server stack (a test runs -X importtime on them).
@@ -37,11 +37,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dra-extender",
         description="Kubernetes DRA for any kube-scheduler.",
-        epilog="Exit codes: 0 success; 1 (simulate, explain) a pod fits on no node; 2 usage or input errors.",
+        epilog="Exit codes: 0 success; 1 (simulate, explain) a pod fits on no node, (lint) hints found; "
+        "2 usage or input errors.",
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (simulate, explain, examples, serve):
+    for command in (simulate, explain, lint, examples, serve):
         command.add(sub)
     return parser
 
@@ -66,6 +67,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
                 parser.error("explain: the following arguments are required: NAMESPACE/POD")
             args.pod = args.state.pop()
         return explain.run(args, out or sys.stdout)
+    if args.command == "lint":
+        return lint.run(args, out or sys.stdout)
     if args.command == "examples":
         return examples.run(args, out or sys.stdout)
     return 2  # pragma: no cover - argparse enforces the subcommands

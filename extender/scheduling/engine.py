@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import chain, islice
 
 from extender.cel import CelEnvironment
@@ -22,7 +21,8 @@ from extender.model.core import Node, Pod
 from extender.model.labels import Labels
 from extender.scheduling.config import EngineConfig, NoObserver, Observer
 from extender.scheduling.decide import post_filter, what_if
-from extender.scheduling.decide.answers import answer_nodes, cut_short, split_by_fit
+from extender.scheduling.decide.answers import FilterResult, answer_nodes, cut_short, split_by_fit
+from extender.scheduling.decide.claim_hints import ClaimHints, with_claim_hints
 from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment, NodeDecision
 from extender.scheduling.decide.last_filter import LastFilter
 from extender.scheduling.decide.prefilter import PodClaims
@@ -43,16 +43,6 @@ log = logging.getLogger("dra_extender.engine")
 
 #: Per-node reasons a filter's decision entry keeps (log line, /debug/decisions); the rest counted.
 LOGGED_REASONS = 20
-
-
-@dataclass(slots=True)
-class FilterResult:
-    passed: list[str] = field(default_factory=list)
-    #: Unschedulable (preemption or a later retry may help): the time budget ran out.
-    failed: dict[str, str] = field(default_factory=dict)
-    #: UnschedulableAndUnresolvable: no devices for this pod here.
-    unresolvable: dict[str, str] = field(default_factory=dict)
-    error: str = ""
 
 
 class Engine:
@@ -87,6 +77,7 @@ class Engine:
         self.wall_clock = wall_clock
         self.observer: Observer = observer or NoObserver()
         self.hints: Hints = hints or NoHints()  # make room's hint line, planned off filter's path
+        self.claim_hints = ClaimHints()  # claims naming what no driver publishes: lines for reasons
         #: (claims, node) -> an assessment that ran out of time, remembered for a short while.
         self._timeouts = TimeoutMemo(clock, lambda: self.config.timeout_memo_seconds)
         #: Pods whose claims a filter waited for in vain (not waited for again for a while).
@@ -110,6 +101,7 @@ class Engine:
             "timed_out_claim_sets": len(self._timeouts),
             "claims_waited_in_vain": len(self._stuck),
             "make_room_hints": self.hints.entries(),
+            "claim_hints": len(self.claim_hints),
         }
 
     def snapshot(self) -> Snapshot:
@@ -199,9 +191,11 @@ class Engine:
             )
             for name, addition in found.items():
                 result.failed[name] = result.unresolvable.pop(name) + addition
-        if not result.passed and not result.error and claims.allocates and claims.reason is None:
-            self.hints.ask(pod, node_names)  # no node fits: a plan in the background; an earlier one's line:
-            with_hint(self.hints.hint(pod), result.unresolvable, result.failed)
+        if not result.passed and claims.allocates and claims.reason is None:
+            if not result.error:
+                self.hints.ask(pod, node_names)  # no node fits: a plan in the background; an earlier one's:
+                with_hint(self.hints.hint(pod), result.unresolvable, result.failed)
+            with_claim_hints(self.claim_hints.lines(snapshot.state, snapshot.cel, claims.to_allocate), result)
         if result.passed:
             # In flight: a bind may follow (filters wait for it); a group member passed.
             self.hints.drop(pod.uid)  # a plan made while no node fitted is stale: nothing moves for it

@@ -169,6 +169,10 @@ def pod(engine: Engine, target: Pod) -> dict[str, Any]:
     out: dict[str, Any] = {"pod": f"{target.namespace}/{target.name}", "nodes": nodes}
     if target.nominated_node_name and not target.node_name:
         out["nominatedNodeName"] = target.nominated_node_name  # where a preemption made room for it
+    # Claims naming what no driver publishes: the lines filter adds to a fits-nowhere answer.
+    hints = engine.claim_hints.lines(snapshot.state, snapshot.cel, claims)
+    if hints:
+        out["hints"] = hints
     return out
 
 
@@ -470,6 +474,9 @@ def render_text(view: str, data: dict[str, Any]) -> str:
         if data.get("nominatedNodeName"):
             text += f"nominated to {data['nominatedNodeName']} by a preemption\n"
         text += _table(["NODE", "FITS", "DETAIL"], rows)
+        if data.get("hints"):
+            text += "\nhints (claims naming what no driver publishes):\n"
+            text += "".join(f"  {line}\n" for line in data["hints"])
         if freeing:
             text += "\nwhat would free room (claims holding devices the pod's requests select):\n"
             text += _table(["NODE", "CLAIM", "RESERVED FOR", "DEVICES"], freeing)

@@ -21,7 +21,8 @@ from extender.cluster.state import ClusterState
 from extender.model.core import Pod
 from extender.scheduling.assembly import assemble, in_flight_view
 from extender.scheduling.config import EngineConfig, NoObserver
-from extender.scheduling.engine import Engine, FilterResult
+from extender.scheduling.decide.answers import FilterResult
+from extender.scheduling.engine import Engine
 from extender.scheduling.make_room_hints import (
     BACK_OFF,
     MAX_NAP,

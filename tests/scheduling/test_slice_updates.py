@@ -17,7 +17,8 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.scheduling.assembly import assemble
-from extender.scheduling.engine import Engine, FilterResult
+from extender.scheduling.decide.answers import FilterResult
+from extender.scheduling.engine import Engine
 from tests.builders import allocated, attrs, claim, device, device_class, exact, node, pod, resource_slice
 
 CEL = CelEnvironment()

@@ -129,6 +129,7 @@ IN_FLIGHT_MAPS = {
     "timed_out_claim_sets",
     "claims_waited_in_vain",
     "make_room_hints",
+    "claim_hints",
 }
 
 

@@ -18,6 +18,7 @@ Pure: a snapshot in, answers out; the clock is injected.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import compress
 from operator import not_
 from typing import TypeVar
@@ -28,6 +29,17 @@ from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment
 from extender.scheduling.decide.prefilter import PodClaims
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decide.what_if import NodeAdjustment
+
+
+@dataclass(slots=True)
+class FilterResult:
+    passed: list[str] = field(default_factory=list)
+    #: Unschedulable (preemption or a later retry may help): the time budget ran out.
+    failed: dict[str, str] = field(default_factory=dict)
+    #: UnschedulableAndUnresolvable: no devices for this pod here.
+    unresolvable: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
 
 T = TypeVar("T")
 G = TypeVar("G", bound=Hashable)

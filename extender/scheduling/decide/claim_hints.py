@@ -1,0 +1,307 @@
+"""Claims that can never match what the cluster's drivers publish, caught before a pod waits on
+them: hints, never decisions (issue 53).
+
+The in-tree plugin reports such a claim only as "cannot allocate all claims" or a CEL runtime
+error ("no such key: index"), node by node, after the pod has waited. These checks read the
+claim against every device published (:class:`~extender.scheduling.decide.published.Published`)
+and say which name is missing and which published name is close:
+
+``class``
+    the request's DeviceClass does not exist.
+``attribute`` / ``capacity``
+    a selector (the request's or its class's) reads an attribute or capacity that no device of
+    the class's drivers publishes; a capacity request names a capacity none publishes.
+``constraint``
+    a ``matchAttribute``/``distinctAttribute`` names an attribute that no device one of its
+    requests could get publishes (AMD's partitions publish ``parentDeviceID``, not
+    ``deviceID``; one driver's NUMA name against another's).
+``count``
+    a request asks for more devices than any one node is offered of those it could get.
+``nothing``
+    no device published anywhere satisfies the request (said only when no hint above explains
+    the request already).
+
+A hint never changes what filter, bind or simulate decide: they only add its line to a reason.
+Pure: a claim spec and a :class:`Published` in, hints out.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from cachetools import LRUCache
+
+from extender.cel import CelEnvironment
+from extender.cel.reads import Path
+from extender.cluster.state import ClusterState
+from extender.model.dra import ClaimSpec, Constraint, DeviceRequest, ExactRequest, ResourceClaim
+from extender.scheduling.decide.answers import FilterResult
+from extender.scheduling.decide.published import (
+    DriverNames,
+    Published,
+    PublishedDevice,
+    attribute_names,
+    qualified,
+)
+
+#: The checks, in the order a request's hints are listed.
+CHECKS = ("class", "attribute", "capacity", "constraint", "count", "nothing")
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimHint:
+    check: str
+    #: The request (``gpu``, or ``gpu/a100`` for a firstAvailable subrequest); None: the claim.
+    request: str | None
+    message: str
+    #: A published name (or class) close to the one the claim names.
+    did_you_mean: str | None = None
+
+    def text(self) -> str:
+        where = f"request {self.request}: " if self.request else ""
+        close = f"; did you mean {self.did_you_mean}?" if self.did_you_mean else ""
+        return f"{where}{self.message}{close}"
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "check": self.check,
+            "request": self.request,
+            "message": self.message,
+            "didYouMean": self.did_you_mean,
+            "text": self.text(),
+        }
+
+
+def closest(name: str, published: Iterable[str]) -> str | None:
+    """The published ``domain/id`` whose id is closest to ``name``'s (``deviceID`` ->
+    ``parentDeviceID``; ``numaNode`` of another domain), preferring ``name``'s own domain. Ids
+    only: whole names of one domain look alike whatever their ids."""
+    ident = name.rpartition("/")[2].lower()
+    by_ident: dict[str, list[str]] = {}
+    for candidate in sorted(set(published) - {name}):
+        by_ident.setdefault(candidate.rpartition("/")[2].lower(), []).append(candidate)
+    found = difflib.get_close_matches(ident, list(by_ident), n=1, cutoff=0.6)
+    if not found:
+        return None
+    candidates = by_ident[found[0]]
+    domain = name.rpartition("/")[0]
+    return next((c for c in candidates if c.rpartition("/")[0] == domain), candidates[0])
+
+
+def closest_class(name: str, classes: Iterable[str]) -> str | None:
+    """The class whose name differs least from ``name`` once the suffix they share is cut off
+    (``imex.nvidia.com`` is not close to ``mig.nvidia.com``: ``imex`` and ``mig`` are compared)."""
+    best: tuple[float, str] | None = None
+    for candidate in sorted(classes):
+        shared = _shared_suffix(name, candidate)
+        ratio = difflib.SequenceMatcher(
+            None, name[: len(name) - shared], candidate[: len(candidate) - shared]
+        ).ratio()
+        if ratio >= 0.6 and (best is None or ratio > best[0]):
+            best = (ratio, candidate)
+    return best[1] if best else None
+
+
+def _shared_suffix(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
+
+
+def hints_for(spec: ClaimSpec, published: Published) -> list[ClaimHint]:
+    """Every hint for one claim (or template) spec, request by request, then its constraints."""
+    out: list[ClaimHint] = []
+    candidates: dict[str, list[PublishedDevice]] = {}
+    for request in spec.requests:
+        reachable: list[PublishedDevice] = []
+        for name, exact in alternatives(request):
+            found, devices = _request_hints(name, exact, published)
+            out += found
+            reachable += devices
+        candidates[request.name] = reachable
+    for constraint in spec.constraints:
+        out += _constraint_hints(constraint, candidates, [r.name for r in spec.requests])
+    return out
+
+
+def alternatives(request: DeviceRequest) -> Iterator[tuple[str, ExactRequest]]:
+    if request.exactly is not None:
+        yield request.name, request.exactly
+    for sub in request.first_available:
+        yield f"{request.name}/{sub.name}", sub
+
+
+def _request_hints(
+    name: str, exact: ExactRequest, published: Published
+) -> tuple[list[ClaimHint], list[PublishedDevice]]:
+    """A request's hints, and the devices it could ever get."""
+    device_class = published.classes.get(exact.device_class_name)
+    if device_class is None:
+        message = f"DeviceClass {exact.device_class_name} does not exist"
+        return [
+            ClaimHint("class", name, message, closest_class(exact.device_class_name, published.classes))
+        ], []
+    drivers = published.class_drivers(device_class)
+    names = published.names_of(drivers)
+    whose = _whose(drivers)
+    out: list[ClaimHint] = []
+    selectors_read = [(f"DeviceClass {device_class.name}'s selector", device_class.selectors)]
+    if not published.of_class(device_class):
+        # What the request reads does not matter while its class accepts nothing.
+        message = (
+            f"DeviceClass {device_class.name} accepts none of the {len(published.devices)} published devices"
+        )
+        out.append(ClaimHint("class", name, message))
+    else:
+        selectors_read.append(("the request's selector", exact.selectors))
+    for owner, selectors in selectors_read:
+        for selector in selectors:
+            program = published.program(selector)
+            if program is not None:
+                out += _unpublished_reads(name, owner, program.reads, names, whose)
+    for capacity in exact.capacity_requests or {}:
+        full = _qualified_request(capacity, drivers)
+        if not full & names.capacities:
+            message = f"requests capacity {capacity}, which {whose} publishes"
+            out.append(ClaimHint("capacity", name, message, closest(min(full), names.capacities)))
+    devices = published.matching(published.of_class(device_class), exact.selectors)
+    if devices and exact.allocation_mode == "ExactCount":
+        most, node = _most_on_one_node(devices)
+        if exact.count > most:
+            out.append(
+                ClaimHint(
+                    "count",
+                    name,
+                    f"asks for {exact.count} devices; at most {most} that it could get are "
+                    f"published for one node ({node})",
+                )
+            )
+    if not devices and not out:
+        out.append(
+            ClaimHint(
+                "nothing",
+                name,
+                f"no published device satisfies DeviceClass {device_class.name} and the request's "
+                f"selectors ({len(published.of_class(device_class))} devices of the class)",
+            )
+        )
+    return out, devices
+
+
+def _whose(drivers: set[str]) -> str:
+    if not drivers:
+        return "no device"
+    listed = ", ".join(sorted(drivers))
+    return f"no device of driver{'s' if len(drivers) > 1 else ''} {listed}"
+
+
+def _unpublished_reads(
+    name: str, owner: str, reads: frozenset[Path], names: DriverNames, whose: str
+) -> list[ClaimHint]:
+    out = []
+    for path in sorted(reads):
+        if path[0] not in ("attributes", "capacity") or len(path) < 2:
+            continue
+        kind = "attribute" if path[0] == "attributes" else "capacity"
+        pool = names.attributes if kind == "attribute" else names.capacities
+        if len(path) == 2:
+            if not any(n.rpartition("/")[0] == path[1] for n in pool):
+                message = f"{owner} reads {kind} domain {path[1]}, in which {whose} publishes any {kind}"
+                out.append(ClaimHint(kind, name, message))
+            continue
+        full = f"{path[1]}/{path[2]}"
+        if full not in pool:
+            message = f"{owner} reads {kind} {full}, which {whose} publishes"
+            out.append(ClaimHint(kind, name, message, closest(full, pool)))
+    return out
+
+
+def _qualified_request(capacity: str, drivers: Iterable[str]) -> set[str]:
+    """A capacity request's name as each driver would publish it (a bare name is the driver's)."""
+    return {qualified(d, capacity) for d in drivers} or {capacity}
+
+
+def _most_on_one_node(devices: Sequence[PublishedDevice]) -> tuple[int, str]:
+    """The most of these devices one node is offered: its own plus those of pools that serve
+    several nodes (counted for every node: an upper bound)."""
+    shared = sum(1 for d in devices if d.node is None)
+    per_node = Counter(d.node for d in devices if d.node is not None)
+    if not per_node:
+        return shared, "pools for several nodes"
+    node, most = min(per_node.items(), key=lambda kv: (-kv[1], kv[0]))
+    return most + shared, node
+
+
+def _constraint_hints(
+    constraint: Constraint, candidates: dict[str, list[PublishedDevice]], requests: list[str]
+) -> list[ClaimHint]:
+    attribute = constraint.match_attribute or constraint.distinct_attribute
+    if attribute is None:
+        return []
+    kind = "matchAttribute" if constraint.match_attribute else "distinctAttribute"
+    out = []
+    for request in constraint.requests or requests:
+        devices = candidates.get(request) or []
+        if not devices or any(d.device.attribute(attribute) is not None for d in devices):
+            continue
+        drivers = {d.device.id.driver for d in devices}
+        published = set().union(*(attribute_names(d.device) for d in devices))
+        message = f"{kind} {attribute}: {_whose(drivers)} that request {request} could get publishes it"
+        out.append(ClaimHint("constraint", None, message, closest(attribute, published)))
+    return out
+
+
+class ClaimHints:
+    """Hint lines for the claims of pods that fit nowhere, memoized: the published index per
+    inventory version (slices, classes, taint rules) and each claim's lines per resourceVersion,
+    so a pod filtered again and again costs a lookup per claim."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._published: Published | None = None
+        self._state_id = 0
+        self._lines: LRUCache[tuple[str, str, str], list[str]] = LRUCache(maxsize=size)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def lines(self, state: ClusterState, cel: CelEnvironment, claims: Iterable[ResourceClaim]) -> list[str]:
+        """``claim NS/NAME: <hint>`` for each hint of each claim (the decisions' own state)."""
+        published = self._published
+        if (
+            published is None
+            or self._state_id != id(state)
+            or published.inventory_version != state.inventory_version
+        ):
+            published = self._published = Published(state, cel)
+            self._state_id = id(state)
+            self._lines.clear()
+        out: list[str] = []
+        for claim in claims:
+            key = (claim.namespace, claim.name, claim.resource_version)
+            found = self._lines.get(key)
+            if found is None:
+                where = f"claim {claim.namespace}/{claim.name}"
+                found = self._lines[key] = [f"{where}: {h.text()}" for h in hints_for(claim.spec, published)]
+            out += found
+        return out
+
+
+def with_claim_hints(lines: Sequence[str], result: FilterResult) -> None:
+    """A filter answer that fits no node: the first hint goes into every node's reason, so that
+    kube-scheduler's FailedScheduling message ("0/3 nodes are available: 3 <reason>.") carries it
+    whatever reason it counts first, or into the answer's error (a CEL runtime error: the
+    message is the error's); the rest are named by count (``kubectl dra lint`` lists them)."""
+    if not lines:
+        return
+    more = f" (and {len(lines) - 1} more: kubectl dra lint)" if len(lines) > 1 else ""
+    suffix = f"; hint: {lines[0]}{more}"
+    if result.error:
+        result.error += suffix
+        return
+    for reasons in (result.unresolvable, result.failed):
+        for node, reason in reasons.items():
+            reasons[node] = reason + suffix

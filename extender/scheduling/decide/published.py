@@ -1,0 +1,142 @@
+"""What the cluster's drivers publish, as claim hints read it: every device with the node it
+serves, the attribute and capacity names each driver's devices carry, and which devices a
+DeviceClass and a request could ever get (:mod:`claim_hints`).
+
+Pure: built from a :class:`ClusterState`'s slices and classes and a CEL environment; kept while
+the state's ``inventory_version`` holds (slices, classes and taint rules unchanged). Taints,
+allocations and node selectors are left out on purpose: a hint says what can *never* match, not
+what is free now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from extender.cel import CelCompileError, CelEnvironment, CelEvalError
+from extender.cel import ast as cel_ast
+from extender.cel.device import split_qualified
+from extender.cel.environment import Program
+from extender.cel.reads import device_path
+from extender.cluster.state import ClusterState
+from extender.model.dra import Device, DeviceClass, Selector
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedDevice:
+    """One device as published, and the node it serves (None: a pool for several nodes)."""
+
+    device: Device
+    node: str | None
+
+
+@dataclass(slots=True)
+class DriverNames:
+    """The qualified names (``domain/id``) one driver's devices publish."""
+
+    attributes: set[str] = field(default_factory=set)
+    capacities: set[str] = field(default_factory=set)
+
+
+def qualified(driver: str, name: str) -> str:
+    """An attribute or capacity name as ``domain/id`` (a bare id is in the driver's domain)."""
+    domain, ident = split_qualified(driver, name)
+    return f"{domain}/{ident}"
+
+
+def attribute_names(device: Device) -> set[str]:
+    return {qualified(device.id.driver, name) for name in device.attributes}
+
+
+def capacity_names(device: Device) -> set[str]:
+    return {qualified(device.id.driver, name) for name in device.capacity}
+
+
+class Published:
+    """The cluster's published devices, indexed for claim hints; memoizes per class."""
+
+    def __init__(self, state: ClusterState, cel: CelEnvironment) -> None:
+        self.cel = cel
+        self.classes = state.classes
+        self.inventory_version = state.inventory_version
+        self.devices: list[PublishedDevice] = []
+        self.drivers: dict[str, DriverNames] = {}
+        for s in state.slices.values():
+            for device in s.devices:
+                node = s.node_name if s.node_name else device.node_name
+                self.devices.append(PublishedDevice(device, node))
+                names = self.drivers.setdefault(device.id.driver, DriverNames())
+                names.attributes |= attribute_names(device)
+                names.capacities |= capacity_names(device)
+        self._of_class: dict[str, list[PublishedDevice]] = {}
+
+    def names_of(self, drivers: Iterable[str]) -> DriverNames:
+        out = DriverNames()
+        for driver in drivers:
+            names = self.drivers.get(driver)
+            if names is not None:
+                out.attributes |= names.attributes
+                out.capacities |= names.capacities
+        return out
+
+    def of_class(self, device_class: DeviceClass) -> list[PublishedDevice]:
+        """The devices the class's selectors accept (a runtime error: not accepted)."""
+        found = self._of_class.get(device_class.name)
+        if found is None:
+            found = self.matching(self.devices, device_class.selectors)
+            self._of_class[device_class.name] = found
+        return found
+
+    def matching(
+        self, devices: list[PublishedDevice], selectors: Iterable[Selector]
+    ) -> list[PublishedDevice]:
+        programs = [p for p in (self.program(s) for s in selectors) if p is not None]
+        if not programs:
+            return devices
+        return [d for d in devices if all(self._accepts(p, d.device) for p in programs)]
+
+    def program(self, selector: Selector) -> Program | None:
+        """The selector's program; None when it has no expression or does not compile (the
+        decision reports the compile error itself)."""
+        if selector.expression is None:
+            return None
+        compiled = self.cel.compile(selector.expression)
+        return None if isinstance(compiled, CelCompileError) else compiled
+
+    def _accepts(self, program: Program, device: Device) -> bool:
+        try:
+            return self.cel.matches(program, device.cel())
+        except CelEvalError:
+            return False
+
+    def class_drivers(self, device_class: DeviceClass) -> set[str]:
+        """The drivers a class is for: those of the devices it accepts; where it accepts none,
+        those its selectors name (``device.driver == "..."``); else every driver."""
+        accepted = {d.device.id.driver for d in self.of_class(device_class)}
+        if accepted:
+            return accepted
+        named: set[str] = set()
+        for selector in device_class.selectors:
+            program = self.program(selector)
+            if program is not None:
+                named |= drivers_named(program.root)
+        return named or set(self.drivers)
+
+
+def drivers_named(root: cel_ast.Node) -> set[str]:
+    """String literals an expression compares ``device.driver`` with (``==``)."""
+    out: set[str] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cel_ast.Call) and node.function == "_==_" and len(node.args) == 2:
+            left, right = node.args
+            for path, literal in ((left, right), (right, left)):
+                if (
+                    device_path(path) == ("driver",)
+                    and isinstance(literal, cel_ast.Literal)
+                    and isinstance(literal.value, str)
+                ):
+                    out.add(literal.value)
+        stack.extend(cel_ast.children(node))
+    return out
