@@ -92,16 +92,15 @@ def closest(name: str, published: Iterable[str]) -> str | None:
 
 
 def closest_class(name: str, classes: Iterable[str]) -> str | None:
-    """The class whose name differs least from ``name`` once the suffix they share is cut off
-    (``imex.nvidia.com`` is not close to ``mig.nvidia.com``: ``imex`` and ``mig`` are compared)."""
+    """The class name closest to ``name``: alike as a whole, and alike once the suffix they share
+    is cut off (``imex.nvidia.com`` is not close to ``mig.nvidia.com``: ``imex`` against ``mig``)."""
     best: tuple[float, str] | None = None
     for candidate in sorted(classes):
         shared = _shared_suffix(name, candidate)
-        ratio = difflib.SequenceMatcher(
-            None, name[: len(name) - shared], candidate[: len(candidate) - shared]
-        ).ratio()
-        if ratio >= 0.6 and (best is None or ratio > best[0]):
-            best = (ratio, candidate)
+        own = difflib.SequenceMatcher(None, name[: len(name) - shared], candidate[: len(candidate) - shared])
+        whole = difflib.SequenceMatcher(None, name, candidate).ratio()
+        if own.ratio() >= 0.6 and whole >= 0.85 and (best is None or whole > best[0]):
+            best = (whole, candidate)
     return best[1] if best else None
 
 
@@ -149,8 +148,26 @@ def _request_hints(
     names = published.names_of(drivers)
     whose = _whose(drivers)
     out: list[ClaimHint] = []
+    for capacity in exact.capacity_requests or {}:
+        full = _qualified_request(capacity, drivers)
+        if not full & names.capacities:
+            message = f"requests capacity {capacity}, which {whose} publishes"
+            out.append(ClaimHint("capacity", name, message, closest(min(full), names.capacities)))
+    of_class = published.of_class(device_class)
+    devices = published.matching(of_class, exact.selectors)
+    if devices:
+        # Reads of unpublished names are harmless here (a has() guard, an optional): only the count.
+        if exact.allocation_mode == "ExactCount":
+            most, node = _most_on_one_node(devices)
+            if exact.count > most:
+                message = (
+                    f"asks for {exact.count} devices; at most {most} that it could get are "
+                    f"published for one node ({node})"
+                )
+                out.append(ClaimHint("count", name, message))
+        return out, devices
     selectors_read = [(f"DeviceClass {device_class.name}'s selector", device_class.selectors)]
-    if not published.of_class(device_class):
+    if not of_class:
         # What the request reads does not matter while its class accepts nothing.
         message = (
             f"DeviceClass {device_class.name} accepts none of the {len(published.devices)} published devices"
@@ -163,32 +180,12 @@ def _request_hints(
             program = published.program(selector)
             if program is not None:
                 out += _unpublished_reads(name, owner, program.reads, names, whose)
-    for capacity in exact.capacity_requests or {}:
-        full = _qualified_request(capacity, drivers)
-        if not full & names.capacities:
-            message = f"requests capacity {capacity}, which {whose} publishes"
-            out.append(ClaimHint("capacity", name, message, closest(min(full), names.capacities)))
-    devices = published.matching(published.of_class(device_class), exact.selectors)
-    if devices and exact.allocation_mode == "ExactCount":
-        most, node = _most_on_one_node(devices)
-        if exact.count > most:
-            out.append(
-                ClaimHint(
-                    "count",
-                    name,
-                    f"asks for {exact.count} devices; at most {most} that it could get are "
-                    f"published for one node ({node})",
-                )
-            )
-    if not devices and not out:
-        out.append(
-            ClaimHint(
-                "nothing",
-                name,
-                f"no published device satisfies DeviceClass {device_class.name} and the request's "
-                f"selectors ({len(published.of_class(device_class))} devices of the class)",
-            )
+    if not out:
+        message = (
+            f"no published device satisfies DeviceClass {device_class.name} and the request's "
+            f"selectors ({len(of_class)} devices of the class)"
         )
+        out.append(ClaimHint("nothing", name, message))
     return out, devices
 
 
