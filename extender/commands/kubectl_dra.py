@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="kubectl dra",
         description="Dynamic Resource Allocation as dra-extender decides it, from kubectl.",
         epilog="Exit codes: 0 success; 1 (explain, simulate, pending) a pod fits on no node, "
-        "(make-room) no plan makes room; 2 usage, credentials or API errors.",
+        "(make-room) no plan makes room, (lint) hints found; 2 usage, credentials or API errors.",
     )
     parser.add_argument("--version", action="version", version=f"kubectl-dra {__version__}")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
@@ -127,7 +127,23 @@ def _parser() -> argparse.ArgumentParser:
         description="Every pod not bound yet that asks for devices (claims, or extended resources "
         "a DeviceClass stands for), decided as simulate does.",
     )
-    for command in (explain, simulate, capacity, make_room, pending):
+    lint = sub.add_parser(
+        "lint",
+        help="claims and templates that can never match what the cluster's drivers publish",
+        description="As dra-extender lint, on the objects listed: every ResourceClaim not allocated "
+        "yet and every ResourceClaimTemplate (or those of -f files, before you apply them), checked "
+        "against the ResourceSlices and DeviceClasses: a missing class, an attribute or capacity no "
+        "device of the class's drivers publishes (with the close published name), a constraint one "
+        "side cannot meet, a count no node offers. Hints only.",
+    )
+    lint.add_argument(
+        "--filename",
+        "-f",
+        action="append",
+        metavar="PATH",
+        help="check the claims and templates of these files (repeatable) instead of the cluster's",
+    )
+    for command in (explain, simulate, capacity, make_room, pending, lint):
         command.add_argument("--output", "-o", choices=("json", "text"), default="text")
         command.add_argument(
             "--kubernetes-version",
@@ -206,7 +222,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         )
     _warn_refused(listing.refused)
     print(f"kubectl dra: answers {COMPUTED}", file=sys.stderr)
-    if args.command in ("simulate", "pending"):
+    if args.command in ("simulate", "pending", "lint"):
         return _decide_on(listing.objects, release, args, out)
     from extender.commands.arguments import offline_features
     from extender.explain import engine_from_state
@@ -291,7 +307,9 @@ def _from_extender(raw: RawKube, args: argparse.Namespace, release: Release, out
 
 
 def _decide_on(objects: list[dict[str, Any]], release: Release, args: argparse.Namespace, out: TextIO) -> int:
-    """``simulate`` or ``pending`` on these objects."""
+    """``simulate``, ``pending`` or ``lint`` on these objects."""
+    if args.command == "lint":
+        return _lint(objects, release, args, out)
     with _state_file(objects) as (state, limit):
         if args.command == "simulate":
             return _simulate(state, limit, release.name, args, out)
@@ -346,6 +364,21 @@ def _listed(raw: RawKube) -> Listing:
 def _warn_refused(refused: Mapping[str, str]) -> None:
     for kind, why in refused.items():
         print(f"kubectl dra: warning: {kind} objects not listed: {why}", file=sys.stderr)
+
+
+def _lint(objects: list[dict[str, Any]], release: Release, args: argparse.Namespace, out: TextIO) -> int:
+    from extender.commands.arguments import offline_features
+    from extender.lint import FOUND, lint, render
+    from extender.statefile import load_objects
+
+    checked = None
+    if args.filename:
+        checked, problems = load_objects(args.filename, kinds=("ResourceClaim", "ResourceClaimTemplate"))
+        for problem in problems:
+            print(f"kubectl dra: warning: {problem}", file=sys.stderr)
+    result = lint(objects, offline_features(args.feature_gates, release), checked)
+    out.write(render(result, args.output))
+    return FOUND if result["findings"] else FITS
 
 
 def _simulate(state: Path, limit: int, release: str, args: argparse.Namespace, out: TextIO) -> int:

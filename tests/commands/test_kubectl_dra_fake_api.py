@@ -74,7 +74,8 @@ def held(name: str, on: str) -> dict[str, Any]:
 
 def scene() -> list[dict[str, Any]]:
     """As tests/realcluster/test_kubectl_dra.py: node-a has two GPUs, one held; node-b one, held.
-    Pod p asks for one GPU (fits node-a), q for two (fits nowhere); cpu-only asks for none."""
+    Pod p asks for one GPU (fits node-a), q for two (fits nowhere); cpu-only asks for none. Claim
+    typo (no pod yet) selects an attribute the driver does not publish (``model`` misspelt)."""
     return [
         node("node-a"),
         node("node-b"),
@@ -88,6 +89,7 @@ def scene() -> list[dict[str, Any]]:
         one_gpu_claim("q-gpus", count=2),
         pod_with_claims("q", ["q-gpus"]),
         pod_with_claims("cpu-only"),
+        one_gpu_claim("typo", selectors=[f'device.attributes["{GPU_DRIVER}"].modle == "a100"']),
     ]
 
 
@@ -247,6 +249,16 @@ def pending_is_the_live_filter(world: World, ran: Ran) -> None:
     assert pods["default/q"]["fitsOn"] == []
 
 
+def lint_finds_the_typo(world: World, ran: Ran) -> None:
+    """The claim that can never match, and no other (q fits nowhere now, but could)."""
+    [finding] = json.loads(ran.out)["findings"]
+    assert (finding["name"], finding["check"], finding["didYouMean"]) == (
+        "typo",
+        "attribute",
+        f"{GPU_DRIVER}/model",
+    )
+
+
 # command -> (its arguments, exit code, what its answer equals)
 COMMANDS: dict[str, tuple[list[str], int, Callable[[World, Ran], None]]] = {
     "snapshot": (["snapshot", "-o", "{file}"], 0, snapshot_is_the_extenders),
@@ -258,6 +270,7 @@ COMMANDS: dict[str, tuple[list[str], int, Callable[[World, Ran], None]]] = {
     ),
     "simulate": (["simulate", "--pod", "default/p", "-o", "json"], 0, simulate_is_the_live_filter),
     "pending": (["pending", "-o", "json"], 1, pending_is_the_live_filter),  # q fits nowhere
+    "lint": (["lint", "-o", "json"], 1, lint_finds_the_typo),
 }
 
 
