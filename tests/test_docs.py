@@ -85,7 +85,7 @@ def test_every_kubectl_dra_option_is_on_its_page() -> None:
 
 
 #: dra-extender subcommands that read only files and finish in seconds (explain only with --state).
-OFFLINE = {"simulate", "explain", "examples", "--help", "--version"}
+OFFLINE = {"simulate", "explain", "lint", "examples", "--help", "--version"}
 
 
 def runs_here(command: Command) -> bool:
@@ -145,7 +145,7 @@ RUN_ELSEWHERE: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Each `kubectl dra` command as written, against the fake API server and an extender in
     # cluster mode (a fresh clone runs it); tests/realcluster/test_kubectl_dra.py asks the same
     # questions of the real kube-apiserver.
-    (r"kubectl dra (explain|simulate|pending|capacity|snapshot|make-room)( .*)?", (KUBECTL_DRA,)),
+    (r"kubectl dra (explain|simulate|pending|capacity|snapshot|make-room|lint)( .*)?", (KUBECTL_DRA,)),
     # A kustomization of one's own with the debug-views component, as the page shows it.
     (
         r"kubectl apply -k \.",

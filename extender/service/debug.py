@@ -475,7 +475,7 @@ def render_text(view: str, data: dict[str, Any]) -> str:
             text += f"nominated to {data['nominatedNodeName']} by a preemption\n"
         text += _table(["NODE", "FITS", "DETAIL"], rows)
         if data.get("hints"):
-            text += "\nhints (claims naming what no driver publishes):\n"
+            text += "\nhints (claims that can never match what the drivers publish):\n"
             text += "".join(f"  {line}\n" for line in data["hints"])
         if freeing:
             text += "\nwhat would free room (claims holding devices the pod's requests select):\n"
