@@ -77,7 +77,7 @@ class Engine:
         self.wall_clock = wall_clock
         self.observer: Observer = observer or NoObserver()
         self.hints: Hints = hints or NoHints()  # make room's hint line, planned off filter's path
-        self.claim_hints = ClaimHints()  # claims naming what no driver publishes: lines for reasons
+        self.claim_hints = ClaimHints(clock)  # claims naming what no driver publishes: lines for reasons
         #: (claims, node) -> an assessment that ran out of time, remembered for a short while.
         self._timeouts = TimeoutMemo(clock, lambda: self.config.timeout_memo_seconds)
         #: Pods whose claims a filter waited for in vain (not waited for again for a while).

@@ -10,14 +10,14 @@ what is free now.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
 from extender.cel import CelCompileError, CelEnvironment, CelEvalError
 from extender.cel import ast as cel_ast
 from extender.cel.device import split_qualified
 from extender.cel.environment import Program
-from extender.cel.reads import device_path
+from extender.cel.reads import Path, device_path
 from extender.cluster.state import ClusterState
 from extender.model.dra import Device, DeviceClass, Selector
 
@@ -61,13 +61,17 @@ class Published:
         self.inventory_version = state.inventory_version
         self.devices: list[PublishedDevice] = []
         self.drivers: dict[str, DriverNames] = {}
+        seen: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = set()  # devices of one shape name alike
         for s in state.slices.values():
             for device in s.devices:
                 node = s.node_name if s.node_name else device.node_name
                 self.devices.append(PublishedDevice(device, node))
-                names = self.drivers.setdefault(device.id.driver, DriverNames())
-                names.attributes |= attribute_names(device)
-                names.capacities |= capacity_names(device)
+                shape = (device.id.driver, tuple(device.attributes), tuple(device.capacity))
+                if shape not in seen:
+                    seen.add(shape)
+                    names = self.drivers.setdefault(device.id.driver, DriverNames())
+                    names.attributes |= attribute_names(device)
+                    names.capacities |= capacity_names(device)
         self._of_class: dict[str, list[PublishedDevice]] = {}
 
     def names_of(self, drivers: Iterable[str]) -> DriverNames:
@@ -90,10 +94,29 @@ class Published:
     def matching(
         self, devices: list[PublishedDevice], selectors: Iterable[Selector]
     ) -> list[PublishedDevice]:
-        programs = [p for p in (self.program(s) for s in selectors) if p is not None]
-        if not programs:
-            return devices
-        return [d for d in devices if all(self._accepts(p, d.device) for p in programs)]
+        """The devices every selector accepts. Each program runs once per distinct value of what
+        it reads (:func:`read_key`): 40,000 GPUs of two models are two evaluations, not 40,000
+        (a device whose other attributes could not be converted to CEL values is judged as the
+        first device of its group: a hint may miss that error, which the decision reports)."""
+        for selector in selectors:
+            program = self.program(selector)
+            if program is None:
+                continue
+            key = read_key(program.reads)
+            if key is None:
+                devices = [d for d in devices if self._accepts(program, d.device)]
+                continue
+            verdicts: dict[Hashable, bool] = {}
+            kept = []
+            for d in devices:
+                k = key(d.device)
+                verdict = verdicts.get(k)
+                if verdict is None:
+                    verdict = verdicts[k] = self._accepts(program, d.device)
+                if verdict:
+                    kept.append(d)
+            devices = kept
+        return devices
 
     def program(self, selector: Selector) -> Program | None:
         """The selector's program; None when it has no expression or does not compile (the
@@ -140,3 +163,42 @@ def drivers_named(root: cel_ast.Node) -> set[str]:
                     out.add(literal.value)
         stack.extend(cel_ast.children(node))
     return out
+
+
+def read_key(reads: frozenset[Path]) -> Callable[[Device], Hashable] | None:
+    """A key from a published device to the values a program reads (None: it reads the whole
+    device, or a whole map: no grouping)."""
+    getters: list[Callable[[Device], Hashable]] = []
+    for path in sorted(reads):
+        if path == ("driver",):
+            getters.append(_driver)
+        elif path == ("allowMultipleAllocations",):
+            getters.append(_allow_multiple)
+        elif len(path) == 3 and path[0] in ("attributes", "capacity"):
+            getters.append(_value_of(path[0], f"{path[1]}/{path[2]}"))
+        else:
+            return None
+    return lambda d: tuple(g(d) for g in getters)
+
+
+def _driver(device: Device) -> Hashable:
+    return device.id.driver
+
+
+def _allow_multiple(device: Device) -> Hashable:
+    return device.allow_multiple_allocations
+
+
+def _value_of(kind: str, name: str) -> Callable[[Device], Hashable]:
+    domain, _, ident = name.partition("/")
+
+    def attribute(device: Device) -> Hashable:
+        return device.attribute(name)
+
+    def capacity(device: Device) -> Hashable:
+        found = device.capacity.get(name)
+        if found is None and domain == device.id.driver:
+            found = device.capacity.get(ident)
+        return None if found is None else (found.value.text or str(found.value.value))
+
+    return attribute if kind == "attributes" else capacity

@@ -10,7 +10,7 @@ import pytest
 
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
-from extender.model.dra import ClaimSpec, parse_resource_claim
+from extender.model.dra import ClaimSpec, ResourceClaim, parse_resource_claim
 from extender.scheduling.decide.claim_hints import ClaimHint, ClaimHints, closest, closest_class, hints_for
 from extender.scheduling.decide.published import Published
 from tests.builders import attrs, claim, device, device_class, exact, first_available, node, resource_slice
@@ -338,18 +338,50 @@ def test_closest_class_leaves_out_the_shared_suffix() -> None:
     assert closest_class("mig.nvidia.co", classes) == "mig.nvidia.com"
 
 
-def test_claim_hints_are_memoized_per_claim_version_and_dropped_with_the_inventory() -> None:
+class Ticking:
+    """A clock that moves ``step`` seconds each time it is read (a build then costs ``step``)."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def stale_claim_state() -> tuple[ClusterState, ResourceClaim]:
     objects = [*cluster(), claim("stale", [nv('device.attributes["gpu.nvidia.com"].index == 0')])]
     state = ClusterState.from_objects(objects)
+    return state, state.claims[("default", "stale")]
+
+
+def publish_index(state: ClusterState) -> None:
+    """A driver upgrade that publishes ``index`` again."""
+    gpus = [device("gpu-0", attributes=attrs(productName="A100", index=0))]
+    state.apply(resource_slice("nv-node-1", gpus, driver=NV, pool="node-1", node="node-1", generation=2))
+
+
+def test_claim_hints_are_memoized_per_claim_version_and_dropped_with_the_inventory() -> None:
+    state, stale = stale_claim_state()
     cel = CelEnvironment()
-    memo = ClaimHints()
-    [stale] = [c for c in state.claims.values() if c.name == "stale"]
+    memo = ClaimHints(clock=lambda: 0.0)  # builds cost nothing: rebuilt at every inventory change
     [line] = memo.lines(state, cel, [stale])
     assert line.startswith(
         "claim default/stale: request gpu: the request's selector reads attribute gpu.nvidia.com/index"
     )
     assert memo.lines(state, cel, [stale]) == [line] and len(memo) == 1
-    # A driver upgrade that publishes index again: the hint goes with the old inventory.
-    gpus = [device("gpu-0", attributes=attrs(productName="A100", index=0))]
-    state.apply(resource_slice("nv-node-1", gpus, driver=NV, pool="node-1", node="node-1", generation=2))
+    publish_index(state)
     assert memo.lines(state, cel, [stale]) == []
+
+
+def test_the_index_is_built_again_at_most_once_per_ten_of_its_costs() -> None:
+    """After a slice change, the old index answers until ten times its build's cost has passed."""
+    state, stale = stale_claim_state()
+    cel = CelEnvironment()
+    clock = Ticking(1.0)  # each build reads the clock twice: it costs 1 s
+    memo = ClaimHints(clock=clock)
+    assert len(memo.lines(state, cel, [stale])) == 1  # built at t=2
+    publish_index(state)
+    assert len(memo.lines(state, cel, [stale])) == 1  # t=3: 1 s after, < 10 x 1 s: the old index
+    clock.now += 8.0
+    assert memo.lines(state, cel, [stale]) == []  # t=12: 10 s after: built again
