@@ -18,6 +18,18 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+class Ticking:
+    """A clock that reads ``step`` seconds later every time it is read (a span measured between
+    two reads is ``step``), for code that reads the clock rather than waits on it."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
 class VirtualTime:
     """``now`` moves when a loop from :meth:`run` has nothing to do until its next timer (or
     when the test moves it)."""

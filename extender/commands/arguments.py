@@ -8,7 +8,14 @@ import sys
 from typing import TYPE_CHECKING
 
 from extender.allocator.features import Features, parse_feature_gates
-from extender.allocator.releases import RELEASES, Release, ReleaseError, parse_release
+from extender.allocator.releases import (
+    DEFAULT_MINOR,
+    RELEASES,
+    Release,
+    ReleaseError,
+    parse_release,
+    release_of,
+)
 from extender.defaults import DEFAULT_MAKE_ROOM_MAX_MOVES, DEFAULT_MAKE_ROOM_MIN_AGE, DEFAULT_MAX_STATE_BYTES
 
 if TYPE_CHECKING:
@@ -106,6 +113,17 @@ def max_state_bytes(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_STATE_BYTES,
         metavar="BYTES",
         help=f"refuse a state file larger than this (default {DEFAULT_MAX_STATE_BYTES})",
+    )
+
+
+def offline_version(parser: argparse.ArgumentParser) -> None:
+    """``--kubernetes-version`` of a command that decides offline (default: the default release)."""
+    parser.add_argument(
+        "--kubernetes-version",
+        type=kubernetes_version,
+        default=release_of(DEFAULT_MINOR),
+        metavar="VERSION",
+        help=f"{VERSION_HELP}; default 1.{DEFAULT_MINOR}",
     )
 
 

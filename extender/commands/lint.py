@@ -6,8 +6,7 @@ import argparse
 import sys
 from typing import TextIO
 
-from extender.allocator.releases import DEFAULT_MINOR, release_of
-from extender.commands.arguments import VERSION_HELP, kubernetes_version, max_state_bytes, offline_features
+from extender.commands.arguments import max_state_bytes, offline_features, offline_version
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,13 +28,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(every claim not allocated yet, every template)",
     )
     lint.add_argument("--output", "-o", choices=("json", "text"), default="text")
-    lint.add_argument(
-        "--kubernetes-version",
-        type=kubernetes_version,
-        default=release_of(DEFAULT_MINOR),
-        metavar="VERSION",
-        help=f"{VERSION_HELP}; default 1.{DEFAULT_MINOR}",
-    )
+    offline_version(lint)
     max_state_bytes(lint)
 
 

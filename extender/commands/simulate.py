@@ -7,14 +7,7 @@ import sys
 from typing import TextIO
 
 from extender.allocator.features import GATES, FeatureGateError, parse_feature_gates
-from extender.allocator.releases import DEFAULT_MINOR, release_of
-from extender.commands.arguments import (
-    VERSION_HELP,
-    kubernetes_version,
-    max_state_bytes,
-    offline_features,
-    positive_seconds,
-)
+from extender.commands.arguments import max_state_bytes, offline_features, offline_version, positive_seconds
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,13 +28,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="comma-separated NAME=true|false; locked gates may be changed here to emulate older releases "
         f"(known: {', '.join(sorted(GATES))})",
     )
-    sim.add_argument(
-        "--kubernetes-version",
-        type=kubernetes_version,
-        default=release_of(DEFAULT_MINOR),
-        metavar="VERSION",
-        help=f"{VERSION_HELP}; default 1.{DEFAULT_MINOR}",
-    )
+    offline_version(sim)
     sim.add_argument(
         "--timeout",
         type=positive_seconds,

@@ -35,8 +35,7 @@ from extender.scheduling.make_room_hints import (
 from extender.service.runtime import follow
 from tests.builders import allocated, claim, device_class, exact, node, pod, reserve, resource_slice
 from tests.scheduling.preempt.test_make_room import Mover, gpus, running
-from tests.scheduling.preempt.test_victims import Ticking
-from tests.virtual_time import VirtualTime
+from tests.virtual_time import Ticking, VirtualTime
 
 NODES = ["node-1", "node-2", "node-3"]
 LINE = "fits on node-1 after moving 1 pod: kubectl dra make-room default/trainer"

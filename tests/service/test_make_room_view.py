@@ -18,7 +18,7 @@ from extender.service.debug import render_text
 from extender.service.make_room_view import make_room_data
 from tests.builders import pod
 from tests.scheduling.preempt.test_make_room import NOW, Mover, cluster, wanted
-from tests.scheduling.preempt.test_victims import Ticking
+from tests.virtual_time import Ticking
 
 VIP = 1000  # above the target's 100 (cluster() makes the target "trainer" with priority 100)
 

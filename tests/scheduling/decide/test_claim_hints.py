@@ -14,6 +14,7 @@ from extender.model.dra import ClaimSpec, ResourceClaim, parse_resource_claim
 from extender.scheduling.decide.claim_hints import ClaimHint, ClaimHints, closest, closest_class, hints_for
 from extender.scheduling.decide.published import Published
 from tests.builders import attrs, claim, device, device_class, exact, first_available, node, resource_slice
+from tests.virtual_time import Ticking
 
 AMD, NV, NET, CPU = "gpu.amd.com", "gpu.nvidia.com", "dra.net", "dra.cpu"
 
@@ -336,17 +337,6 @@ def test_closest_class_leaves_out_the_shared_suffix() -> None:
     classes = ["gpu.nvidia.com", "mig.nvidia.com", "compute-domain-default-channel.nvidia.com"]
     assert closest_class("imex.nvidia.com", classes) is None
     assert closest_class("mig.nvidia.co", classes) == "mig.nvidia.com"
-
-
-class Ticking:
-    """A clock that moves ``step`` seconds each time it is read (a build then costs ``step``)."""
-
-    def __init__(self, step: float) -> None:
-        self.now, self.step = 0.0, step
-
-    def __call__(self) -> float:
-        self.now += self.step
-        return self.now
 
 
 def stale_claim_state() -> tuple[ClusterState, ResourceClaim]:

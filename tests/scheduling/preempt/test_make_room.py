@@ -29,7 +29,7 @@ from tests.builders import (
     reserve,
     resource_slice,
 )
-from tests.scheduling.preempt.test_victims import Ticking
+from tests.virtual_time import Ticking
 
 CEL = CelEnvironment()
 NOW = parse_timestamp("2026-11-28T00:00:00Z") or 0.0

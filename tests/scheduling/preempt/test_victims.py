@@ -39,6 +39,7 @@ from tests.builders import (
     reserve,
     resource_slice,
 )
+from tests.virtual_time import Ticking
 
 CEL = CelEnvironment()
 
@@ -434,17 +435,6 @@ def test_nodes_where_no_eviction_helps_and_unknown_nodes_are_dropped() -> None:
         {"node-1": Candidate(()), "node-elsewhere": Candidate(("uid-x",))},
     )
     assert answer == {}
-
-
-class Ticking:
-    """A clock that reads ``step`` seconds later every time."""
-
-    def __init__(self, step: float) -> None:
-        self.now, self.step = 0.0, step
-
-    def __call__(self) -> float:
-        self.now += self.step
-        return self.now
 
 
 def test_nodes_left_when_the_budget_is_spent_are_dropped() -> None:
