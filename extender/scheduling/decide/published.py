@@ -10,10 +10,12 @@ what is free now.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
-from extender.cel import CelCompileError, CelEnvironment, CelEvalError
+from extender.cel import CelCompileError, CelEnvironment, CelEvalError, CelInterruptedError
 from extender.cel import ast as cel_ast
 from extender.cel.device import split_qualified
 from extender.cel.environment import Program
@@ -52,11 +54,20 @@ def capacity_names(device: Device) -> set[str]:
     return {qualified(device.id.driver, name) for name in device.capacity}
 
 
+class OutOfTime(Exception):
+    """The hints of one claim ran past their budget (:attr:`Published.deadline`)."""
+
+
 class Published:
     """The cluster's published devices, indexed for claim hints; memoizes per class."""
 
-    def __init__(self, state: ClusterState, cel: CelEnvironment) -> None:
+    def __init__(
+        self, state: ClusterState, cel: CelEnvironment, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.cel = cel
+        self.clock = clock
+        #: On ``clock``: evaluating past it raises :class:`OutOfTime` (the caller's budget).
+        self.deadline = math.inf
         self.classes = state.classes
         self.inventory_version = state.inventory_version
         self.devices: list[PublishedDevice] = []
@@ -127,8 +138,14 @@ class Published:
         return None if isinstance(compiled, CelCompileError) else compiled
 
     def _accepts(self, program: Program, device: Device) -> bool:
+        if self.deadline != math.inf and self.clock() > self.deadline:
+            raise OutOfTime
         try:
-            return self.cel.matches(program, device.cel())
+            return self.cel.matches(
+                program, device.cel(), self.deadline if self.deadline != math.inf else None
+            )
+        except CelInterruptedError:
+            raise OutOfTime from None
         except CelEvalError:
             return False
 

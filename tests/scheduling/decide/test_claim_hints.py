@@ -11,6 +11,7 @@ import pytest
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
 from extender.model.dra import ClaimSpec, ResourceClaim, parse_resource_claim
+from extender.scheduling.decide import claim_hints
 from extender.scheduling.decide.claim_hints import ClaimHint, ClaimHints, closest, closest_class, hints_for
 from extender.scheduling.decide.published import Published
 from tests.builders import attrs, claim, device, device_class, exact, first_available, node, resource_slice
@@ -364,8 +365,10 @@ def test_claim_hints_are_memoized_per_claim_version_and_dropped_with_the_invento
     assert memo.lines(state, cel, [stale]) == []
 
 
-def test_the_index_is_built_again_at_most_once_per_ten_of_its_costs() -> None:
-    """After a slice change, the old index answers until ten times its build's cost has passed."""
+def test_the_index_is_built_again_at_most_once_per_ten_of_its_costs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a slice change, the old index answers until ten times its build's cost has passed
+    (no budget for the hints themselves here: the clock moves at every read)."""
+    monkeypatch.setattr(claim_hints, "HINT_BUDGET", 1e9)
     state, stale = stale_claim_state()
     cel = CelEnvironment()
     clock = Ticking(1.0)  # each build reads the clock twice: it costs 1 s
@@ -375,3 +378,15 @@ def test_the_index_is_built_again_at_most_once_per_ten_of_its_costs() -> None:
     assert len(memo.lines(state, cel, [stale])) == 1  # t=3: 1 s after, < 10 x 1 s: the old index
     clock.now += 8.0
     assert memo.lines(state, cel, [stale]) == []  # t=12: 10 s after: built again
+
+
+def test_a_claim_whose_hints_run_past_the_budget_gets_none_and_is_not_tried_again() -> None:
+    """A selector that reads a whole attribute map is run on every device: on a clock that moves
+    a second per read, the first evaluation is past the 0.2 s budget."""
+    wide = nv('device.attributes["gpu.nvidia.com"].size() > 100')  # matches nothing: a hint is due
+    state = ClusterState.from_objects([*cluster(), claim("wide", [wide])])
+    [wide_claim] = [c for c in state.claims.values() if c.name == "wide"]
+    memo = ClaimHints(clock=Ticking(1.0))
+    assert memo.lines(state, CelEnvironment(), [wide_claim]) == []
+    assert len(memo) == 1  # remembered: the next filter does not spend the budget again
+    assert [h.check for h in hints_for(wide_claim.spec, Published(state, CelEnvironment()))] == ["nothing"]
