@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from extender.scheduling.decide.answers import FilterResult
-from extender.scheduling.decide.claim_hints import ClaimHints
+from extender.scheduling.decide.claim_hints import HINT_SEPARATOR, ClaimHints, without_hint
 from extender.scheduling.engine import Engine
 from extender.service.runtime import ServeConfig, build_embedded
 from tests.shared import REPO
@@ -22,10 +22,6 @@ HINTED = {"nvidia-gpu", "amd-gpu", "dranet", "sriov"}
 class Off(ClaimHints):
     def lines(self, *_: object) -> list[str]:
         return []
-
-
-def unhinted(text: str) -> str:
-    return text.split("; hint: ", 1)[0]
 
 
 def answers(engine: Engine, hints: ClaimHints) -> dict[str, FilterResult]:
@@ -49,11 +45,11 @@ def test_filter_answers_the_same_with_and_without_hints(state: Path) -> None:
         service.worker.stop()
     assert hinted.keys() == plain.keys() and hinted
     said = [text for r in hinted.values() for text in (r.error, *r.failed.values(), *r.unresolvable.values())]
-    assert any("; hint: " in text for text in said) == (state.name in HINTED)
+    assert any(HINT_SEPARATOR in text for text in said) == (state.name in HINTED)
     for pod, with_hints in hinted.items():
         without = plain[pod]
         assert with_hints.passed == without.passed, pod
-        assert unhinted(with_hints.error) == without.error, pod
+        assert without_hint(with_hints.error) == without.error, pod
         for kind in ("failed", "unresolvable"):
             got, want = getattr(with_hints, kind), getattr(without, kind)
-            assert {n: unhinted(r) for n, r in got.items()} == want, pod
+            assert {n: without_hint(r) for n, r in got.items()} == want, pod

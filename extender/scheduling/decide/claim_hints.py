@@ -319,6 +319,15 @@ class ClaimHints:
         return published
 
 
+#: What a reason or error with a claim hint reads between the decision's text and the hint.
+HINT_SEPARATOR = "; hint: "
+
+
+def without_hint(text: str) -> str:
+    """A reason or error as the decision gave it, before a claim hint was added."""
+    return text.split(HINT_SEPARATOR, 1)[0]
+
+
 def with_claim_hints(lines: Sequence[str], result: FilterResult) -> None:
     """A filter answer that fits no node: the first hint goes into every node's reason, so that
     kube-scheduler's FailedScheduling message ("0/3 nodes are available: 3 <reason>.") carries it
@@ -327,7 +336,7 @@ def with_claim_hints(lines: Sequence[str], result: FilterResult) -> None:
     if not lines:
         return
     more = f" (and {len(lines) - 1} more: kubectl dra lint)" if len(lines) > 1 else ""
-    suffix = f"; hint: {lines[0]}{more}"
+    suffix = f"{HINT_SEPARATOR}{lines[0]}{more}"
     if result.error:
         result.error += suffix
         return
