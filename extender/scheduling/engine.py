@@ -131,6 +131,15 @@ class Engine:
 
     # --- filter ------------------------------------------------------------------------------
 
+    def _claim_hint_lines(self, snapshot: Snapshot, claims: PodClaims) -> list[str]:
+        """The claim hints for filter's answer; none when they fail: a hint never turns an
+        answer into an error."""
+        try:
+            return self.claim_hints.lines(snapshot.state, snapshot.cel, claims.to_allocate)
+        except Exception:
+            log.exception("claim hints failed; the answer goes without them")
+            return []
+
     def filter(
         self, pod: Pod, node_names: Sequence[str], nodes: Mapping[str, Node] | None = None
     ) -> FilterResult:
@@ -195,7 +204,7 @@ class Engine:
             if not result.error:
                 self.hints.ask(pod, node_names)  # no node fits: a plan in the background; an earlier one's:
                 with_hint(self.hints.hint(pod), result.unresolvable, result.failed)
-            with_claim_hints(self.claim_hints.lines(snapshot.state, snapshot.cel, claims.to_allocate), result)
+            with_claim_hints(self._claim_hint_lines(snapshot, claims), result)
         if result.passed:
             # In flight: a bind may follow (filters wait for it); a group member passed.
             self.hints.drop(pod.uid)  # a plan made while no node fitted is stale: nothing moves for it

@@ -53,3 +53,17 @@ def test_filter_answers_the_same_with_and_without_hints(state: Path) -> None:
         for kind in ("failed", "unresolvable"):
             got, want = getattr(with_hints, kind), getattr(without, kind)
             assert {n: without_hint(r) for n, r in got.items()} == want, pod
+
+
+class Broken(ClaimHints):
+    def lines(self, *_: object) -> list[str]:
+        raise RuntimeError("a bug in a hint")
+
+
+def test_hints_that_fail_leave_filter_answering_as_without_them() -> None:
+    service, _ = build_embedded([str(REPO / "examples" / "drivers" / "amd-gpu")], ServeConfig())
+    try:
+        engine = service.engine
+        assert answers(engine, Broken()) == answers(engine, Off())
+    finally:
+        service.worker.stop()

@@ -46,7 +46,6 @@ from extender.scheduling.decide.published import (
     OutOfTime,
     Published,
     PublishedDevice,
-    attribute_names,
     qualified,
 )
 
@@ -118,16 +117,48 @@ def hints_for(spec: ClaimSpec, published: Published) -> list[ClaimHint]:
     """Every hint for one claim (or template) spec, request by request, then its constraints."""
     out: list[ClaimHint] = []
     candidates: dict[str, list[PublishedDevice]] = {}
+    derived: dict[str, set[str]] = {}
     for request in spec.requests:
         reachable: list[PublishedDevice] = []
+        found: list[_Alternative] = []
         for name, exact in alternatives(request):
-            found, devices = _request_hints(name, exact, published)
-            out += found
-            reachable += devices
+            found.append(_request_hints(name, exact, published))
+            reachable += found[-1].devices
+            derived.setdefault(request.name, set()).update(n for n, _ in exact.derived_attributes)
+        out += _request_says(found)
         candidates[request.name] = reachable
+    reach = _Reach(candidates, published)
     for constraint in spec.constraints:
-        out += _constraint_hints(constraint, candidates, [r.name for r in spec.requests])
+        out += _constraint_hints(constraint, reach, derived, [r.name for r in spec.requests])
     return out
+
+
+@dataclass(slots=True)
+class _Alternative:
+    """One request, or one firstAvailable subrequest: its hints and the devices it could get."""
+
+    hints: list[ClaimHint]
+    devices: list[PublishedDevice]
+    #: Its hints mean the whole request fails wherever it is tried, whatever the alternatives
+    #: after it: a DeviceClass that does not exist (every subrequest is validated first), or a
+    #: selector that raised a CEL runtime error on a published device (the decision's error).
+    fatal: bool = False
+
+
+def _request_says(found: Sequence[_Alternative]) -> list[ClaimHint]:
+    """A request's hints. With firstAvailable, one subrequest that could fit means the request
+    may fit: then only the hints that still make it fail are said (a class that does not exist,
+    a CEL runtime error in a subrequest tried before that one); a first choice no device has
+    (``productName == "H100"``, ``count: 8``) is what firstAvailable is for."""
+    fits = next((i for i, a in enumerate(found) if not a.hints), None)
+    if fits is None:
+        return [h for a in found for h in a.hints]
+    return [
+        h
+        for i, a in enumerate(found)
+        if a.fatal and (i < fits or any(h.check == "class" for h in a.hints))
+        for h in a.hints
+    ]
 
 
 def alternatives(request: DeviceRequest) -> Iterator[tuple[str, ExactRequest]]:
@@ -137,16 +168,14 @@ def alternatives(request: DeviceRequest) -> Iterator[tuple[str, ExactRequest]]:
         yield f"{request.name}/{sub.name}", sub
 
 
-def _request_hints(
-    name: str, exact: ExactRequest, published: Published
-) -> tuple[list[ClaimHint], list[PublishedDevice]]:
+def _request_hints(name: str, exact: ExactRequest, published: Published) -> _Alternative:
     """A request's hints, and the devices it could ever get."""
+    published.check_time()
     device_class = published.classes.get(exact.device_class_name)
     if device_class is None:
         message = f"DeviceClass {exact.device_class_name} does not exist"
-        return [
-            ClaimHint("class", name, message, closest_class(exact.device_class_name, published.classes))
-        ], []
+        close = closest_class(exact.device_class_name, published.classes)
+        return _Alternative([ClaimHint("class", name, message, close)], [], fatal=True)
     drivers = published.class_drivers(device_class)
     names = published.names_of(drivers)
     whose = _whose(drivers)
@@ -157,10 +186,12 @@ def _request_hints(
             message = f"requests capacity {capacity}, which {whose} publishes"
             out.append(ClaimHint("capacity", name, message, closest(min(full), names.capacities)))
     of_class = published.of_class(device_class)
+    errors = published.errors
     devices = published.matching(of_class, exact.selectors)
+    fatal = published.errors > errors
     if devices:
         # Reads of unpublished names are harmless here (a has() guard, an optional): only the count.
-        if exact.allocation_mode == "ExactCount":
+        if exact.allocation_mode == "ExactCount" and exact.count > 1:  # one device: any of them
             most, node = _most_on_one_node(devices)
             if exact.count > most:
                 message = (
@@ -168,7 +199,7 @@ def _request_hints(
                     f"published for one node ({node})"
                 )
                 out.append(ClaimHint("count", name, message))
-        return out, devices
+        return _Alternative(out, devices, fatal)
     selectors_read = [(f"DeviceClass {device_class.name}'s selector", device_class.selectors)]
     if not of_class:
         # What the request reads does not matter while its class accepts nothing.
@@ -189,7 +220,7 @@ def _request_hints(
             f"selectors ({len(of_class)} devices of the class)"
         )
         out.append(ClaimHint("nothing", name, message))
-    return out, devices
+    return _Alternative(out, devices, fatal)
 
 
 def _whose(drivers: set[str]) -> str:
@@ -236,8 +267,32 @@ def _most_on_one_node(devices: Sequence[PublishedDevice]) -> tuple[int, str]:
     return most + shared, node
 
 
+class _Reach:
+    """The drivers and attribute names of the devices each request could get, gathered once per
+    request, on the claim's budget (32 constraints over 32 requests of 40,000 devices each would
+    otherwise walk every device a thousand times)."""
+
+    def __init__(self, candidates: dict[str, list[PublishedDevice]], published: Published) -> None:
+        self._candidates = candidates
+        self._published = published
+        self._names: dict[str, tuple[set[str], set[str]]] = {}
+
+    def of(self, request: str) -> tuple[set[str], set[str]] | None:
+        """(drivers, qualified attribute names); None when the request could get no device."""
+        devices = self._candidates.get(request)
+        if not devices:
+            return None
+        self._published.check_time()  # a clock read per constraint and request: 1,024 at most
+        found = self._names.get(request)
+        if found is None:
+            drivers = {d.device.id.driver for d in devices}
+            names = set().union(*{id(d.attributes): d.attributes for d in devices}.values())
+            found = self._names[request] = (drivers, names)
+        return found
+
+
 def _constraint_hints(
-    constraint: Constraint, candidates: dict[str, list[PublishedDevice]], requests: list[str]
+    constraint: Constraint, reach: _Reach, derived: dict[str, set[str]], requests: list[str]
 ) -> list[ClaimHint]:
     attribute = constraint.match_attribute or constraint.distinct_attribute
     if attribute is None:
@@ -245,11 +300,13 @@ def _constraint_hints(
     kind = "matchAttribute" if constraint.match_attribute else "distinctAttribute"
     out = []
     for request in constraint.requests or requests:
-        devices = candidates.get(request) or []
-        if not devices or any(d.device.attribute(attribute) is not None for d in devices):
+        found = reach.of(request)
+        # A derived attribute (DRADerivedAttributes) stands in for a published one of its name.
+        if found is None or attribute in derived.get(request, ()):
             continue
-        drivers = {d.device.id.driver for d in devices}
-        published = set().union(*(attribute_names(d.device) for d in devices))
+        drivers, published = found
+        if attribute in published:  # upstream's lookupAttribute: a bare id is the driver's
+            continue
         message = f"{kind} {attribute}: {_whose(drivers)} that request {request} could get publishes it"
         out.append(ClaimHint("constraint", None, message, closest(attribute, published)))
     return out

@@ -30,6 +30,9 @@ class PublishedDevice:
 
     device: Device
     node: str | None
+    #: Its attributes' qualified names: one set shared by the devices of one shape, so that the
+    #: names a request's devices publish are gathered per shape, not per device.
+    attributes: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -70,19 +73,23 @@ class Published:
         self.deadline = math.inf
         self.classes = state.classes
         self.inventory_version = state.inventory_version
+        #: Selector evaluations that raised a CEL runtime error (the decision's error: fatal).
+        self.errors = 0
         self.devices: list[PublishedDevice] = []
         self.drivers: dict[str, DriverNames] = {}
-        seen: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = set()  # devices of one shape name alike
+        # Devices of one shape name alike.
+        shapes: dict[tuple[str, tuple[str, ...], tuple[str, ...]], frozenset[str]] = {}
         for s in state.slices.values():
             for device in s.devices:
                 node = s.node_name if s.node_name else device.node_name
-                self.devices.append(PublishedDevice(device, node))
                 shape = (device.id.driver, tuple(device.attributes), tuple(device.capacity))
-                if shape not in seen:
-                    seen.add(shape)
+                attributes = shapes.get(shape)
+                if attributes is None:
+                    attributes = shapes[shape] = frozenset(attribute_names(device))
                     names = self.drivers.setdefault(device.id.driver, DriverNames())
-                    names.attributes |= attribute_names(device)
+                    names.attributes |= attributes
                     names.capacities |= capacity_names(device)
+                self.devices.append(PublishedDevice(device, node, attributes))
         self._of_class: dict[str, list[PublishedDevice]] = {}
 
     def names_of(self, drivers: Iterable[str]) -> DriverNames:
@@ -137,9 +144,13 @@ class Published:
         compiled = self.cel.compile(selector.expression)
         return None if isinstance(compiled, CelCompileError) else compiled
 
-    def _accepts(self, program: Program, device: Device) -> bool:
+    def check_time(self) -> None:
+        """Raises :class:`OutOfTime` once :attr:`deadline` has passed."""
         if self.deadline != math.inf and self.clock() > self.deadline:
             raise OutOfTime
+
+    def _accepts(self, program: Program, device: Device) -> bool:
+        self.check_time()
         try:
             return self.cel.matches(
                 program, device.cel(), self.deadline if self.deadline != math.inf else None
@@ -147,6 +158,7 @@ class Published:
         except CelInterruptedError:
             raise OutOfTime from None
         except CelEvalError:
+            self.errors += 1
             return False
 
     def class_drivers(self, device_class: DeviceClass) -> set[str]:

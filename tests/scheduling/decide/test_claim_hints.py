@@ -8,13 +8,25 @@ from typing import Any
 
 import pytest
 
+from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
 from extender.model.dra import ClaimSpec, ResourceClaim, parse_resource_claim
 from extender.scheduling.decide import claim_hints
 from extender.scheduling.decide.claim_hints import ClaimHint, ClaimHints, closest, closest_class, hints_for
-from extender.scheduling.decide.published import Published
-from tests.builders import attrs, claim, device, device_class, exact, first_available, node, resource_slice
+from extender.scheduling.decide.published import OutOfTime, Published
+from extender.simulate import SimulationRequest, simulate
+from tests.builders import (
+    attrs,
+    claim,
+    device,
+    device_class,
+    exact,
+    first_available,
+    node,
+    pod,
+    resource_slice,
+)
 from tests.virtual_time import Ticking
 
 AMD, NV, NET, CPU = "gpu.amd.com", "gpu.nvidia.com", "dra.net", "dra.cpu"
@@ -234,7 +246,7 @@ HINTS: list[
         ],
     ),
     (
-        "firstAvailable: only the subrequest that can never match",
+        "firstAvailable: a first choice whose CEL runtime error ends every attempt, before one that fits",
         [
             first_available(
                 "gpu", nv('device.attributes["gpu.nvidia.com"].index == 0', name="old"), nv(name="any")
@@ -242,6 +254,45 @@ HINTS: list[
         ],
         None,
         [("attribute", "gpu/old", "reads attribute gpu.nvidia.com/index", None)],
+    ),
+    (
+        "firstAvailable: a later choice's DeviceClass does not exist (every subrequest is validated first)",
+        [first_available("gpu", nv(name="any"), exact("imex", "imex.nvidia.com"))],
+        None,
+        [("class", "gpu/imex", "DeviceClass imex.nvidia.com does not exist", None)],
+    ),
+    (
+        "firstAvailable: no subrequest can ever match, each is named",
+        [
+            first_available(
+                "gpu",
+                nv('device.attributes["gpu.nvidia.com"].index == 0', name="old"),
+                nv(count=3, name="three"),
+            )
+        ],
+        None,
+        [
+            ("attribute", "gpu/old", "reads attribute gpu.nvidia.com/index", None),
+            ("count", "gpu/three", "asks for 3 devices; at most 2", None),
+        ],
+    ),
+]
+
+#: A request derives ``example.com/numa`` from each driver's own NUMA name (DRADerivedAttributes).
+DERIVED_NUMA = [
+    exact(
+        "cpu",
+        CPU,
+        derivedAttributes=[
+            {"name": "example.com/numa", "expression": 'device.attributes["dra.cpu"].numaNodeID'}
+        ],
+    ),
+    exact(
+        "nic",
+        "dranet",
+        derivedAttributes=[
+            {"name": "example.com/numa", "expression": 'device.attributes["dra.net"].numaNode'}
+        ],
     ),
 ]
 
@@ -261,8 +312,8 @@ NO_HINTS: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None]] = 
         None,
     ),
     (
-        "whole AMD GPUs constrained on deviceID, which they publish",
-        [exact(f"g{i}", AMD, selectors=[WHOLE]) for i in range(2)],
+        "a whole AMD GPU constrained on deviceID, which it publishes (one node has one)",
+        [exact("g0", AMD, selectors=[WHOLE])],
         [{"matchAttribute": "gpu.amd.com/deviceID"}],
     ),
     (
@@ -276,6 +327,36 @@ NO_HINTS: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None]] = 
         None,
     ),
     ("a class with no selector", [exact("any", "everything")], None),
+    (
+        "firstAvailable: a first choice no device has, then one that fits",
+        [
+            first_available(
+                "gpu",
+                nv('device.attributes["gpu.nvidia.com"].productName == "H100"', name="h100"),
+                nv(name="any"),
+            )
+        ],
+        None,
+    ),
+    (
+        "firstAvailable: a first choice that fits, then one reading what is not published (never tried)",
+        [
+            first_available(
+                "gpu", nv(name="any"), nv('device.attributes["gpu.nvidia.com"].index == 0', name="old")
+            )
+        ],
+        None,
+    ),
+    (
+        "firstAvailable: more GPUs than a node has, else one",
+        [first_available("gpu", nv(count=3, name="three"), nv(name="one"))],
+        None,
+    ),
+    (
+        "a constraint on an attribute each request derives (DRADerivedAttributes), which no device publishes",
+        DERIVED_NUMA,
+        [{"matchAttribute": "example.com/numa"}],
+    ),
 ]
 
 
@@ -309,6 +390,19 @@ def test_a_claim_that_fits_somewhere_gets_no_hint(
     published: Published, requests: list[dict[str, Any]], constraints: list[dict[str, Any]] | None
 ) -> None:
     assert hints_for(spec(requests, constraints), published) == []
+
+
+@pytest.mark.parametrize(("requests", "constraints"), [c[1:] for c in NO_HINTS], ids=[c[0] for c in NO_HINTS])
+def test_the_claims_without_hints_do_fit_somewhere(
+    requests: list[dict[str, Any]], constraints: list[dict[str, Any]] | None
+) -> None:
+    """What "fits somewhere" means above: the decision places the claim's pod on some node."""
+    state = ClusterState.from_objects(
+        [*cluster(), claim("c", requests, constraints=constraints), pod("p", ["c"])]
+    )
+    features = Features.from_gates({"DRADerivedAttributes": True})
+    [answer] = simulate(state, features, SimulationRequest(pod="default/p"))["pods"]
+    assert any(d["fits"] for d in answer["nodes"].values()), answer
 
 
 def test_every_check_has_a_case() -> None:
@@ -390,3 +484,13 @@ def test_a_claim_whose_hints_run_past_the_budget_gets_none_and_is_not_tried_agai
     assert memo.lines(state, CelEnvironment(), [wide_claim]) == []
     assert len(memo) == 1  # remembered: the next filter does not spend the budget again
     assert [h.check for h in hints_for(wide_claim.spec, Published(state, CelEnvironment()))] == ["nothing"]
+
+
+def test_constraint_hints_keep_to_the_claims_budget() -> None:
+    """The constraint checks gather what each request's devices publish on the claim's budget:
+    here the only clock read, past the deadline (no selector runs: the class has none)."""
+    published = Published(ClusterState.from_objects(cluster()), CelEnvironment(), clock=lambda: 1.0)
+    published.deadline = 0.5
+    requests = [exact(f"r{i}", "everything") for i in range(2)]
+    with pytest.raises(OutOfTime):
+        hints_for(spec(requests, [{"matchAttribute": "example.com/missing"}]), published)
