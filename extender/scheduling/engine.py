@@ -132,9 +132,7 @@ class Engine:
     # --- filter ------------------------------------------------------------------------------
 
     def _claim_hint_lines(self, snapshot: Snapshot, claims: PodClaims) -> list[str]:
-        """The claim hints for filter's answer; none when they fail: a hint never turns an
-        answer into an error."""
-        try:
+        try:  # none when they fail: a hint never turns an answer into an error
             return self.claim_hints.lines(snapshot.state, snapshot.cel, claims.to_allocate)
         except Exception:
             log.exception("claim hints failed; the answer goes without them")

@@ -200,15 +200,17 @@ def _request_hints(name: str, exact: ExactRequest, published: Published) -> _Alt
                 )
                 out.append(ClaimHint("count", name, message))
         return _Alternative(out, devices, fatal)
-    selectors_read = [(f"DeviceClass {device_class.name}'s selector", device_class.selectors)]
     if not of_class:
-        # What the request reads does not matter while its class accepts nothing.
+        # What the request reads does not matter while its class accepts nothing; what the
+        # class reads may say why.
         message = (
             f"DeviceClass {device_class.name} accepts none of the {len(published.devices)} published devices"
         )
         out.append(ClaimHint("class", name, message))
+        selectors_read = [(f"DeviceClass {device_class.name}'s selector", device_class.selectors)]
     else:
-        selectors_read.append(("the request's selector", exact.selectors))
+        # The class accepts devices: its own reads (guarded or not) are not why nothing matches.
+        selectors_read = [("the request's selector", exact.selectors)]
     for owner, selectors in selectors_read:
         for selector in selectors:
             program = published.program(selector)
@@ -316,6 +318,9 @@ def _constraint_hints(
 #: read whole attribute maps is evaluated on every device): past it, that claim gets no hint.
 HINT_BUDGET = 0.2
 
+#: Lines kept per claim on filter's path (filter shows the first; lint lists them all).
+LINES_KEPT = 10
+
 #: The published index is built again, after the inventory changed, once this many times its
 #: last build's cost has passed since that build: at most a tenth of the time goes to it (at
 #: 5,000 nodes x 8 GPUs a build costs about 0.14 s, so hints lag slice changes by up to 1.4 s).
@@ -351,6 +356,9 @@ class ClaimHints:
                 published.deadline = self._clock() + HINT_BUDGET
                 try:
                     found = [f"{where}: {h.text()}" for h in hints_for(claim.spec, published)]
+                    if len(found) > LINES_KEPT:  # 32 requests x 32 constraints: a thousand lines
+                        more = len(found) - LINES_KEPT
+                        found = [*found[:LINES_KEPT], f"{where}: {more} more hints (kubectl dra lint)"]
                 except OutOfTime:  # kept, so that the claim is not tried again at every filter
                     found = []
                 finally:

@@ -89,6 +89,12 @@ def cluster() -> list[dict[str, Any]]:
         device_class(
             "dranet-cloud", f'device.driver == "{NET}" && has(device.attributes["{NET}"].cloudNetwork)'
         ),
+        # Reads cloudNetwork behind a guard that lets every NIC through.
+        device_class(
+            "dranet-any-cloud",
+            f'device.driver == "{NET}" && (!has(device.attributes["{NET}"].cloudNetwork) || '
+            f'device.attributes["{NET}"].cloudNetwork == "vpc")',
+        ),
     ]
     return objects
 
@@ -115,6 +121,12 @@ HINTS: list[
         [exact("gpu", "gpu.nvidai.com")],
         None,
         [("class", "gpu", "DeviceClass gpu.nvidai.com does not exist", "gpu.nvidia.com")],
+    ),
+    (
+        "nothing: the class accepts NICs, so its guarded read of cloudNetwork is not named as the cause",
+        [exact("nic", "dranet-any-cloud", selectors=['device.attributes["dra.net"].ifName == "eth9"'])],
+        None,
+        [("nothing", "nic", "no published device satisfies DeviceClass dranet-any-cloud", None)],
     ),
     (
         "class: imex.nvidia.com is not close to mig- or gpu.nvidia.com (the shared suffix is not counted)",
@@ -494,3 +506,11 @@ def test_constraint_hints_keep_to_the_claims_budget() -> None:
     requests = [exact(f"r{i}", "everything") for i in range(2)]
     with pytest.raises(OutOfTime):
         hints_for(spec(requests, [{"matchAttribute": "example.com/missing"}]), published)
+
+
+def test_a_claim_keeps_at_most_ten_hint_lines_and_counts_the_rest() -> None:
+    requests = [exact(f"r{i}", "nothing-such") for i in range(12)]
+    state = ClusterState.from_objects([*cluster(), claim("many", requests)])
+    lines = ClaimHints(clock=lambda: 0.0).lines(state, CelEnvironment(), [state.claims[("default", "many")]])
+    assert len(lines) == 11 and lines[-1] == "claim default/many: 2 more hints (kubectl dra lint)"
+    assert all("DeviceClass nothing-such does not exist" in line for line in lines[:10])
