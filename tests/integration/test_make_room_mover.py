@@ -144,7 +144,8 @@ def test_the_leader_evicts_through_the_eviction_api_and_keeps_the_room_for_the_p
     with serving(fake, tmp_path, *SHORT_LEASE, *MOVER_FLAGS) as (http, ops, _log):
         ask_for_a_plan(http, fake)
         wait_until(lambda: fake.calls("POST", EVICTION), timeout=10)
-        wait_until(lambda: events(fake, "MovedToMakeRoom"), timeout=5)
+        # Events are posted off the mover's step, each on its own: they may land in either order.
+        wait_until(lambda: events(fake, "MovedToMakeRoom") and events(fake, "MakingRoom"), timeout=5)
         assert events(fake, "MakingRoom") == ["trainer"] and events(fake, "MovedToMakeRoom") == ["mover"]
         assert metric(ops, "dra_extender_make_room_evictions_total", outcome="evicted") == 1
         sent = [orjson.loads(b) for m, p, b in fake.bodies if m == "POST" and p.startswith(EVICTION)]
