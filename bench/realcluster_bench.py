@@ -8,7 +8,10 @@ per node, kubernetes#136588's shape) and pod shape (``one-gpu``, ``four-gpus-num
 ResourceClaim of its own, all created (by 8 parallel clients, the time reported apart) before
 kube-scheduler starts. Every run uses the shipped ``scheduler-config/second-scheduler.yaml``
 with the same client settings (qps and burst 5000, as kube-scheduler's own scheduler_perf
-does), the in-tree run with the extender removed and DynamicResources enabled.
+does), the in-tree runs with the extender removed and DynamicResources enabled: ``in-tree`` with
+kube-scheduler's default share of nodes scored (what a cluster using the in-tree plugin runs; the
+base of every ratio), ``in-tree-100`` scoring every node as the shipped file (and so the
+extender) needs, reported beside it and labelled as such.
 
 The floor (bench/null_extender.py) passes every node, scores 0 and writes only the Binding, on
 the extender's own HTTP stack and API client: what the extender protocol costs before any
@@ -64,7 +67,12 @@ UNFIT = 5
 CLIENT_QPS = 5000.0
 
 
-MODES = ("in-tree", "extender", "floor")
+#: in-tree: the DynamicResources plugin with kube-scheduler's defaults for everything else (an
+#: adaptive share of the nodes scored: what clusters using the in-tree plugin run); in-tree-100:
+#: the same with percentageOfNodesToScore 100, the extender's setting (it must see every node
+#: kube-scheduler's filters pass), reported beside it and labelled; extender; floor.
+MODES = ("in-tree", "in-tree-100", "extender", "floor")
+IN_TREE = ("in-tree", "in-tree-100")
 EXTENDER = "dra-extender"
 
 
@@ -192,7 +200,7 @@ def run_mode(
     create_pods(plane, shape, count)
     creation_s = time.monotonic() - created
     ext: Extender | None = None
-    link = slow_link(plane, api_delay) if api_delay and mode != "in-tree" else None
+    link = slow_link(plane, api_delay) if api_delay and mode not in IN_TREE else None
     if mode == "extender":
         ext = Extender(plane, *extender_args, kubeconfig=link[1] if link else None)
     elif mode == "floor":
@@ -204,6 +212,10 @@ def run_mode(
     config = scheduler_config(
         plane.extender_kubeconfig(), extender_url=ext.url if ext else None, client_qps=CLIENT_QPS
     )
+    if mode == "in-tree":
+        # kube-scheduler's default (unset: adaptive, 50% minus nodes/125, at least 5% and 100
+        # nodes; pkg/scheduler/schedule_one.go numFeasibleNodesToFind, v1.36.3).
+        del config["percentageOfNodesToScore"]
     watch = BindWatch(plane)
     sched = Scheduler(plane, config)
     pids = {"kube-apiserver": plane.apiserver.pid, "etcd": plane.etcd.pid}
@@ -419,8 +431,11 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=list(MODES),
         choices=MODES,
-        help="in-tree: the DynamicResources plugin; extender: dra-extender; floor: an extender that "
-        "decides nothing (bench/null_extender.py), what the protocol itself costs. Default: all",
+        help="in-tree: the DynamicResources plugin with kube-scheduler's default share of nodes "
+        "scored (what clusters run; the ratios' base); in-tree-100: the same scoring every node, "
+        "as the extender needs kube-scheduler configured; extender: dra-extender; floor: an "
+        "extender that decides nothing (bench/null_extender.py), what the protocol itself costs. "
+        "Default: all",
     )
     parser.add_argument(
         "--repeat",
@@ -497,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
                                 extender_args=tuple(args.extender_args.split()),
                                 profile=(
                                     args.profile / f"{mode}-{nodes}x{gpus}-{shape}-{repeat}.txt"
-                                    if args.profile and mode != "in-tree"
+                                    if args.profile and mode not in IN_TREE
                                     else None
                                 ),
                             )
