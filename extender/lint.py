@@ -68,6 +68,6 @@ def render_text(result: dict[str, Any]) -> str:
     found = len({(f["kind"], f["namespace"], f["name"]) for f in result["findings"]})
     lines.append(
         f"{result['checked']} checked, {found} with hints"
-        + ("" if found else ": nothing names what the drivers do not publish")
+        + ("" if found else ": none can be seen never to match what the drivers publish")
     )
     return "\n".join(lines) + "\n"

@@ -336,7 +336,8 @@ class ClaimHints:
     def __init__(self, clock: Callable[[], float] = time.monotonic, size: int = 1024) -> None:
         self._clock = clock
         self._published: Published | None = None
-        self._state_id = 0
+        #: What the index was built from: another state or CEL environment is another index.
+        self._built_from: tuple[ClusterState, CelEnvironment] | None = None
         self._built_at = -math.inf
         self._build_cost = 0.0
         self._lines: LRUCache[tuple[str, str, str], list[str]] = LRUCache(maxsize=size)
@@ -369,8 +370,13 @@ class ClaimHints:
 
     def _index(self, state: ClusterState, cel: CelEnvironment) -> Published:
         published = self._published
-        same_state = published is not None and self._state_id == id(state)
-        if published is not None and same_state:
+        built_from = self._built_from
+        if (
+            published is not None
+            and built_from is not None
+            and built_from[0] is state
+            and built_from[1] is cel
+        ):
             if published.inventory_version == state.inventory_version:
                 return published
             if self._clock() - self._built_at < REBUILD_AFTER_COSTS * self._build_cost:
@@ -379,7 +385,7 @@ class ClaimHints:
         published = self._published = Published(state, cel, self._clock)
         self._built_at = self._clock()
         self._build_cost = self._built_at - started
-        self._state_id = id(state)
+        self._built_from = (state, cel)
         self._lines.clear()
         return published
 

@@ -514,3 +514,16 @@ def test_a_claim_keeps_at_most_ten_hint_lines_and_counts_the_rest() -> None:
     lines = ClaimHints(clock=lambda: 0.0).lines(state, CelEnvironment(), [state.claims[("default", "many")]])
     assert len(lines) == 11 and lines[-1] == "claim default/many: 2 more hints (kubectl dra lint)"
     assert all("DeviceClass nothing-such does not exist" in line for line in lines[:10])
+
+
+def test_another_cel_environment_gets_an_index_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's reconfiguration (list-type attributes on or off) brings another environment:
+    the index and the lines made with the old one are not reused."""
+    monkeypatch.setattr(claim_hints, "HINT_BUDGET", 1e9)
+    state, stale = stale_claim_state()
+    memo = ClaimHints(clock=Ticking(1.0))  # builds cost 1 s: a changed inventory alone would wait 10 s
+    first, second = CelEnvironment(), CelEnvironment()
+    assert len(memo.lines(state, first, [stale])) == 1
+    publish_index(state)
+    assert len(memo.lines(state, first, [stale])) == 1  # the same environment: the old index waits
+    assert memo.lines(state, second, [stale]) == []  # another one: built again, index published
