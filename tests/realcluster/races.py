@@ -79,8 +79,10 @@ MID_SCHEDULING_DELETE_AFTER = 0.3
 #: deleted while it was being bound comes first: its ``pods "name" not found`` is not a claim's.
 BIND_FAILURE_REASONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pod-deleted", ("is being deleted", 'pods "', "pod not found")),
-    # A claim the garbage collector removed while the bind wrote it (its pod was deleted).
-    ("claim-deleted", ("got deleted in the meantime",)),
+    # A claim the garbage collector removed while the bind wrote it (its pod was deleted): the
+    # in-tree plugin's words, or the API server's 404 to the extender's write of a claim it had
+    # read (so it existed).
+    ("claim-deleted", ("got deleted in the meantime", 'resourceclaims.resource.k8s.io "')),
     ("claim-not-created", ("not created yet", "not found")),
     ("devices-in-use", ("in use", "does not fit", "cannot bind", "already allocated")),
 )

@@ -37,6 +37,7 @@ from tests.realcluster.races import (
     HIGH_PODS,
     ChurnResult,
     PreemptionResult,
+    classify,
     deletions_mid_scheduling,
     preemption,
     template_churn,
@@ -78,6 +79,35 @@ def check_churn(r: ChurnResult, *, deletions: bool = False) -> None:
     # not counted anyway), as it does to the in-tree plugin's writes.
     refused = [w for w in r.refused_writes if not (deletions and ": 404 " in w)]
     assert refused == [], described(r)
+
+
+#: Failed binds' texts as kube-apiserver 1.36.3 and kube-scheduler 1.36.3 wrote them in these
+#: scenarios, and how they are counted.
+BIND_FAILURE_TEXTS = {
+    "pod deleted: 409": (
+        'binding pod to node-02 failed: 409: Operation cannot be fulfilled on pods/binding "w0-35": '
+        "pod w0-35 is being deleted, cannot be assigned to a host",
+        "pod-deleted",
+    ),
+    "pod deleted: 404": ('binding pod to node-04 failed: 404: pods "w3-02" not found', "pod-deleted"),
+    # The extender had read the claim, so the 404 to its write is the garbage collector's
+    # deletion (CI of 2 Dec 2026 counted it as "claim-not-created").
+    "claim deleted: 404 to the extender's write": (
+        "binding pod to node-02 failed: resourceclaim default/w2-02-gpu-nkktq: 404: "
+        'resourceclaims.resource.k8s.io "w2-02-gpu-nkktq" not found',
+        "claim-deleted",
+    ),
+    "claim not created yet": (
+        'cannot bind to node-1: pod "default/w": ResourceClaim not created yet',
+        "claim-not-created",
+    ),
+    "devices taken": ("cannot bind to node-1: cannot allocate all claims", "devices-in-use"),
+}
+
+
+@pytest.mark.parametrize(("text", "reason"), BIND_FAILURE_TEXTS.values(), ids=BIND_FAILURE_TEXTS.keys())
+def test_failed_binds_are_counted_by_what_happened(text: str, reason: str) -> None:
+    assert classify(text) == reason
 
 
 @pytest.mark.slow

@@ -23,7 +23,8 @@ REASONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r'^pod is being deleted|being deleted, cannot be assigned|pods? "[^"]*" not found', "pod-deleted"),
         (r"^node \S+ not found", "node-not-found"),
         (r"ResourceClaim not created yet", "claim-not-created"),
-        (r'resourceclaim\.resource\.k8s\.io "[^"]*" not found', "claim-not-found"),
+        # The API server names the resource (plural, with its group); the embedded store the kind.
+        (r'resourceclaims?(\.resource\.k8s\.io)? "[^"]*" not found', "claim-not-found"),
         (r"still hold the devices", "release-timeout"),
         (r"binding conditions", "binding-conditions"),
         (r"is not settled", "earlier-write-unsettled"),

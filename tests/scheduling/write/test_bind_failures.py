@@ -31,6 +31,14 @@ MESSAGES = [
     ('binding pod to node-1: outcome unknown (404: pods "w0-04" not found); its claims stay', "pod-deleted"),
     ('cannot bind to node-1: pod "default/w": ResourceClaim not created yet', "claim-not-created"),
     ('cannot bind to node-1: resourceclaim.resource.k8s.io "c" not found', "claim-not-found"),
+    # kube-apiserver 1.36.3's 404 to a claim write whose claim the garbage collector removed with
+    # its deleted pod (tests/realcluster/test_races.py, deletions mid-scheduling, 2 Dec 2026).
+    (
+        "binding pod to node-02 failed: resourceclaim default/w2-02-gpu-nkktq: 404: "
+        'resourceclaims.resource.k8s.io "w2-02-gpu-nkktq" not found',
+        "claim-not-found",
+    ),
+    ('binding pod to node-1 failed: resourceclaim default/c: resourceclaim "c" not found', "claim-not-found"),
     (
         "binding pod to node-1 failed: the claims of the pods preempted for this one (default/v) still hold the devices after 5s",
         "release-timeout",
