@@ -100,6 +100,9 @@ class AssumedClaims:
 
     def __init__(self) -> None:
         self._records: dict[Key, dict[str, AssumedWrite]] = {}
+        #: The same records by pod UID: a bind looks at its own pod's records, not at every
+        #: write the cache has not shown yet (that scan was 2% of the extender's CPU at 500 x 8).
+        self._by_pod: dict[str, dict[Key, AssumedWrite]] = {}
         self.version = 0
         #: Claims whose records changed since the consumer last drained this (see Snapshots).
         self.touched: set[Key] = set()
@@ -121,6 +124,7 @@ class AssumedClaims:
         ``len`` is one step under the GIL)."""
         return {
             "claim_records": len(self._records),
+            "pods_with_records": len(self._by_pod),
             "claims_touched": len(self.touched),
             "claims_dirty": len(self._dirty),
             "claims_creating": len(self._creating),
@@ -143,6 +147,26 @@ class AssumedClaims:
         """The records of one claim."""
         return list(self._records.get(key, {}).values())
 
+    def of_pod(self, pod_uid: str) -> list[AssumedWrite]:
+        """The records of one pod."""
+        return list(self._by_pod.get(pod_uid, {}).values())
+
+    def _put(self, record: AssumedWrite) -> None:
+        self._records.setdefault(record.key, {})[record.pod_uid] = record
+        self._by_pod.setdefault(record.pod_uid, {})[record.key] = record
+
+    def _drop(self, key: Key, pod_uid: str) -> None:
+        """Remove the record of ``key`` for ``pod_uid`` from both maps (it must be there)."""
+        by_pod = self._records[key]
+        del by_pod[pod_uid]
+        if not by_pod:
+            del self._records[key]
+            self._creating.discard(key)
+        mine = self._by_pod[pod_uid]
+        del mine[key]
+        if not mine:
+            del self._by_pod[pod_uid]
+
     def _changed(self, key: Key) -> None:
         self.version += 1
         self._newer_at = None
@@ -164,7 +188,7 @@ class AssumedClaims:
         record = AssumedWrite(
             claim.key, claim.uid, pod_uid, pod, node, allocation, devices, started=now, consumer=consumer
         )
-        self._records.setdefault(claim.key, {})[pod_uid] = record
+        self._put(record)
         self._changed(claim.key)
         return record
 
@@ -181,7 +205,7 @@ class AssumedClaims:
         record = AssumedWrite(
             claim.key, claim.uid, pod_uid, pod, node, allocation, devices, WriteState.HELD, started=now
         )
-        by_pod[pod_uid] = record
+        self._put(record)
         self._holds.setdefault(pod_uid, []).append(record)
         self._changed(claim.key)
 
@@ -203,7 +227,7 @@ class AssumedClaims:
         """Record the allocation of a claim this bind is about to create (taken from now on)."""
         devices = parse_allocation(Reader(allocation, "allocation"))
         record = AssumedWrite(key, "", pod_uid, pod, node, allocation, devices, started=now, creating=True)
-        self._records.setdefault(key, {})[pod_uid] = record
+        self._put(record)
         self._creating.add(key)
         self._changed(key)
         return record
@@ -236,18 +260,14 @@ class AssumedClaims:
 
     def forget(self, record: AssumedWrite) -> None:
         """The write provably did not happen (the API server refused it)."""
-        by_pod = self._records.get(record.key, {})
-        if by_pod.get(record.pod_uid) is record:
-            del by_pod[record.pod_uid]
-            if not by_pod:
-                del self._records[record.key]
-                self._creating.discard(record.key)
+        if self._records.get(record.key, {}).get(record.pod_uid) is record:
+            self._drop(record.key, record.pod_uid)
             self._changed(record.key)
 
     def interrupted(self, pod_uid: str) -> None:
         """The pod's bind ended without resolving its writes (an exception, a cancellation)."""
-        for record in self:
-            if record.pod_uid == pod_uid and record.state is WriteState.PENDING:
+        for record in self.of_pod(pod_uid):
+            if record.state is WriteState.PENDING:
                 if record.sent_on:
                     self.unknown(record)  # it may have been sent: keep its devices taken
                 else:
@@ -274,14 +294,10 @@ class AssumedClaims:
             keys = [k for k in candidates if k in self._records]
         self._settled_at_rv = seen_rv
         for key in keys:
-            by_pod = self._records[key]
             cached = claims.get(key)
-            settled = [u for u, r in by_pod.items() if _settled(r, cached, seen_rv)]
+            settled = [u for u, r in self._records[key].items() if _settled(r, cached, seen_rv)]
             for uid in settled:
-                del by_pod[uid]
-            if not by_pod:
-                del self._records[key]
-                self._creating.discard(key)
+                self._drop(key, uid)
             if settled:
                 self._changed(key)
         self._dirty.clear()  # looked at now, with what settling itself changed

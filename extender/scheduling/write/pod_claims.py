@@ -72,8 +72,8 @@ class PodClaimWrites:
     async def settle_earlier(self, pod: Pod) -> str | None:
         """Send again the pod's earlier claim writes whose outcome is unknown (at most one lands)."""
         self.tracker.settle(self.state, self.config.hold_seconds)
-        for record in self.tracker.assumed:
-            if record.pod_uid != pod.uid or record.state is not WriteState.UNKNOWN:
+        for record in self.tracker.assumed.of_pod(pod.uid):
+            if record.state is not WriteState.UNKNOWN:
                 continue
             claim = self.state.claims.get(record.key)
             if claim is None and record.creating:

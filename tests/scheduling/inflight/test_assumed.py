@@ -228,3 +228,38 @@ def test_a_created_claim_settles_on_the_caches_progress_alone() -> None:
     assert assumed.of(KEY) == [record]  # the cache has not moved past its creation
     assumed.settle({}, "21", set())  # it has, without showing the claim: gone
     assert assumed.of(KEY) == []
+
+
+def by_pod_from_iteration(assumed: AssumedClaims) -> dict[str, set[tuple[str, str]]]:
+    out: dict[str, set[tuple[str, str]]] = {}
+    for record in assumed:
+        out.setdefault(record.pod_uid, set()).add(record.key)
+    return out
+
+
+def by_pod_from_index(assumed: AssumedClaims, pods: list[str]) -> dict[str, set[tuple[str, str]]]:
+    return {uid: {r.key for r in assumed.of_pod(uid)} for uid in pods if assumed.of_pod(uid)}
+
+
+def test_the_records_of_a_pod_follow_every_change_of_the_records() -> None:
+    # A bind reads its own pod's records by pod (of_pod), not by scanning every record: the index
+    # must show exactly what a scan would, after each kind of change.
+    assumed = AssumedClaims()
+    pods = ["uid-p", "uid-x", "uid-h"]
+    p = record_in(WriteState.WRITTEN, assumed)  # uid-p writes c (written at 12)
+    x = assumed.assume(cached("10"), "uid-x", ("default", "x"), "node-1", None, 0.0)  # shares c
+    other = parse_resource_claim(claim("d", uid="uid-d"))
+    assumed.hold(other, "uid-h", ("default", "h"), "node-2", ALLOCATION, 0.0)
+    assumed.assume(other, "uid-x", ("default", "x"), "node-1", ALLOCATION, 0.0)
+    steps = [
+        ("after assume and hold", lambda: None),
+        ("after a hold is released", lambda: assumed.release_holds("uid-h")),
+        ("after a write is forgotten", lambda: assumed.forget(x)),
+        ("after a settle drops the written record", lambda: assumed.settle({("default", "c"): cached("12")})),
+        ("after an interrupted bind", lambda: assumed.interrupted("uid-x")),
+    ]
+    for name, step in steps:
+        step()
+        assert by_pod_from_index(assumed, pods) == by_pod_from_iteration(assumed), name
+    assert p not in assumed.of_pod("uid-p")
+    assert assumed.entries()["pods_with_records"] == len(by_pod_from_iteration(assumed))
