@@ -243,10 +243,13 @@ class AssumedClaims:
         record.sent_on = resource_version
         self._newer_at = None  # a written record sent again no longer stands in the overlay
 
-    def written(self, record: AssumedWrite, answer: dict[str, Any]) -> None:
-        """The API server answered with the claim as it now is."""
+    def written(
+        self, record: AssumedWrite, answer: dict[str, Any], previous: ResourceClaim | None = None
+    ) -> None:
+        """The API server answered with the claim as it now is (``previous``: the claim the write
+        was made on, whose unchanged parts are reused)."""
         try:
-            claim = parse_resource_claim(answer)
+            claim = parse_resource_claim(answer, previous)
         except ObjectError:
             self.unknown(record)
             return

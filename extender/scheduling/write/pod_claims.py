@@ -244,7 +244,9 @@ class PodClaimWrites:
         except ClaimWriteError as exc:
             self.tracker.assumed.forget(record)
             return str(exc)
-        self.tracker.assumed.written(record, answer)
+        self.tracker.assumed.written(record, answer, claim)
+        if record.written is not None:  # the watch brings it back: stored as parsed here
+            self.state.answered(record.written)
         return ""
 
     async def release(
