@@ -36,6 +36,12 @@ def record(msg: str = "hello %s", args: tuple[Any, ...] = ("there",), **fields: 
 def test_utc_time_is_iso_8601_with_milliseconds_and_z() -> None:
     assert utc_time(1795996544.1239) == "2026-11-29T23:55:44.123Z"
     assert utc_time(0.0) == "1970-01-01T00:00:00.000Z"
+    # The second's part is kept for the next lines: each second is still its own.
+    assert [utc_time(t) for t in (1795996544.5, 1795996545.0, 1795996544.9)] == [
+        "2026-11-29T23:55:44.500Z",
+        "2026-11-29T23:55:45.000Z",
+        "2026-11-29T23:55:44.900Z",
+    ]
 
 
 JSON_CASES = {
