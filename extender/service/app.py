@@ -21,7 +21,7 @@ from fastapi.responses import PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from extender.defaults import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
-from extender.model.core import Node, Pod, parse_pod
+from extender.model.core import Node, Pod
 from extender.model.errors import ObjectError
 from extender.scheduling.decide.extended import may_request
 from extender.scheduling.engine import Engine
@@ -122,6 +122,8 @@ class Verbs:
         self.worker = service.worker
         self.max_body_bytes = max_body_bytes
         self.service = service
+        #: The pods of recent requests, parsed: a filter's pod comes again in its prioritize.
+        self.pods = wire.PodMemo()
 
     def body_limit(self, verb: str) -> int:
         return min(self.max_body_bytes, self.BIND_BODY_BYTES) if verb == "bind" else self.max_body_bytes
@@ -158,8 +160,8 @@ class Verbs:
     async def _decide(self, verb: str, body: bytes, peer: str | None) -> tuple[int, bytes]:
         engine = self.engine
         try:
-            args = wire.decode_args(body)
-            pod = parse_pod(args.pod)
+            args = wire.decode_args(body, self.pods)
+            pod = args.pod
         except (wire.WireError, ObjectError) as exc:
             reason = str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
             return self.refuse(verb, reason, peer)
@@ -214,8 +216,8 @@ class Verbs:
 
     async def _preempt(self, body: bytes, peer: str | None) -> tuple[int, bytes]:
         try:
-            args = wire.decode_preemption(body)
-            pod = parse_pod(args.pod)
+            args = wire.decode_preemption(body, self.pods)
+            pod = args.pod
         except (wire.WireError, ObjectError) as exc:
             reason = str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
             return self.refuse("preempt", reason, peer)

@@ -3,6 +3,10 @@
 The Go types have no json tags: keys are the Go field names, nulls are sent, nothing is
 omitted. Requests are decoded with msgspec into only the fields we read; Node objects of a
 full NodeList are kept as raw bytes so that they go back unchanged.
+
+The Pod is kept as raw bytes too, and parsed through a :class:`PodMemo`: kube-scheduler sends the
+same Pod (the same bytes) in a scheduling attempt's filter and prioritize, and again in every
+retry while the pod is unchanged (issue 54: decoding and parsing it was about 5% of the CPU).
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from itertools import compress, starmap
 from typing import Any
 
 import msgspec
+from cachetools import LRUCache
 
+from extender.model.core import Pod, parse_pod
 from extender.scheduling.preempt.victims import Candidate
 
 
@@ -34,9 +40,19 @@ class NodeList(msgspec.Struct):
 
 
 class ExtenderArgs(msgspec.Struct):
-    Pod: dict[str, Any] | None = None
+    #: The Pod's JSON as sent (empty: left out); see :class:`PodMemo`. (Not ``Raw | None``:
+    #: msgspec 0.22 then accepts only null.)
+    Pod: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     Nodes: NodeList | None = None
     NodeNames: list[str] | None = None
+
+
+class _ExtenderArgsChecked(ExtenderArgs):
+    """The same with the Pod decoded into dicts, as every request was before the memo: decoding
+    a malformed request again this way gives the reason it always gave (the first error in
+    the body, at the same path and byte)."""
+
+    Pod: dict[str, Any] | None = None  # type: ignore[assignment]
 
 
 class ExtenderBindingArgs(msgspec.Struct):
@@ -69,21 +85,30 @@ class _Victims(msgspec.Struct):
 
 
 class ExtenderPreemptionArgs(msgspec.Struct):
-    Pod: dict[str, Any] | None = None
+    Pod: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     NodeNameToVictims: dict[str, _Victims | None] | None = None
     NodeNameToMetaVictims: dict[str, _MetaVictims | None] | None = None
+
+
+class _ExtenderPreemptionArgsChecked(ExtenderPreemptionArgs):
+    """See :class:`_ExtenderArgsChecked`."""
+
+    Pod: dict[str, Any] | None = None  # type: ignore[assignment]
 
 
 class DecodedPreemption:
     __slots__ = ("candidates", "pod")
 
-    def __init__(self, pod: dict[str, Any], candidates: dict[str, Candidate]) -> None:
+    def __init__(self, pod: Pod, candidates: dict[str, Candidate]) -> None:
         self.pod = pod
         self.candidates = candidates
 
 
 _args = msgspec.json.Decoder(ExtenderArgs)
+_args_checked = msgspec.json.Decoder(_ExtenderArgsChecked)
 _preemption = msgspec.json.Decoder(ExtenderPreemptionArgs)
+_preemption_checked = msgspec.json.Decoder(_ExtenderPreemptionArgsChecked)
+_pod_object = msgspec.json.Decoder(dict[str, Any])
 _binding = msgspec.json.Decoder(ExtenderBindingArgs)
 _node_head = msgspec.json.Decoder(_NodeHead)
 _encoder = msgspec.json.Encoder()
@@ -100,6 +125,18 @@ def _decode(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
         raise WireError("malformed request: nested too deeply") from None
 
 
+def _decode_as_before(
+    decoder: msgspec.json.Decoder[Any], checked: msgspec.json.Decoder[Any], body: bytes
+) -> Any:
+    """``body`` decoded with ``decoder`` (the Pod kept raw); when that fails, the reason is the
+    one decoding with ``checked`` (the Pod into dicts) gives, as it always was."""
+    try:
+        return _decode(decoder, body)
+    except WireError as fast:
+        _decode(checked, body)  # raises the same, or an error the Pod comes to first
+        raise fast from None
+
+
 class DecodedArgs:
     """A filter/prioritize request: the pod, the node names, and the raw nodes if sent."""
 
@@ -107,7 +144,7 @@ class DecodedArgs:
 
     def __init__(
         self,
-        pod: dict[str, Any],
+        pod: Pod,
         node_names: list[str],
         nodes_raw: list[msgspec.Raw] | None,
         labels: dict[str, dict[str, str]] | None,
@@ -128,12 +165,84 @@ def _require_pod(pod: dict[str, Any] | None) -> dict[str, Any]:
     return pod
 
 
-def decode_args(body: bytes) -> DecodedArgs:
-    args: ExtenderArgs = _decode(_args, body)
-    _require_pod(args.Pod)
-    assert args.Pod is not None
+#: How many parsed pods a :class:`PodMemo` keeps: the pods kube-scheduler is trying now and
+#: will retry soon (it sends one pod at a time; a retry comes after a backoff of 1-10 s).
+POD_MEMO_SIZE = 256
+#: A pod larger than this is parsed each time, not kept: the memo holds at most
+#: ``POD_MEMO_SIZE`` x this of request bytes (and their parsed pods).
+POD_MEMO_MAX_BYTES = 128 * 1024
+
+
+class PodMemo:
+    """Parsed pods by the exact bytes of the Pod in the request (the whole bytes are the key:
+    a dict compares them in full, a hash alone would not do).
+
+    Equal bytes are the same object, so they parse to the same :class:`Pod`, which is shared
+    between requests: nothing changes a parsed Pod (a frozen dataclass) nor its ``raw`` dict or
+    other dicts after :func:`parse_pod` (the engine reads ``pod.raw``; a changed pod is a new
+    one, ``dataclasses.replace``). Only pods that parsed are kept: a malformed one is checked
+    again, with the same reason, each time it comes.
+    """
+
+    def __init__(self, size: int = POD_MEMO_SIZE, max_bytes: int = POD_MEMO_MAX_BYTES) -> None:
+        self._pods: LRUCache[bytes, Pod] = LRUCache(maxsize=size)
+        self.max_bytes = max_bytes
+        #: Pods parsed (memo misses that parsed).
+        self.parsed = 0
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def known(self, raw: bytes) -> Pod | None:
+        return self._pods.get(raw)
+
+    def parse(self, raw: bytes, obj: dict[str, Any]) -> Pod:
+        """``obj`` (``raw`` decoded and checked) parsed, and kept; raises ObjectError."""
+        pod = parse_pod(obj)
+        self.parsed += 1
+        if len(raw) <= self.max_bytes:
+            self._pods[raw] = pod
+        return pod
+
+
+class _PodOf:
+    """A request's Pod: from the memo, or decoded and checked where the request was checked
+    before the memo, and parsed last (:meth:`parsed`), so a request with more than one fault
+    is refused for the same one as ever."""
+
+    __slots__ = ("known", "memo", "obj", "raw")
+
+    def __init__(
+        self, raw: msgspec.Raw, memo: PodMemo, checked: msgspec.json.Decoder[Any], body: bytes
+    ) -> None:
+        self.memo = memo
+        self.raw = bytes(raw)
+        self.known = memo.known(self.raw)
+        self.obj: dict[str, Any] = {}
+        if self.known is None:
+            self.obj = _require_pod(self._decoded(checked, body))
+
+    def _decoded(self, checked: msgspec.json.Decoder[Any], body: bytes) -> dict[str, Any] | None:
+        if self.raw in (b"", b"null"):  # left out, or null
+            return None
+        try:
+            obj: dict[str, Any] = _pod_object.decode(self.raw)
+        except (msgspec.DecodeError, RecursionError):
+            pod: dict[str, Any] | None = _decode(checked, body).Pod  # raises the reason as ever
+            return pod
+        return obj
+
+    def parsed(self) -> Pod:
+        return self.known if self.known is not None else self.memo.parse(self.raw, self.obj)
+
+
+def decode_args(body: bytes, memo: PodMemo | None = None) -> DecodedArgs:
+    """A filter/prioritize request, its Pod parsed (through ``memo``; None: a memo of its own).
+    Raises WireError, or ObjectError for a Pod that is JSON but no Pod."""
+    args: ExtenderArgs = _decode_as_before(_args, _args_checked, body)
+    pod = _PodOf(args.Pod, memo if memo is not None else PodMemo(), _args_checked, body)
     if args.NodeNames is not None:
-        return DecodedArgs(args.Pod, args.NodeNames, None, None)
+        return DecodedArgs(pod.parsed(), args.NodeNames, None, None)
     if args.Nodes is not None:
         raw = args.Nodes.items or []
         names: list[str] = []
@@ -145,15 +254,15 @@ def decode_args(body: bytes) -> DecodedArgs:
                 raise WireError(f"malformed request: Nodes.items[{i}]: {exc}") from None
             names.append(head.metadata.name)
             labels[head.metadata.name] = head.metadata.labels or {}
-        return DecodedArgs(args.Pod, names, raw, labels)
-    return DecodedArgs(args.Pod, [], None, None)
+        return DecodedArgs(pod.parsed(), names, raw, labels)
+    return DecodedArgs(pod.parsed(), [], None, None)
 
 
-def decode_preemption(body: bytes) -> DecodedPreemption:
+def decode_preemption(body: bytes, memo: PodMemo | None = None) -> DecodedPreemption:
     """ExtenderPreemptionArgs: victims by UID, from NodeNameToMetaVictims (nodeCacheCapable) or
-    from the full pods of NodeNameToVictims."""
-    args: ExtenderPreemptionArgs = _decode(_preemption, body)
-    pod = _require_pod(args.Pod)
+    from the full pods of NodeNameToVictims. The Pod as in :func:`decode_args`."""
+    args: ExtenderPreemptionArgs = _decode_as_before(_preemption, _preemption_checked, body)
+    pod = _PodOf(args.Pod, memo if memo is not None else PodMemo(), _preemption_checked, body)
     candidates: dict[str, Candidate] = {}
     if args.NodeNameToMetaVictims is not None:
         for node, meta in args.NodeNameToMetaVictims.items():
@@ -170,7 +279,7 @@ def decode_preemption(body: bytes) -> DecodedPreemption:
     for node, candidate in candidates.items():
         if any(not uid for uid in candidate.uids):
             raise WireError(f"malformed request: a victim on node {node} has no UID")
-    return DecodedPreemption(pod, candidates)
+    return DecodedPreemption(pod.parsed(), candidates)
 
 
 def encode_preemption_result(candidates: dict[str, Candidate]) -> bytes:

@@ -203,6 +203,17 @@ def test_malformed_requests_get_400_and_change_nothing() -> None:
     run_with_service(body)
 
 
+def test_a_pods_filter_and_prioritize_parse_it_once() -> None:
+    async def body(r: Running) -> None:
+        verbs = r.client._transport.app.state.verbs  # type: ignore[attr-defined]
+        request = args_names(TRAINER, EXAMPLE_NODES)
+        for verb in ("filter", "prioritize", "filter"):  # an attempt, then the retry's filter
+            assert (await r.client.post(f"/scheduler/{verb}", content=request)).status_code == 200
+        assert verbs.pods.parsed == 1
+
+    run_with_service(body)
+
+
 def test_oversized_bodies_get_413() -> None:
     async def body(r: Running) -> None:
         resp = await r.client.post("/scheduler/filter", content=args_names(TRAINER, ["n"] * 5000))

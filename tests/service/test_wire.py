@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from extender.model.errors import ObjectError
 from extender.scheduling.preempt.victims import Candidate
 from extender.service import wire
 from tests.service.fixtures import TRAINER, args_names, args_nodes, scheduler_node
@@ -125,7 +126,7 @@ def test_preemption_requests_decode_to_victim_uids_per_node(
     fields: dict[str, object], candidates: dict[str, Candidate]
 ) -> None:
     decoded = wire.decode_preemption(preemption_args(**fields))
-    assert decoded.candidates == candidates and decoded.pod["metadata"]["name"] == "trainer"
+    assert decoded.candidates == candidates and decoded.pod.name == "trainer"
 
 
 @pytest.mark.parametrize(
@@ -151,3 +152,88 @@ def test_the_preemption_answer_is_always_meta_victims_exactly() -> None:
         b'{"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"u1"},{"UID":"u2"}],"NumPDBViolations":1},'
         b'"n2":{"Pods":[],"NumPDBViolations":0}}}'
     )
+
+
+def pod_bytes(name: str, **spec: object) -> bytes:
+    return json.dumps({"metadata": {"name": name, "namespace": "default"}, "spec": spec}).encode()
+
+
+def filter_body(pod: bytes, names: str = '["a"]') -> bytes:
+    return b'{"Pod":' + pod + b',"Nodes":null,"NodeNames":' + names.encode() + b"}"
+
+
+def preempt_body(pod: bytes) -> bytes:
+    return b'{"Pod":' + pod + b',"NodeNameToMetaVictims":{}}'
+
+
+def test_the_same_pod_bytes_are_parsed_once_for_filter_prioritize_and_preempt() -> None:
+    memo = wire.PodMemo()
+    first = wire.decode_args(filter_body(pod_bytes("p")), memo).pod
+    again = wire.decode_args(filter_body(pod_bytes("p"), '["a","b"]'), memo).pod  # other nodes
+    preempt = wire.decode_preemption(preempt_body(pod_bytes("p")), memo).pod
+    assert first is again is preempt and first.name == "p"
+    assert memo.parsed == 1 and len(memo) == 1
+
+
+#: name -> a pod's bytes that differ from ``pod_bytes("p")``'s: parsed again, kept apart.
+OTHER_BYTES = {
+    "another pod": pod_bytes("q"),
+    "the pod changed": pod_bytes("p", priority=7),
+    "the same pod spaced otherwise": pod_bytes("p").replace(b", ", b","),
+}
+
+
+@pytest.mark.parametrize("case", list(OTHER_BYTES))
+def test_other_pod_bytes_are_parsed_again(case: str) -> None:
+    memo = wire.PodMemo()
+    first = wire.decode_args(filter_body(pod_bytes("p")), memo).pod
+    other = wire.decode_args(filter_body(OTHER_BYTES[case]), memo).pod
+    assert other is not first and memo.parsed == 2 and len(memo) == 2
+    assert wire.decode_args(filter_body(pod_bytes("p")), memo).pod is first
+
+
+#: name -> (a request, its reason): the same each time it comes, as the memo keeps no failure.
+MALFORMED_PODS = {
+    "null": (filter_body(b"null"), "malformed request: Pod is required"),
+    "left out": (b'{"NodeNames":[]}', "malformed request: Pod is required"),
+    "not an object": (
+        filter_body(b"[1]"),
+        "malformed request: Expected `object | null`, got `array` - at `$.Pod`",
+    ),
+    "no name": (filter_body(b'{"metadata":{}}'), "malformed request: Pod.metadata.name is required"),
+    "not a pod": (filter_body(pod_bytes("p", containers=5)), "spec.containers: expected a list, got int"),
+    "the pod first, then bad node names": (
+        filter_body(b"[1]", '"a"'),
+        "malformed request: Expected `object | null`, got `array` - at `$.Pod`",
+    ),
+    "a good pod, then bad node names": (
+        filter_body(pod_bytes("p"), '"a"'),
+        "malformed request: Expected `array | null`, got `str` - at `$.NodeNames`",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_PODS))
+def test_malformed_pods_are_refused_for_the_same_reason_each_time(case: str) -> None:
+    body, reason = MALFORMED_PODS[case]
+    memo = wire.PodMemo()
+    for _ in range(2):
+        with pytest.raises((wire.WireError, ObjectError)) as refused:
+            wire.decode_args(body, memo)
+        assert str(refused.value) == reason
+    assert len(memo) == 0
+
+
+def test_the_memo_keeps_the_last_pods_used_and_no_large_ones() -> None:
+    memo = wire.PodMemo(size=2, max_bytes=200)
+    pods = [wire.decode_args(filter_body(pod_bytes(name)), memo).pod for name in ("a", "b")]
+    assert wire.decode_args(filter_body(pod_bytes("a")), memo).pod is pods[0]  # "a" used last
+    wire.decode_args(filter_body(pod_bytes("c")), memo)  # "b" goes
+    assert len(memo) == 2 and memo.parsed == 3
+    assert wire.decode_args(filter_body(pod_bytes("a")), memo).pod is pods[0]
+    assert wire.decode_args(filter_body(pod_bytes("b")), memo).pod is not pods[1]
+    large = pod_bytes("large", nodeName="n" * 200)
+    assert (
+        wire.decode_args(filter_body(large), memo).pod is not wire.decode_args(filter_body(large), memo).pod
+    )
+    assert len(memo) == 2
