@@ -58,7 +58,8 @@ def test_an_echo_after_a_later_event_is_read() -> None:
     answered_at(state, "12")
     state.apply(at("11"))
     state.apply(at("12", allocation=allocated(("driver-a", "pool-1", "d1"))))
-    assert [str(d.id) for d in state.claims[KEY].allocation.devices] == ["driver-a/pool-1/d1"]
+    allocation = state.claims[KEY].allocation
+    assert allocation is not None and [str(d.id) for d in allocation.devices] == ["driver-a/pool-1/d1"]
 
 
 def test_a_deleted_claim_forgets_its_answer() -> None:

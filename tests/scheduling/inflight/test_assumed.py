@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -251,7 +252,7 @@ def test_the_records_of_a_pod_follow_every_change_of_the_records() -> None:
     other = parse_resource_claim(claim("d", uid="uid-d"))
     assumed.hold(other, "uid-h", ("default", "h"), "node-2", ALLOCATION, 0.0)
     assumed.assume(other, "uid-x", ("default", "x"), "node-1", ALLOCATION, 0.0)
-    steps = [
+    steps: list[tuple[str, Callable[[], None]]] = [
         ("after assume and hold", lambda: None),
         ("after a hold is released", lambda: assumed.release_holds("uid-h")),
         ("after a write is forgotten", lambda: assumed.forget(x)),
