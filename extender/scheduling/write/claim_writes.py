@@ -98,7 +98,10 @@ async def reserve_claim(
     """
     ns, name = claim.namespace, claim.name
     entry = consumer if consumer is not None else reserved_for_entry(pod)
-    raw = clone(claim.raw)
+    # Copies of what a write changes only (the top level, metadata, status); nested parts are
+    # shared with the cached claim and never changed in place. Deep copies through orjson of
+    # each claim, twice per write, were 0.8% of the extender's CPU at 500 x 8 (issue 54).
+    raw = dict(claim.raw)
     #: The base resourceVersion of a status write that may still land; None once a read showed
     #: the claim moved past it without our reservation (then it never can).
     maybe_pending: str | None = pending_since
@@ -157,9 +160,9 @@ async def _answered(write: Awaitable[dict[str, Any]], what: str, base: str | Non
 
 async def _add_finalizer(api: ClusterAPI, raw: dict[str, Any]) -> dict[str, Any]:
     """Update of the claim with our finalizer; the claim as it is afterwards."""
-    updated = clone(raw)
-    meta = updated["metadata"]
+    meta = dict(raw["metadata"])
     meta["finalizers"] = [*(meta.get("finalizers") or []), DELETE_PROTECTION_FINALIZER]
+    updated = {**raw, "metadata": meta}
     answer = await _answered(api.update_claim(updated), f"{_where(raw)}: adding the finalizer", None)
     if not isinstance(answer.get("metadata"), dict):
         raise _Unanswered(f"{_where(raw)}: malformed answer to the finalizer update", None)
@@ -189,7 +192,7 @@ async def _reserve_once(
             raise ClaimWriteError(f"{where} got allocated elsewhere in the meantime")
         if DELETE_PROTECTION_FINALIZER not in (meta.get("finalizers") or []):
             raw = await _add_finalizer(api, raw)
-        status["allocation"] = clone(allocation)
+        status["allocation"] = dict(allocation)  # its own: a timestamp may be added
         if allocated_at is not None and not allocation.get("allocationTimestamp"):
             # Only on an allocation we write: an existing one is immutable (422 from the API server).
             status["allocation"]["allocationTimestamp"] = allocated_at
