@@ -2,8 +2,11 @@
 
 The official client stays in charge of configuration and credentials: this transport reads
 the same :class:`kubernetes.client.Configuration` (server, CA, client certificate, TLS server
-name, proxy) and asks it for the ``Authorization`` header on every request, so a token that
-the client refreshes (in-cluster token rotation, exec plugins) is used here too.
+name, proxy) and asks it for the ``Authorization`` header, so a token that the client refreshes
+(in-cluster token rotation, exec plugins) is used here too: it asks at most once every
+:data:`AUTH_REFRESH_SECONDS` (asking runs the client's refresh hook, which a kubeconfig's makes
+re-apply its whole configuration: a few per cent of the process's CPU if asked on every request),
+and again at once after a 401 answer.
 
 Why not the threads of :class:`~extender.cluster.kube.RawKube` or ``kubernetes.aio``: a claim
 PUT against the project's fake API server costs about 0.55-0.7 ms of CPU through urllib3 in a
@@ -15,15 +18,20 @@ and 0.65-0.75 ms through ``kubernetes.aio`` (it copies and ``json.dumps`` every 
 from __future__ import annotations
 
 import asyncio
+import functools
+import re
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import aiohttp
 import orjson
 from kubernetes import client as k8s
+from multidict import CIMultiDict, CIMultiDictProxy
 from requests.utils import should_bypass_proxies
+from yarl import URL
 
 from extender.cluster.api import ClusterAPIError, FencedByStore, NotLeading, NotSent, api_error
 from extender.cluster.api_calls import NO_ANSWER, RequestObserver, describe
@@ -39,8 +47,18 @@ WRITE_CONNECT_SECONDS = 2.0
 #: Server-side deadline of every write (the ``timeout`` parameter kube-apiserver honours for
 #: any request): a write that reached the API server is applied within this, or not at all.
 WRITE_DEADLINE_SECONDS = 10.0
+#: How long the ``Authorization`` header the Configuration gave is sent before asking it again.
+#: Safe: tokens rotate on the order of minutes to hours and the client refreshes them well ahead
+#: of expiry (in-cluster it re-reads the token file every minute, which the kubelet rewrites at
+#: 80% of the token's lifetime; a kubeconfig's exec or OIDC token is renewed 5 minutes before it
+#: expires), so a header at most this old is still accepted. A 401 answer drops it anyway.
+AUTH_REFRESH_SECONDS = 1.0
+#: A path of only unreserved characters and ``/`` (what our own code builds from validated
+#: names): sent as it is; anything else is percent-encoded first.
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9._~/-]*")
 
 
+@functools.lru_cache(maxsize=64)  # one value per configured timeout: not formatted per request
 def write_deadline(api_timeout: float) -> str:
     """The ``timeout`` parameter of a write: min(api timeout, WRITE_DEADLINE_SECONDS) in whole
     milliseconds (Go's time.ParseDuration reads "1500ms", never "1e-05s": the API server would
@@ -52,6 +70,30 @@ def write_window(api_timeout: float) -> float:
     """How long after its fence check a write of this replica can still be applied: the wait
     for a connection plus the API server's deadline (which the client timeout also bounds)."""
     return WRITE_CONNECT_SECONDS + min(api_timeout, WRITE_DEADLINE_SECONDS)
+
+
+@functools.lru_cache(maxsize=256)
+def _query_pair(key: str, value: str) -> str:
+    return f"{quote_plus(key, safe='')}={quote_plus(value, safe='')}"
+
+
+def query_string(query: Mapping[str, str | int]) -> str:
+    """``query`` as an encoded query string (as :func:`urllib.parse.urlencode` encodes it: the
+    API server decodes it as it decoded aiohttp's encoding). Values are str or int."""
+    pairs = []
+    for key, value in query.items():
+        if not isinstance(value, str):
+            if type(value) is not int:  # bool too: it has no one spelling in a query
+                raise TypeError(f"query parameter {key}: {value!r} is not a str or an int")
+            value = str(value)
+        pairs.append(_query_pair(key, value))
+    return "&".join(pairs)
+
+
+@functools.lru_cache(maxsize=64)
+def client_timeout(total: float, connect: float | None = None) -> aiohttp.ClientTimeout:
+    """One (immutable) ClientTimeout per (total, connect): not one made per request."""
+    return aiohttp.ClientTimeout(total=total, connect=connect)
 
 
 def ssl_context(configuration: k8s.Configuration) -> ssl.SSLContext | None:
@@ -85,6 +127,7 @@ class AsyncKube:
         observe: RequestObserver | None = None,
         unknown: Callable[[str], None] | None = None,
         fenced: Callable[[str, str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.configuration = configuration
         #: Told of every request that was sent (metrics), once it is answered or given up.
@@ -105,10 +148,28 @@ class AsyncKube:
         self._closed = False
         self.connections = connections
         self.base = configuration.host.rstrip("/")
+        # The base as yarl encodes it, once: each request's URL is built from its parts and an
+        # already encoded path and query, which yarl and aiohttp then take as they are (parsing
+        # and encoding a URL string costs more than the rest of the request's preparation).
+        base = URL(self.base)
+        self._scheme, self._authority = base.scheme, base.raw_authority
+        self._path_prefix = base.raw_path.rstrip("/")
         self._ssl = ssl_context(configuration)
         self._server_hostname: str | None = configuration.tls_server_name or None
         bypass = should_bypass_proxies(self.base, no_proxy=configuration.no_proxy or "")
         self._proxy: str | None = None if bypass else (configuration.proxy or None)
+        self._extra: dict[str, Any] = {}
+        if self._proxy:
+            self._extra["proxy"] = self._proxy
+        if self._server_hostname:
+            self._extra["server_hostname"] = self._server_hostname
+        self._clock = clock
+        #: The Authorization (name, value) the Configuration gave last (None: none), asked again
+        #: once the clock reaches ``_auth_until``.
+        self._auth: tuple[str, str] | None = None
+        self._auth_until = float("-inf")
+        #: Each content type's request headers with ``_auth`` (read-only: shared by requests).
+        self._header_sets: dict[str, CIMultiDictProxy[str]] = {}
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
 
@@ -131,12 +192,33 @@ class AsyncKube:
             self._session_loop = loop
         return self._session
 
-    def _headers(self, content_type: str) -> dict[str, str]:
-        headers = {"Content-Type": content_type}
-        auth = self.configuration.auth_settings().get("BearerToken")  # refreshes the token if due
-        if auth and auth.get("value"):
-            headers[auth["key"]] = auth["value"]
+    def _headers(self, content_type: str) -> CIMultiDictProxy[str]:
+        now = self._clock()
+        if now >= self._auth_until:
+            auth = self.configuration.auth_settings().get("BearerToken")  # refreshes the token if due
+            pair = (auth["key"], auth["value"]) if auth and auth.get("value") else None
+            if pair != self._auth:
+                self._auth = pair
+                self._header_sets.clear()
+            self._auth_until = now + AUTH_REFRESH_SECONDS
+        headers = self._header_sets.get(content_type)
+        if headers is None:
+            made = CIMultiDict({"Content-Type": content_type})
+            if self._auth is not None:
+                made[self._auth[0]] = self._auth[1]
+            headers = self._header_sets[content_type] = CIMultiDictProxy(made)
         return headers
+
+    def _url(self, path: str, query: Mapping[str, str | int] | None) -> URL:
+        if not _PLAIN_PATH.fullmatch(path):
+            path = quote(path, safe="/")
+        return URL.build(
+            scheme=self._scheme,
+            authority=self._authority,
+            path=self._path_prefix + path,
+            query_string=query_string(query) if query else "",
+            encoded=True,
+        )
 
     async def request(
         self,
@@ -157,21 +239,17 @@ class AsyncKube:
             data = None if body is None else orjson.dumps(body)
         except TypeError as exc:  # nested too deeply, say: nothing leaves
             raise NotSent(f"{method} {path}: not sent: the body cannot be encoded: {exc}") from None
-        extra: dict[str, Any] = {}
-        if self._proxy:
-            extra["proxy"] = self._proxy
-        if self._server_hostname:
-            extra["server_hostname"] = self._server_hostname
         total = timeout if timeout is not None else self.timeout
         writing = method != "GET"
         if writing:
             query = {**(query or {}), "timeout": write_deadline(total)}
-            limit = aiohttp.ClientTimeout(total=total, connect=min(total, WRITE_CONNECT_SECONDS))
+            limit = client_timeout(total, min(total, WRITE_CONNECT_SECONDS))
         else:
-            limit = aiohttp.ClientTimeout(total=total)
+            limit = client_timeout(total)
+        url = self._url(path, query)
         started = time.perf_counter()
         try:
-            raw, status, reason = await self._send(method, path, query, data, content_type, limit, extra)
+            raw, status, reason = await self._send(method, path, url, data, content_type, limit)
         except NotLeading:
             raise  # never sent: nothing to count
         except ClusterAPIError as exc:
@@ -180,6 +258,8 @@ class AsyncKube:
                 self._unknown(method, path, query)
             raise
         self._observed(method, path, query, str(status), started)
+        if status == 401:
+            self._auth_until = float("-inf")  # the token was refused: ask for it again next time
         if writing and status >= 500:
             self._unknown(method, path, query)
         if not 200 <= status <= 299:
@@ -206,11 +286,10 @@ class AsyncKube:
         self,
         method: str,
         path: str,
-        query: dict[str, Any] | None,
+        url: URL,
         data: bytes | None,
         content_type: str,
         limit: aiohttp.ClientTimeout,
-        extra: dict[str, Any],
     ) -> tuple[bytes, int, str]:
         """(body, status, reason) of the answer, sending again only what never left."""
         writing = method != "GET"
@@ -225,13 +304,12 @@ class AsyncKube:
             try:
                 async with self._pool().request(
                     method,
-                    self.base + path,
-                    params=query or None,
+                    url,
                     data=data,
                     headers=self._headers(content_type),
                     timeout=limit,
                     allow_redirects=False,
-                    **extra,
+                    **self._extra,
                 ) as response:
                     raw = await response.read()
                     status, reason = response.status, response.reason or ""

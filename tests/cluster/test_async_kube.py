@@ -21,7 +21,7 @@ import trustme
 from kubernetes import client as k8s
 
 from extender.cluster.api import ApiAlreadyExists, ApiConflict, ApiNotFound, ClusterAPIError, FencedByStore
-from extender.cluster.async_kube import CONNECT_ATTEMPTS, AsyncKube
+from extender.cluster.async_kube import AUTH_REFRESH_SECONDS, CONNECT_ATTEMPTS, AsyncKube
 
 
 @dataclass
@@ -121,17 +121,33 @@ def get(kube: AsyncKube) -> Any:
     return kube.request("GET", "/apis/x/c", query={"a": "b c"})
 
 
-def test_sends_the_body_query_and_the_token_the_configuration_gives_on_every_request() -> None:
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_sends_the_body_query_and_the_token_the_configuration_gives() -> None:
     seen = Seen()
     tokens = iter(["Bearer one", "Bearer two"])
 
     def refresh(config: k8s.Configuration) -> None:  # as in-cluster token rotation does
         config.api_key["BearerToken"] = next(tokens)
 
+    clock = Clock()
+
+    def later(kube: AsyncKube) -> Any:
+        clock.now += AUTH_REFRESH_SECONDS  # the header is asked for again after this
+        return get(kube)
+
     with server(seen) as url:
         config = configuration(url, refresh_api_key_hook=refresh)
         config.api_key["BearerToken"] = "Bearer zero"
-        results = call(AsyncKube(config), put, get)
+        results = call(AsyncKube(config, clock=clock), put, later)
     assert results == [{"metadata": {"name": "c"}}] * 2
     (m1, p1, h1, b1), (m2, p2, h2, _) = seen.requests
     assert (m1, p1, orjson.loads(b1)) == (
@@ -142,6 +158,86 @@ def test_sends_the_body_query_and_the_token_the_configuration_gives_on_every_req
     assert (m2, p2) == ("GET", "/apis/x/c?a=b+c")
     assert (h1["authorization"], h2["authorization"]) == ("Bearer one", "Bearer two")
     assert h1["content-type"] == "application/json" and h1["accept"] == "application/json"
+
+
+def test_the_token_is_asked_for_once_per_interval_and_again_after_a_401() -> None:
+    """Asking the Configuration runs its refresh hook (costly with a kubeconfig): the header it
+    gave is reused for AUTH_REFRESH_SECONDS, and a 401 (say, a token revoked early) drops it."""
+    seen = Seen()
+    asked: list[float] = []
+    clock = Clock()
+
+    def refresh(config: k8s.Configuration) -> None:
+        asked.append(clock.now)
+        config.api_key["BearerToken"] = f"Bearer t{len(asked)}"
+
+    def at(moment: float, status: int = 200) -> Callable[[AsyncKube], Any]:
+        def request(kube: AsyncKube) -> Any:
+            clock.now, seen.answer = 100.0 + moment, (status, {"kind": "Status", "message": "m"})
+            return put(kube)
+
+        return request
+
+    step = AUTH_REFRESH_SECONDS
+    with server(seen) as url:
+        config = configuration(url, refresh_api_key_hook=refresh)
+        config.api_key["BearerToken"] = "Bearer t0"  # the hook runs only for a configured key
+        results = call(
+            AsyncKube(config, clock=clock),
+            at(0),
+            at(step * 0.5),
+            at(step * 0.99, status=401),  # refused: the next request asks again, however soon
+            at(step * 0.999),
+            at(step * 1.5),
+            at(step * 2.0),  # a whole interval after the last ask
+        )
+    assert [getattr(r, "code", 200) for r in results] == [200, 200, 401, 200, 200, 200]
+    assert asked == [100.0, 100.0 + step * 0.999, 100.0 + step * 2.0]
+    sent = [headers["authorization"] for _, _, headers, _ in seen.requests]
+    assert sent == ["Bearer t1", "Bearer t1", "Bearer t1", "Bearer t2", "Bearer t2", "Bearer t3"]
+
+
+def test_query_values_and_paths_are_percent_encoded_once() -> None:
+    """The URL is encoded here (yarl takes it as it is): what the server decodes is what was
+    given, whatever characters a value has."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    selector = "app in (a, b),tier!=x y/z;w&v=1+2%"
+    manager = "my manager=ü"
+    seen = Seen()
+    with server(seen) as url:
+        call(
+            AsyncKube(configuration(url + "/")),  # the base's trailing slash is not doubled
+            lambda kube: kube.request("GET", "/api/v1/pods", query={"labelSelector": selector, "limit": 500}),
+            lambda kube: kube.request("PUT", "/apis/x/a b", query={"fieldManager": manager}, body={}),
+        )
+    (_, get_path, _, _), (_, put_path, _, _) = seen.requests
+    assert get_path == (
+        "/api/v1/pods?labelSelector=app+in+%28a%2C+b%29%2Ctier%21%3Dx+y%2Fz%3Bw%26v%3D1%2B2%25&limit=500"
+    )
+    assert parse_qsl(urlsplit(get_path).query, strict_parsing=True) == [
+        ("labelSelector", selector),
+        ("limit", "500"),
+    ]
+    assert put_path == "/apis/x/a%20b?fieldManager=my+manager%3D%C3%BC&timeout=10000ms"
+    assert unquote(urlsplit(put_path).path) == "/apis/x/a b"
+    assert parse_qsl(urlsplit(put_path).query) == [("fieldManager", manager), ("timeout", "10000ms")]
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("http://127.0.0.1:8080", "http://127.0.0.1:8080/api/v1/pods/p?a=b"),
+        ("https://h:443/", "https://h/api/v1/pods/p?a=b"),
+        ("https://[::1]:6443", "https://[::1]:6443/api/v1/pods/p?a=b"),
+        (
+            "https://proxy.example/k8s/clusters/c-1/",
+            "https://proxy.example/k8s/clusters/c-1/api/v1/pods/p?a=b",
+        ),
+    ],
+)
+def test_the_url_is_the_configured_host_then_the_path(host: str, url: str) -> None:
+    assert str(AsyncKube(configuration(host))._url("/api/v1/pods/p", {"a": "b"})) == url
 
 
 def test_no_token_configured_sends_no_authorization_header() -> None:
