@@ -70,8 +70,9 @@ CLIENT_QPS = 5000.0
 #: in-tree: the DynamicResources plugin with kube-scheduler's defaults for everything else (an
 #: adaptive share of the nodes scored: what clusters using the in-tree plugin run); in-tree-100:
 #: the same with percentageOfNodesToScore 100, the extender's setting (it must see every node
-#: kube-scheduler's filters pass), reported beside it and labelled; extender; floor.
-MODES = ("in-tree", "in-tree-100", "extender", "floor")
+#: kube-scheduler's filters pass), reported beside it and labelled; extender; floor; baseline:
+#: the extender from another checkout (``--baseline DIR``), to compare two versions in one run.
+MODES = ("in-tree", "in-tree-100", "extender", "floor", "baseline")
 IN_TREE = ("in-tree", "in-tree-100")
 EXTENDER = "dra-extender"
 
@@ -182,6 +183,27 @@ def histogram_quantiles(
     return (quantile(0.5), quantile(0.99), int(total))
 
 
+def from_checkout(checkout: Path, command: list[str]) -> list[str]:
+    """``python -m extender.cli ARGS`` as the package of another checkout runs it: its folder
+    goes first on the path (``-m`` would put the current folder, this checkout, before it)."""
+    assert command[1:3] == ["-m", "extender.cli"], command
+    start = (
+        f"import sys; sys.path.insert(0, {str(checkout.resolve())!r}); "
+        "from extender.cli import main; sys.exit(main())"
+    )
+    return [command[0], "-c", start, *command[3:]]
+
+
+def against_baseline(round_results: dict[str, dict[str, Any]]) -> str:
+    """The extender against the baseline checkout's, in one round: CPU per pod and pods/s."""
+    new, old = round_results["extender"], round_results["baseline"]
+    return (
+        f"extender / baseline: CPU per pod {new['extender_ms_per_pod']} / {old['extender_ms_per_pod']} ms "
+        f"= {new['extender_ms_per_pod'] / max(old['extender_ms_per_pod'], 1e-9):.2f}x, "
+        f"pods/s {new['pods_per_s'] / max(old['pods_per_s'], 1e-9):.2f}x"
+    )
+
+
 def run_mode(
     plane: ControlPlane,
     shape: str,
@@ -193,6 +215,7 @@ def run_mode(
     profile: Path | None = None,
     api_delay: float = 0.0,
     api_load: float = 0.0,
+    baseline: Path | None = None,
 ) -> dict[str, Any]:
     api = plane.api
     count = pods_for(shape, nodes, gpus_per_node)
@@ -201,8 +224,12 @@ def run_mode(
     creation_s = time.monotonic() - created
     ext: Extender | None = None
     link = slow_link(plane, api_delay) if api_delay and mode not in IN_TREE else None
-    if mode == "extender":
+    if mode in ("extender", "baseline"):
         ext = Extender(plane, *extender_args, kubeconfig=link[1] if link else None)
+        if mode == "baseline":
+            if baseline is None:
+                raise ValueError("the baseline mode needs --baseline DIR")
+            ext.process.command = from_checkout(baseline, ext.process.command)
     elif mode == "floor":
         ext = null_extender(plane, link[1] if link else None)
     if ext is not None:
@@ -429,13 +456,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--modes",
         nargs="+",
-        default=list(MODES),
+        default=[m for m in MODES if m != "baseline"],
         choices=MODES,
         help="in-tree: the DynamicResources plugin with kube-scheduler's default share of nodes "
         "scored (what clusters run; the ratios' base); in-tree-100: the same scoring every node, "
         "as the extender needs kube-scheduler configured; extender: dra-extender; floor: an "
-        "extender that decides nothing (bench/null_extender.py), what the protocol itself costs. "
-        "Default: all",
+        "extender that decides nothing (bench/null_extender.py), what the protocol itself costs; "
+        "baseline: the extender of the --baseline checkout. Default: all but baseline",
     )
     parser.add_argument(
         "--repeat",
@@ -467,6 +494,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="sample the extender's CPU during each run (collapsed stacks into DIR, bench/profile.py) "
         "and print the share of each phase",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="another checkout of this project (git worktree add DIR REV): the baseline mode runs "
+        "its extender, and extender / baseline is printed per round (CPU per pod and pods/s)",
     )
     parser.add_argument(
         "--extender-args",
@@ -510,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
                                 api_delay=args.api_delay,
                                 api_load=args.api_load,
                                 extender_args=tuple(args.extender_args.split()),
+                                baseline=args.baseline,
                                 profile=(
                                     args.profile / f"{mode}-{nodes}x{gpus}-{shape}-{repeat}.txt"
                                     if args.profile and mode not in IN_TREE
@@ -529,6 +564,8 @@ def main(argv: list[str] | None = None) -> int:
                             + ", ".join(f"{m} / in-tree: {r[-1]:.2f}x" for m, r in ratios.items() if r),
                             flush=True,
                         )
+                        if "extender" in round_results and "baseline" in round_results:
+                            print(f"{'':>14}{against_baseline(round_results)}", flush=True)
                     for mode, values in ratios.items():
                         if len(values) > 1:
                             listed = ", ".join(f"{v:.2f}" for v in values)
