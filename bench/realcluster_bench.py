@@ -547,7 +547,8 @@ def main(argv: list[str] | None = None) -> int:
                                 baseline=args.baseline,
                                 profile=(
                                     args.profile / f"{mode}-{nodes}x{gpus}-{shape}-{repeat}.txt"
-                                    if args.profile and mode not in IN_TREE
+                                    # (the baseline's command is not a module the sampler can run)
+                                    if args.profile and mode not in (*IN_TREE, "baseline")
                                     else None
                                 ),
                             )
