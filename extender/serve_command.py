@@ -280,11 +280,15 @@ def _serve(args: argparse.Namespace) -> int:
     )
     gc.collect()
     gc.freeze()  # the loaded state is long-lived: keep it out of the collector's way (GC tails)
-    # The young generation collected every 10,000 allocations instead of 700: a filter over
+    # The young generation collected every 50,000 allocations instead of 700: a filter over
     # 5,000 nodes allocates tens of thousands of objects, and the full collections that the
     # young ones trigger took 0.77 of 10.8 CPU s (6 passes of ~130 ms) in the embedded
-    # 5,000 x 8 benchmark, 0.12 s in all after (bench/profile.py counts them).
-    gc.set_threshold(10_000, 10, 10)
+    # 5,000 x 8 benchmark, 0.12 s in all at 10,000 (bench/profile.py counts them). Under the
+    # real control plane at 500 x 8 (issue 54) the collections at 10,000 took 4.7% of the
+    # extender's CPU (44 young passes of 15 ms), at 50,000 2.9-3.0% (8 of 63 ms, and a pass
+    # of the middle generation): the garbage is freed by reference counting, what the
+    # collector looks for (cycles) is rare, and each pass costs a look at every young object.
+    gc.set_threshold(50_000, 10, 10)
     logging.getLogger("dra_extender").info(
         "dra-extender %s starting in %s mode",
         __version__,
