@@ -615,10 +615,14 @@ def _device_conditions(status: Reader) -> dict[DeviceID, dict[str, DeviceConditi
     return out
 
 
-def parse_resource_claim(original: dict[str, Any], previous: ResourceClaim | None = None) -> ResourceClaim:
+def parse_resource_claim(
+    original: dict[str, Any], previous: ResourceClaim | None = None, known: Allocation | None = None
+) -> ResourceClaim:
     """``previous``: the same claim as read before. Its parsed spec and allocation are reused
     when unchanged (the spec is immutable; most updates touch other fields), which also keeps
-    the allocation the same object, so accounting by identity sees no change."""
+    the allocation the same object, so accounting by identity sees no change. ``known``: an
+    allocation parsed already (the one a status write sent), reused when the claim's is exactly
+    it (the API server's answer to that write)."""
     _carried(original)
     obj = to_v1(original)
     meta = Reader(obj.get("metadata"), "metadata")
@@ -640,6 +644,8 @@ def parse_resource_claim(original: dict[str, Any], previous: ResourceClaim | Non
             and old_status.get("allocation") == status.raw("allocation")
         ):
             allocation = previous.allocation
+        elif known is not None and known.raw == status.raw("allocation"):
+            allocation = known
         else:
             allocation = parse_allocation(status.sub("allocation"))
     controller_uid = None

@@ -155,6 +155,19 @@ def test_a_reread_claim_reuses_what_did_not_change() -> None:
     assert replaced.allocation is not first.allocation  # another object of that name: parsed afresh
 
 
+def test_the_answer_to_a_status_write_reuses_the_allocation_it_sent() -> None:
+    from extender.model.dra import parse_allocation, parse_resource_claim
+    from extender.model.reader import Reader
+    from tests.builders import allocated, claim
+
+    sent = parse_allocation(Reader(allocated(("driver-a", "pool-1", "d0")), "allocation"))
+    answer = claim("c", allocation=allocated(("driver-a", "pool-1", "d0")), uid="u1")
+    assert parse_resource_claim(answer, None, sent).allocation is sent
+    other = claim("c", allocation=allocated(("driver-a", "pool-1", "d1")), uid="u1")
+    parsed = parse_resource_claim(other, None, sent).allocation
+    assert parsed is not sent and parsed is not None and [d.id.device for d in parsed.devices] == ["d1"]
+
+
 POD_PRIORITIES = {
     "no priority class": ({}, 0, "PreemptLowerPriority"),
     "from the priority class": ({"priority": 1000, "preemptionPolicy": "Never"}, 1000, "Never"),

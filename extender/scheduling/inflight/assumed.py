@@ -249,7 +249,7 @@ class AssumedClaims:
         """The API server answered with the claim as it now is (``previous``: the claim the write
         was made on, whose unchanged parts are reused)."""
         try:
-            claim = parse_resource_claim(answer, previous)
+            claim = parse_resource_claim(answer, previous, record.devices)
         except ObjectError:
             self.unknown(record)
             return
