@@ -7,6 +7,8 @@ verbatim into allocation results (tolerations, opaque configuration).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -587,7 +589,14 @@ def parse_allocation(reader: Reader) -> Allocation:
 
 def rfc3339(seconds: float) -> str:
     """Seconds since the epoch as metav1.Time serializes it (RFC 3339, whole seconds, UTC)."""
-    return _dt.datetime.fromtimestamp(seconds, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _rfc3339_second(math.floor(seconds))
+
+
+@functools.lru_cache(maxsize=4)
+def _rfc3339_second(second: int) -> str:
+    """Formatted once per second: every bind stamps its allocations with the time (0.5% of the
+    extender's CPU at 500 x 8 went to formatting it, issue 54)."""
+    return _dt.datetime.fromtimestamp(second, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_timestamp(text: str) -> float | None:
