@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.model.dra import parse_timestamp
 from extender.model.errors import ObjectError
 from extender.model.labels import Labels
 from extender.model.node_allocatable import ClaimResources, parse_claim_resources
 from extender.model.reader import Reader
+from extender.model.timestamps import parse_timestamp
 from extender.quantity import Quantity
 
 #: The node-declared feature (``status.declaredFeatures``) a kubelet lists when it can skip

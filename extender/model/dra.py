@@ -6,9 +6,6 @@ verbatim into allocation results (tolerations, opaque configuration).
 
 from __future__ import annotations
 
-import datetime as _dt
-import functools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -20,6 +17,7 @@ from extender.model.json_form import as_json, content_digest
 from extender.model.node_allocatable import ResourceMapping, parse_mappings, parse_resources
 from extender.model.nodeselector import NodeSelector, parse_node_selector
 from extender.model.reader import Reader
+from extender.model.timestamps import parse_timestamp
 from extender.model.versions import to_v1
 from extender.quantity import Quantity
 
@@ -585,29 +583,6 @@ def parse_allocation(reader: Reader) -> Allocation:
     stamp = reader.opt_string("allocationTimestamp")
     timestamp = parse_timestamp(stamp) if stamp else None
     return Allocation(tuple(devices), node_selector, reader.data, exclusive, shares, timestamp, skips)
-
-
-def rfc3339(seconds: float) -> str:
-    """Seconds since the epoch as metav1.Time serializes it (RFC 3339, whole seconds, UTC)."""
-    return _rfc3339_second(math.floor(seconds))
-
-
-@functools.lru_cache(maxsize=4)
-def _rfc3339_second(second: int) -> str:
-    """Formatted once per second: every bind stamps its allocations with the time (0.5% of the
-    extender's CPU at 500 x 8 went to formatting it, issue 54)."""
-    return _dt.datetime.fromtimestamp(second, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_timestamp(text: str) -> float | None:
-    """An RFC 3339 ``metav1.Time`` as seconds since the epoch (None when it does not parse)."""
-    try:
-        stamp = _dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=_dt.UTC)
-    return stamp.timestamp()
 
 
 def _device_conditions(status: Reader) -> dict[DeviceID, dict[str, DeviceCondition]]:

@@ -23,7 +23,7 @@ from extender.cel import CelEnvironment
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
-from extender.model.dra import rfc3339
+from extender.model.timestamps import rfc3339
 from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
 from extender.scheduling.decide.binding import pod_binding_state

@@ -21,7 +21,7 @@ from extender.cluster.api import ClusterAPIError
 from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.owner_gc import collect_owned_claims
-from extender.model.dra import parse_timestamp
+from extender.model.timestamps import parse_timestamp
 from extender.scheduling.config import Mover as MoverSettings
 from extender.scheduling.config import NoObserver
 from extender.scheduling.make_room_mover import Mover

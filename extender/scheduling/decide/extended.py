@@ -22,8 +22,9 @@ from math import ceil
 from typing import Any
 
 from extender.model.core import Container, Node, Pod
-from extender.model.dra import DeviceClass, ResourceClaim, parse_resource_claim, parse_timestamp
+from extender.model.dra import DeviceClass, ResourceClaim, parse_resource_claim
 from extender.model.requests import pod_requests
+from extender.model.timestamps import parse_timestamp
 from extender.names import qualified_name
 from extender.quantity import QuantityError, parse_quantity
 

@@ -11,8 +11,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
 from extender.model.core import Pod
-from extender.model.dra import parse_timestamp
 from extender.model.policy import PodDisruptionBudget
+from extender.model.timestamps import parse_timestamp
 from extender.scheduling.decide import what_if
 from extender.scheduling.decide.decision import DEFAULT_NODE_TIMEOUT
 from extender.scheduling.decide.snapshot import Snapshot

@@ -15,8 +15,9 @@ from typing import Any
 from extender.cluster.api import ApiNotFound, ClusterAPI, ClusterAPIError
 from extender.cluster.state import ClusterState
 from extender.model.core import Pod
-from extender.model.dra import ResourceClaim, parse_resource_claim, rfc3339
+from extender.model.dra import ResourceClaim, parse_resource_claim
 from extender.model.errors import ObjectError
+from extender.model.timestamps import rfc3339
 from extender.scheduling.config import EngineConfig, Observer
 from extender.scheduling.decide.bind_plan import BindPlan, ExtendedClaim, taken_meanwhile
 from extender.scheduling.inflight import catch_up

@@ -13,7 +13,7 @@ import pytest
 from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
-from extender.model.dra import parse_timestamp
+from extender.model.timestamps import parse_timestamp
 from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.preempt.make_room import NoPlan, Plan, Rules, Shape, plan
 from extender.scheduling.preempt.movable import unmovable
