@@ -113,6 +113,7 @@ def test_families_types_and_no_created_series_before_any_request() -> None:
 IN_FLIGHT_MAPS = {
     "binds",
     "claim_records",
+    "pods_with_records",
     "claims_touched",
     "claims_dirty",
     "claims_creating",
