@@ -1,4 +1,8 @@
-"""Raw-JSON API requests on the event loop, with aiohttp (the bind path's writes).
+"""Raw-JSON API requests on the event loop (the bind path's writes).
+
+Requests go to the API server on kept-alive HTTP/1.1 connections
+(:mod:`extender.cluster.keepalive`: one pre-built block of bytes per request, answers parsed by
+httptools); through a configured proxy (a kubeconfig's ``proxy-url``), by aiohttp's client.
 
 The official client stays in charge of configuration and credentials: this transport reads
 the same :class:`kubernetes.client.Configuration` (server, CA, client certificate, TLS server
@@ -12,8 +16,7 @@ Why not the threads of :class:`~extender.cluster.kube.RawKube` or ``kubernetes.a
 PUT against the project's fake API server costs about 0.55-0.7 ms of CPU through urllib3 in a
 thread (plus a wait for a thread and a wait to get back on the loop, each 0.5 ms under load)
 and 0.65-0.75 ms through ``kubernetes.aio`` (it copies and ``json.dumps`` every body), against
-0.25-0.3 ms here (``python -m bench.api_client_bench``). A bind makes three.
-"""
+0.25-0.3 ms through aiohttp (``python -m bench.api_client_bench``). A bind makes three."""
 
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from yarl import URL
 
 from extender.cluster.api import ClusterAPIError, FencedByStore, NotLeading, NotSent, api_error
 from extender.cluster.api_calls import NO_ANSWER, RequestObserver, describe
+from extender.cluster.keepalive import AnswerLost, ConnectFailed, KeepAlivePool
 from extender.model import nesting
 
 #: Attempts for a request that never reached the API server (the connection was refused or
@@ -170,6 +174,12 @@ class AsyncKube:
         self._auth_until = float("-inf")
         #: Each content type's request headers with ``_auth`` (read-only: shared by requests).
         self._header_sets: dict[str, CIMultiDictProxy[str]] = {}
+        #: Each content type's request head (request line aside) with ``_auth``, as sent.
+        self._heads: dict[str, bytes] = {}
+        self._host_header = base.host_port_subcomponent or ""
+        self._address = (base.raw_host or "", base.port or (443 if base.scheme == "https" else 80))
+        self._keepalive: KeepAlivePool | None = None
+        self._keepalive_loop: asyncio.AbstractEventLoop | None = None
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
 
@@ -192,7 +202,7 @@ class AsyncKube:
             self._session_loop = loop
         return self._session
 
-    def _headers(self, content_type: str) -> CIMultiDictProxy[str]:
+    def _refresh_auth(self) -> None:
         now = self._clock()
         if now >= self._auth_until:
             auth = self.configuration.auth_settings().get("BearerToken")  # refreshes the token if due
@@ -200,7 +210,12 @@ class AsyncKube:
             if pair != self._auth:
                 self._auth = pair
                 self._header_sets.clear()
+                self._heads.clear()
             self._auth_until = now + AUTH_REFRESH_SECONDS
+
+    def _headers(self, content_type: str) -> CIMultiDictProxy[str]:
+        """The request's headers for aiohttp (through a proxy), beside the session's own."""
+        self._refresh_auth()
         headers = self._header_sets.get(content_type)
         if headers is None:
             made = CIMultiDict({"Content-Type": content_type})
@@ -208,6 +223,25 @@ class AsyncKube:
                 made[self._auth[0]] = self._auth[1]
             headers = self._header_sets[content_type] = CIMultiDictProxy(made)
         return headers
+
+    def _head(self, content_type: str) -> bytes:
+        """Every header line of a request of ``content_type`` but its length, encoded once."""
+        self._refresh_auth()
+        head = self._heads.get(content_type)
+        if head is None:
+            lines = [
+                ("Host", self._host_header),
+                ("User-Agent", USER_AGENT),
+                ("Accept", "application/json"),
+                ("Content-Type", content_type),
+            ]
+            if self._auth is not None:
+                lines.append(self._auth)
+            for name, value in lines:
+                if "\r" in value or "\n" in value:  # a header cannot carry a line break
+                    raise NotSent(f"not sent: the {name} header holds a line break")
+            head = self._heads[content_type] = "".join(f"{n}: {v}\r\n" for n, v in lines).encode("latin-1")
+        return head
 
     def _url(self, path: str, query: Mapping[str, str | int] | None) -> URL:
         if not _PLAIN_PATH.fullmatch(path):
@@ -302,31 +336,68 @@ class AsyncKube:
                     raise NotLeading(f"{method} {path}: not sent: {why}")
                 self.last_write = time.monotonic()
             try:
-                async with self._pool().request(
-                    method,
-                    url,
-                    data=data,
-                    headers=self._headers(content_type),
-                    timeout=limit,
-                    allow_redirects=False,
-                    **self._extra,
-                ) as response:
-                    raw = await response.read()
-                    status, reason = response.status, response.reason or ""
-            except aiohttp.ClientConnectorError as exc:
+                if self._proxy:
+                    return await self._send_via_proxy(method, url, data, content_type, limit)
+                answer = await self._kept_alive().exchange(
+                    self._request_bytes(method, url, data, content_type),
+                    connect_timeout=limit.connect if limit.connect is not None else limit.total or 0.0,
+                    timeout=limit.total or 0.0,
+                )
+                return answer.body, answer.status, answer.reason
+            except (ConnectFailed, aiohttp.ClientConnectorError) as exc:
                 if attempt + 1 < CONNECT_ATTEMPTS:
                     await asyncio.sleep(0.05 * (attempt + 1))
                     continue
                 # No connection was made: nothing was sent, so nothing can have been applied.
                 raise NotSent(f"{method} {path}: not sent: {exc}") from None
+            except AnswerLost as exc:
+                raise ClusterAPIError(f"{method} {path}: no answer: {exc}") from None
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 raise ClusterAPIError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
-            return raw, status, reason
         raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    def _kept_alive(self) -> KeepAlivePool:
+        loop = asyncio.get_running_loop()
+        if self._keepalive is None or self._keepalive_loop is not loop or self._keepalive.closed:
+            self._keepalive = KeepAlivePool(
+                *self._address, self._ssl, self._server_hostname, limit=self.connections
+            )
+            self._keepalive_loop = loop
+        return self._keepalive
+
+    def _request_bytes(self, method: str, url: URL, data: bytes | None, content_type: str) -> bytes:
+        """The whole request as it goes on the wire: request line, head, length and body."""
+        start = b"%s %s HTTP/1.1\r\n%s" % (
+            method.encode("ascii"),
+            url.raw_path_qs.encode("ascii"),
+            self._head(content_type),
+        )
+        if data is None:
+            return start + b"\r\n"
+        return b"%sContent-Length: %d\r\n\r\n%s" % (start, len(data), data)
+
+    async def _send_via_proxy(
+        self, method: str, url: URL, data: bytes | None, content_type: str, limit: aiohttp.ClientTimeout
+    ) -> tuple[bytes, int, str]:
+        """Through the configured proxy: aiohttp's client (kept for this case only; the kept-alive
+        connections of :mod:`extender.cluster.keepalive` go to the API server directly)."""
+        async with self._pool().request(
+            method,
+            url,
+            data=data,
+            headers=self._headers(content_type),
+            timeout=limit,
+            allow_redirects=False,
+            **self._extra,
+        ) as response:
+            return await response.read(), response.status, response.reason or ""
 
     async def close(self) -> None:
         """Close the pool; no write is sent after this (reads may still open a new pool)."""
         self._closed = True
+        if self._keepalive is not None:
+            self._keepalive.close()
+        self._keepalive = None
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None

@@ -597,3 +597,30 @@ def test_the_thread_transport_observes_its_requests_the_same_way() -> None:
         ("get", "discovery", "404"),
         ("update", "leases", "<error>"),
     ]
+
+
+def test_a_configured_proxy_gets_the_requests_in_absolute_form() -> None:
+    """With a proxy (a kubeconfig's proxy-url) requests go through it, by aiohttp; without one
+    they go straight to the API server on the kept-alive connections."""
+    seen = Seen()
+    with server(seen) as proxy:
+        kube = AsyncKube(configuration("http://apiserver.invalid:6443", proxy=proxy))
+        (result,) = call(kube, put)
+    assert result == {"metadata": {"name": "c"}}
+    assert [(m, p) for m, p, *_ in seen.requests] == [
+        ("PUT", "http://apiserver.invalid:6443/apis/x/c?timeout=10000ms")
+    ]
+
+
+def test_requests_carry_the_host_and_the_headers_aiohttp_sent() -> None:
+    seen = Seen()
+    with server(seen) as url:
+        call(AsyncKube(configuration(url)), put, get)
+    (_, _, put_headers, body), (_, _, get_headers, _) = seen.requests
+    port = url.rsplit(":", 1)[1]
+    for headers in (put_headers, get_headers):
+        assert headers["host"] == f"127.0.0.1:{port}"
+        assert headers["user-agent"] == "dra-extender" and headers["accept"] == "application/json"
+    assert put_headers["content-type"] == "application/json"
+    assert int(put_headers["content-length"]) == len(body) > 0
+    assert "content-length" not in get_headers
