@@ -124,6 +124,8 @@ class Verbs:
         self.service = service
         #: The pods of recent requests, parsed: a filter's pod comes again in its prioritize.
         self.pods = wire.PodMemo()
+        #: Node-name arrays of recent requests and filter answers: prioritize sends filter's back.
+        self.names = wire.NamesMemo()
 
     def body_limit(self, verb: str) -> int:
         return min(self.max_body_bytes, self.BIND_BODY_BYTES) if verb == "bind" else self.max_body_bytes
@@ -160,7 +162,7 @@ class Verbs:
     async def _decide(self, verb: str, body: bytes, peer: str | None) -> tuple[int, bytes]:
         engine = self.engine
         try:
-            args = wire.decode_args(body, self.pods)
+            args = wire.decode_args(body, self.pods, self.names)
             pod = args.pod
         except (wire.WireError, ObjectError) as exc:
             reason = str(exc) if isinstance(exc, wire.WireError) else f"malformed request: Pod: {exc}"
@@ -182,7 +184,7 @@ class Verbs:
             self.metrics.filter_held.observe(held)
         result = await self.worker.run(engine.filter_request(pod, args.node_names, args.raw_node_labels))
         return 200, wire.encode_filter_result(
-            args, result.passed, result.failed, result.unresolvable, result.error
+            args, result.passed, result.failed, result.unresolvable, result.error, self.names
         )
 
     def not_ready(self, pod: Pod) -> str | None:

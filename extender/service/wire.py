@@ -44,15 +44,17 @@ class ExtenderArgs(msgspec.Struct):
     #: msgspec 0.22 then accepts only null.)
     Pod: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     Nodes: NodeList | None = None
-    NodeNames: list[str] | None = None
+    #: The names' JSON array as sent (empty: left out); see :class:`NamesMemo`.
+    NodeNames: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
 
 
 class _ExtenderArgsChecked(ExtenderArgs):
-    """The same with the Pod decoded into dicts, as every request was before the memo: decoding
-    a malformed request again this way gives the reason it always gave (the first error in
-    the body, at the same path and byte)."""
+    """The same with the Pod and the names decoded, as every request was before the memos:
+    decoding a malformed request again this way gives the reason it always gave (the first
+    error in the body, at the same path and byte)."""
 
     Pod: dict[str, Any] | None = None  # type: ignore[assignment]
+    NodeNames: list[str] | None = None  # type: ignore[assignment]
 
 
 class ExtenderBindingArgs(msgspec.Struct):
@@ -109,6 +111,7 @@ _args_checked = msgspec.json.Decoder(_ExtenderArgsChecked)
 _preemption = msgspec.json.Decoder(ExtenderPreemptionArgs)
 _preemption_checked = msgspec.json.Decoder(_ExtenderPreemptionArgsChecked)
 _pod_object = msgspec.json.Decoder(dict[str, Any])
+_names = msgspec.json.Decoder(list[str] | None)
 _binding = msgspec.json.Decoder(ExtenderBindingArgs)
 _node_head = msgspec.json.Decoder(_NodeHead)
 _encoder = msgspec.json.Encoder()
@@ -236,25 +239,85 @@ class _PodOf:
         return self.known if self.known is not None else self.memo.parse(self.raw, self.obj)
 
 
-def decode_args(body: bytes, memo: PodMemo | None = None) -> DecodedArgs:
-    """A filter/prioritize request, its Pod parsed (through ``memo``; None: a memo of its own).
-    Raises WireError, or ObjectError for a Pod that is JSON but no Pod."""
+#: How many node-name lists a :class:`NamesMemo` keeps: the last requests' and answers'.
+NAMES_MEMO_SIZE = 4
+
+
+class NamesMemo:
+    """Node-name lists by the exact bytes of their JSON array, as requests sent them or filter
+    answered them (compared in full, newest first).
+
+    kube-scheduler's prioritize sends the names the filter of the same cycle just passed, in
+    the filter's order (findNodesThatPassExtenders keeps the extender's order, v1.34.0-v1.37.0),
+    so its array is the bytes of that answer: the list is taken as it is, not decoded again,
+    and the engine finds it to be the filter's by identity, not by comparing 500 names (issue
+    54). A list is shared between requests: nothing changes a request's names (the engine and
+    the answers only read them), as nothing changes a filter's passed names once answered.
+    """
+
+    def __init__(self, size: int = NAMES_MEMO_SIZE) -> None:
+        self.size = size
+        self._lists: list[tuple[bytes, list[str]]] = []
+        #: Arrays decoded (memo misses).
+        self.decoded = 0
+
+    def __len__(self) -> int:
+        return len(self._lists)
+
+    def known(self, raw: bytes) -> list[str] | None:
+        for i, (seen, names) in enumerate(self._lists):
+            if seen == raw:
+                if i:
+                    self._lists.insert(0, self._lists.pop(i))
+                return names
+        return None
+
+    def remember(self, raw: bytes, names: list[str]) -> None:
+        if self.size <= 0 or not names:
+            return
+        self._lists = [(raw, names), *(e for e in self._lists if e[0] != raw)][: self.size]
+
+
+def _node_names(raw: msgspec.Raw, memo: NamesMemo | None, body: bytes) -> list[str] | None:
+    """The request's names (None: left out or null), through ``memo``; malformed, the reason
+    decoding the whole request gives, as ever (the first error in the body)."""
+    as_sent = bytes(raw)
+    if memo is not None and (known := memo.known(as_sent)) is not None:
+        return known
+    if as_sent in (b"", b"null"):
+        return None
+    try:
+        names: list[str] | None = _names.decode(as_sent)
+    except (msgspec.DecodeError, RecursionError):
+        _decode(_args_checked, body)  # raises the reason as ever
+        raise WireError("malformed request: NodeNames") from None  # (not reached)
+    if memo is not None and names is not None:
+        memo.decoded += 1
+        memo.remember(as_sent, names)
+    return names
+
+
+def decode_args(body: bytes, memo: PodMemo | None = None, names: NamesMemo | None = None) -> DecodedArgs:
+    """A filter/prioritize request, its Pod parsed (through ``memo``; None: a memo of its own),
+    its node names through ``names`` (None: decoded). Raises WireError, or ObjectError for a
+    Pod that is JSON but no Pod."""
     args: ExtenderArgs = _decode_as_before(_args, _args_checked, body)
+    node_names = _node_names(args.NodeNames, names, body)  # as before: its errors before the Pod's
     pod = _PodOf(args.Pod, memo if memo is not None else PodMemo(), _args_checked, body)
-    if args.NodeNames is not None:
-        return DecodedArgs(pod.parsed(), args.NodeNames, None, None)
+    if node_names is not None:
+        return DecodedArgs(pod.parsed(), node_names, None, None)
     if args.Nodes is not None:
         raw = args.Nodes.items or []
-        names: list[str] = []
+        listed: list[str] = []
         labels: dict[str, dict[str, str]] = {}
         for i, item in enumerate(raw):
             try:
                 head = _node_head.decode(item)
             except msgspec.DecodeError as exc:
                 raise WireError(f"malformed request: Nodes.items[{i}]: {exc}") from None
-            names.append(head.metadata.name)
+            listed.append(head.metadata.name)
             labels[head.metadata.name] = head.metadata.labels or {}
-        return DecodedArgs(pod.parsed(), names, raw, labels)
+        return DecodedArgs(pod.parsed(), listed, raw, labels)
     return DecodedArgs(pod.parsed(), [], None, None)
 
 
@@ -303,13 +366,25 @@ def decode_binding(body: bytes) -> ExtenderBindingArgs:
 
 
 def encode_filter_result(
-    args: DecodedArgs, passed: list[str], failed: dict[str, str], unresolvable: dict[str, str], error: str
+    args: DecodedArgs,
+    passed: list[str],
+    failed: dict[str, str],
+    unresolvable: dict[str, str],
+    error: str,
+    memo: NamesMemo | None = None,
 ) -> bytes:
+    """ExtenderFilterResult; the passed names' array remembered in ``memo`` (the prioritize
+    that follows sends it back)."""
+    names: list[str] | msgspec.Raw | None
     if args.nodes_raw is not None:
         keep = set(passed)
         items = [raw for raw, name in zip(args.nodes_raw, args.node_names, strict=True) if name in keep]
         nodes: dict[str, Any] | None = {"metadata": {}, "items": items}
-        names: list[str] | None = None
+        names = None
+    elif memo is not None and passed:
+        array = _encoder.encode(passed)
+        memo.remember(array, passed)
+        nodes, names = None, msgspec.Raw(array)
     else:
         nodes, names = None, passed
     return _encoder.encode(

@@ -237,3 +237,94 @@ def test_the_memo_keeps_the_last_pods_used_and_no_large_ones() -> None:
         wire.decode_args(filter_body(large), memo).pod is not wire.decode_args(filter_body(large), memo).pod
     )
     assert len(memo) == 2
+
+
+def test_prioritize_takes_the_names_filter_answered_as_they_are() -> None:
+    names = wire.NamesMemo()
+    args = wire.decode_args(filter_body(pod_bytes("p"), '["a","b","c"]'), names=names)
+    passed = ["c", "a"]
+    answer = wire.encode_filter_result(args, passed, {}, {"b": "no"}, "", names)
+    assert answer == wire.encode_filter_result(args, passed, {}, {"b": "no"}, "")  # the same bytes
+    prioritize = filter_body(
+        pod_bytes("p"), json.dumps(json.loads(answer)["NodeNames"], separators=(",", ":"))
+    )
+    assert wire.decode_args(prioritize, names=names).node_names is passed
+    assert names.decoded == 1  # the filter's request only
+
+
+#: name -> a names array that differs from '["a","b"]' (as bytes): decoded again, kept apart.
+OTHER_NAMES = {
+    "other nodes": ('["a","c"]', ["a", "c"]),
+    "another order": ('["b","a"]', ["b", "a"]),
+    "the same names spaced otherwise": ('["a", "b"]', ["a", "b"]),
+    "a node fewer": ('["a"]', ["a"]),
+}
+
+
+@pytest.mark.parametrize("case", list(OTHER_NAMES))
+def test_other_names_bytes_are_decoded_again(case: str) -> None:
+    array, expected = OTHER_NAMES[case]
+    names = wire.NamesMemo()
+    first = wire.decode_args(filter_body(pod_bytes("p"), '["a","b"]'), names=names).node_names
+    other = wire.decode_args(filter_body(pod_bytes("p"), array), names=names).node_names
+    assert other == expected and other is not first and names.decoded == 2
+    assert wire.decode_args(filter_body(pod_bytes("q"), '["a","b"]'), names=names).node_names is first
+
+
+#: name -> (a request, its reason): the same with the names memo, and each time it comes.
+MALFORMED_NAMES = {
+    "not an array": (
+        filter_body(pod_bytes("p"), '"a"'),
+        "malformed request: Expected `array | null`, got `str` - at `$.NodeNames`",
+    ),
+    "a name that is no string": (
+        filter_body(pod_bytes("p"), '["a",5]'),
+        "malformed request: Expected `str`, got `int` - at `$.NodeNames[1]`",
+    ),
+    "the pod first, then bad names": (
+        filter_body(b"[1]", '["a",5]'),
+        "malformed request: Expected `object | null`, got `array` - at `$.Pod`",
+    ),
+    "bad names, then no pod": (
+        b'{"NodeNames":["a",5],"Pod":null}',
+        "malformed request: Expected `str`, got `int` - at `$.NodeNames[1]`",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_NAMES))
+def test_malformed_names_are_refused_for_the_same_reason_with_the_memo(case: str) -> None:
+    body, reason = MALFORMED_NAMES[case]
+    names = wire.NamesMemo()
+    wire.decode_args(filter_body(pod_bytes("p"), '["a"]'), names=names)
+    for memo in (None, names, names):
+        with pytest.raises(wire.WireError) as refused:
+            wire.decode_args(body, names=memo)
+        assert str(refused.value) == reason
+    assert len(names) == 1
+
+
+#: name -> a names array and what it decodes to, with or without the memo.
+ABSENT_NAMES = {
+    "null": (b'{"Pod":{"metadata":{"name":"p"}},"NodeNames":null}', []),
+    "left out": (b'{"Pod":{"metadata":{"name":"p"}}}', []),
+    "empty": (b'{"Pod":{"metadata":{"name":"p"}},"NodeNames":[]}', []),
+}
+
+
+@pytest.mark.parametrize("case", list(ABSENT_NAMES))
+def test_no_names_decode_as_ever_and_are_not_kept(case: str) -> None:
+    body, expected = ABSENT_NAMES[case]
+    names = wire.NamesMemo()
+    assert wire.decode_args(body, names=names).node_names == expected == wire.decode_args(body).node_names
+    assert len(names) == 0
+
+
+def test_the_names_memo_keeps_the_last_arrays_used() -> None:
+    names = wire.NamesMemo(size=2)
+    lists = [wire.decode_args(filter_body(pod_bytes("p"), f'["{n}"]'), names=names).node_names for n in "ab"]
+    assert wire.decode_args(filter_body(pod_bytes("p"), '["a"]'), names=names).node_names is lists[0]
+    wire.decode_args(filter_body(pod_bytes("p"), '["c"]'), names=names)  # "b" goes
+    assert len(names) == 2 and names.decoded == 3
+    assert wire.decode_args(filter_body(pod_bytes("p"), '["a"]'), names=names).node_names is lists[0]
+    assert wire.decode_args(filter_body(pod_bytes("p"), '["b"]'), names=names).node_names is not lists[1]
