@@ -58,7 +58,16 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("informers: JSON decoding", ("extender/model/nesting.py",)),
     ("informers: model", ("extender/model/",)),
     ("informers: cache", ("extender/cluster/reflector.py", "extender/cluster/state.py")),
-    ("bind: API client", ("extender/cluster/async_kube.py", "aiohttp/", "yarl/", "multidict/")),
+    (
+        "bind: API client",
+        (
+            "extender/cluster/async_kube.py",
+            "extender/cluster/keepalive.py",
+            "aiohttp/",
+            "yarl/",
+            "multidict/",
+        ),
+    ),
     (DECISIONS, ("extender/scheduling/", "extender/allocator/", "extender/cel/")),
     ("request decode/encode", ("extender/service/wire.py",)),
     ("verbs (app, admission)", ("extender/service/",)),
