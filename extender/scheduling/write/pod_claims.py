@@ -171,6 +171,11 @@ class PodClaimWrites:
             assert pod.pod_group is not None
             if problem := await group_reservation_holds(self.api, claim, pod.pod_group):
                 return problem
+        if not plan.releasing:
+            # Nothing to wait for: parking would only leave a few microseconds on the bind's
+            # record, and one parked bind makes bind pressure recount every bind in flight on
+            # each filter and bind (4% of the extender's CPU at 100 x 8, issue 54).
+            return ""
         with self.tracker.parked(pod.uid):
             return await catch_up.released(
                 self.state, plan.releasing, seconds=self.config.release_wait, clock=self.clock
