@@ -13,20 +13,35 @@ _parse_quantity = functools.lru_cache(maxsize=4096)(parse_quantity)
 
 
 class Reader:
-    """A view of one mapping inside an object; ``path`` is what error messages show."""
+    """A view of one mapping inside an object; ``path`` is what error messages show.
 
-    __slots__ = ("data", "path")
+    A reader made by another (:meth:`sub`, :meth:`readers`) knows its path as (that reader, the
+    key[, the index]) and spells it only when asked: an error is rare, and formatting the path
+    of every mapping read was a tenth of reading a Pod (issue 54)."""
 
-    def __init__(self, data: Any, path: str = "") -> None:
+    __slots__ = ("_index", "_key", "_parent", "data")
+
+    def __init__(
+        self, data: Any, path: str = "", parent: Reader | None = None, index: int | None = None
+    ) -> None:
+        self._parent = parent
+        self._key = path
+        self._index = index
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise ObjectError(f"{path or 'object'}: expected a mapping, got {type(data).__name__}")
+            raise ObjectError(f"{self.path or 'object'}: expected a mapping, got {type(data).__name__}")
         self.data: dict[str, Any] = data
-        self.path = path
+
+    @property
+    def path(self) -> str:
+        parent = self._parent
+        path = self._key if parent is None else parent._at(self._key)
+        return path if self._index is None else f"{path}[{self._index}]"
 
     def _at(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
+        path = self.path
+        return f"{path}.{key}" if path else key
 
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
@@ -80,10 +95,14 @@ class Reader:
         return tuple(items)
 
     def readers(self, key: str) -> list[Reader]:
-        return [Reader(item, f"{self._at(key)}[{i}]") for i, item in enumerate(self.items(key))]
+        value = self.data.get(key)
+        if not value:  # most lists a parser asks for are absent or empty
+            self.items(key)  # refuses what is not a list
+            return []
+        return [Reader(item, key, self, i) for i, item in enumerate(self.items(key))]
 
     def sub(self, key: str) -> Reader:
-        return Reader(self.data.get(key), self._at(key))
+        return Reader(self.data.get(key), key, self)
 
     def mapping(self, key: str) -> dict[str, Any]:
         value = self.data.get(key)
