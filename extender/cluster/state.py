@@ -216,6 +216,8 @@ class ClusterState:
                 record = self._echo(namespace, name, obj) or parse_resource_claim(
                     obj, self.claims.get((namespace, name))
                 )
+            elif kind == "Pod":
+                record = parse_pod(obj, self.pods.get((namespace, name)))
             elif kind == "ResourceSlice":
                 previous = self.slices.get(name)
                 record = parse_resource_slice(obj, previous)

@@ -142,11 +142,26 @@ def claim_statuses(status: Reader) -> dict[str, str | None]:
     }
 
 
-def parse_pod(obj: dict[str, Any]) -> Pod:
+def _same_spec(spec: dict[str, Any], previous: Pod | None) -> bool:
+    """``spec`` is ``previous``'s but for ``nodeName`` (what a Binding changes), and nothing
+    ``previous`` read from its spec depended on its status (no container was resized)."""
+    if previous is None:
+        return False
+    before = previous.raw.get("spec")
+    if before is None:
+        before = {}
+    if not isinstance(before, dict) or any(c.effective is not None for c in previous.containers):
+        return False
+    return {**spec, "nodeName": None} == {**before, "nodeName": None}
+
+
+def parse_pod(obj: dict[str, Any], previous: Pod | None = None) -> Pod:
+    """``previous``: a record :func:`parse_pod` made of the same pod before (the cache's). When
+    the spec is the same but for ``nodeName`` (a watch's update: the Binding, a status change),
+    what the record reads from it is reused, not read again: equal input, equal output."""
     meta = Reader(obj.get("metadata"), "metadata")
     spec = Reader(obj.get("spec"), "spec")
     status = Reader(obj.get("status"), "status")
-    claims = claim_refs(spec)
     statuses = claim_statuses(status)
     infeasible = any(
         c.string("type") == "PodResizePending" and c.string("reason") == "Infeasible"
@@ -158,31 +173,49 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         for s in status.readers(key)
         if s.has("resources")
     }
-    containers = [_container(c, True, resized, infeasible) for c in spec.readers("initContainers")]
-    containers += [_container(c, False, resized, infeasible) for c in spec.readers("containers")]
-    pod_requests = spec.sub("resources").quantities("requests")
+    pod_requests: dict[str, Quantity]
+    if not resized and _same_spec(spec.data, previous):
+        assert previous is not None
+        claims, containers, overhead = previous.claims, previous.containers, previous.overhead
+        scheduler_name, priority = previous.scheduler_name, previous.priority
+        preemption_policy, pod_group = previous.preemption_policy, previous.pod_group
+        pod_requests, pod_limits = previous.pod_requests, previous.pod_limits
+    else:
+        claims = claim_refs(spec)
+        inits = [_container(c, True, resized, infeasible) for c in spec.readers("initContainers")]
+        containers = (
+            *inits,
+            *(_container(c, False, resized, infeasible) for c in spec.readers("containers")),
+        )
+        overhead = spec.quantities("overhead")
+        scheduler_name = spec.string("schedulerName", "default-scheduler")
+        priority = spec.integer("priority")
+        preemption_policy = spec.string("preemptionPolicy", "PreemptLowerPriority")
+        pod_group = spec.sub("schedulingGroup").opt_string("podGroupName")
+        pod_requests = spec.sub("resources").quantities("requests")
+        pod_limits = spec.sub("resources").quantities("limits")
     return Pod(
         namespace=meta.string("namespace", "default"),
         name=meta.string("name"),
         uid=meta.string("uid"),
         node_name=spec.string("nodeName"),
-        scheduler_name=spec.string("schedulerName", "default-scheduler"),
+        scheduler_name=scheduler_name,
         claims=claims,
         claim_statuses=statuses,
         raw=obj,
-        containers=tuple(containers),
-        overhead=spec.quantities("overhead"),
-        priority=spec.integer("priority"),
-        preemption_policy=spec.string("preemptionPolicy", "PreemptLowerPriority"),
+        containers=containers,
+        overhead=overhead,
+        priority=priority,
+        preemption_policy=preemption_policy,
         labels={str(k): str(v) for k, v in meta.mapping("labels").items()},
         nominated_node_name=status.string("nominatedNodeName"),
         deleting=meta.has("deletionTimestamp"),
         terminal=status.string("phase") in ("Succeeded", "Failed"),
         start_time=_timestamp(status.opt_string("startTime")),
-        pod_group=spec.sub("schedulingGroup").opt_string("podGroupName"),
+        pod_group=pod_group,
         pod_requests=pod_requests,
         pod_effective=_effective(pod_requests, status, infeasible) if status.has("resources") else None,
-        pod_limits=spec.sub("resources").quantities("limits"),
+        pod_limits=pod_limits,
         node_allocatable=parse_claim_resources(status),
     )
 
