@@ -112,6 +112,7 @@ def test_families_types_and_no_created_series_before_any_request() -> None:
 #: The in-flight maps every replica reports (``Engine.entries``), each a series from the start.
 IN_FLIGHT_MAPS = {
     "binds",
+    "binds_ever_parked",
     "claim_records",
     "pods_with_records",
     "claims_touched",

@@ -74,6 +74,9 @@ class Tracker:
         self.clock = clock
         #: Binds being carried out, by pod UID.
         self.binds: dict[str, BindInFlight] = {}
+        #: The binds that were ever parked (few): :meth:`parked_binds` reads only these, as
+        #: bind pressure asks on every filter and bind with hundreds of binds in flight.
+        self._ever_parked: set[str] = set()
         #: Claim writes the cache does not show yet (their devices stay taken until it does),
         #: and devices held after prioritize.
         self.assumed = AssumedClaims()
@@ -101,6 +104,7 @@ class Tracker:
         settle, so these are flat under steady load (the soak checks it; a metric shows it)."""
         return {
             "binds": len(self.binds),
+            "binds_ever_parked": len(self._ever_parked),
             **self.assumed.entries(),
             "expected_binds": len(self.expected),
             "seen_pods": len(self.seen),
@@ -194,10 +198,12 @@ class Tracker:
     def parked_binds(self) -> dict[str, float | None]:
         """Per pod whose bind has waited on the cluster rather than on the API server
         (:meth:`parked`): None while it waits, else the seconds it waited."""
+        binds = self.binds
         return {
             uid: None if entry.parked_since is not None else entry.parked_seconds
-            for uid, entry in self.binds.items()
-            if entry.parked_since is not None or entry.parked_seconds
+            for uid in self._ever_parked
+            if (entry := binds.get(uid)) is not None
+            and (entry.parked_since is not None or entry.parked_seconds)
         }
 
     def binding_may_land(self, pod: Pod) -> bool:
@@ -225,6 +231,7 @@ class Tracker:
         entry = self.binds.get(pod_uid)
         if entry is not None:
             entry.parked_since = self.clock()
+            self._ever_parked.add(pod_uid)
         try:
             yield
         finally:
@@ -239,6 +246,7 @@ class Tracker:
         """A bind is over, however it ended: its entry goes, a failed one's placed pod too
         (unless its Binding may still land), and its unsent writes are forgotten."""
         del self.binds[pod_uid]
+        self._ever_parked.discard(pod_uid)
         self.seen.forget(pod_uid)  # its bind was the one reader; a retry is sent afresh
         if failed and pod_uid not in self._binding_unknown:
             self.placing.discard(pod_uid)

@@ -53,3 +53,14 @@ def test_a_pod_with_no_bind_in_flight_parks_nothing() -> None:
     tracker, _ = tracker_binding("uid-p")
     with tracker.parked("uid-other"):
         assert tracker.parked_binds() == {}
+
+
+def test_an_ended_bind_leaves_no_parked_record_and_a_new_one_starts_unparked() -> None:
+    tracker, clock = tracker_binding("uid-p")
+    with tracker.parked("uid-p"):
+        clock.now += 1.0
+    assert tracker.entries()["binds_ever_parked"] == 1
+    tracker.bind_ended("uid-p", failed=False)
+    assert tracker.parked_binds() == {} and tracker.entries()["binds_ever_parked"] == 0
+    again, _ = tracker_binding("uid-p")
+    assert again.parked_binds() == {}
