@@ -122,6 +122,10 @@ class ClusterState:
     inventory_rebuilt: int = 0
     #: Claims as this process's own writes were answered, by key (:meth:`answered`), oldest first.
     answers: dict[Key, ResourceClaim] = field(default_factory=dict, repr=False)
+    #: Answers whose wait an earlier event of their claim ended (the finalizer update's event
+    #: arriving after the status write was answered): stored for the next event only if that
+    #: is exactly the answered object (:meth:`_echo`).
+    overtaken: dict[Key, ResourceClaim] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]]) -> ClusterState:
@@ -259,17 +263,24 @@ class ClusterState:
     def _echo(self, namespace: str, name: str, obj: dict[str, Any]) -> ResourceClaim | None:
         """The answered claim ``obj`` is the echo of, if it is one (any event of the claim
         ends the wait for its echo: a later one moved past it)."""
-        answer = self.answers.pop((namespace, name), None)
-        if answer is None:
-            return None
+        key = (namespace, name)
+        overtaken = self.overtaken.pop(key, None) if self.overtaken else None
+        answer = self.answers.pop(key, None)
         meta = obj.get("metadata")
+        if answer is None or not isinstance(meta, dict):
+            # Only the very object answered is that answer (equal input, equal record).
+            return overtaken if overtaken is not None and overtaken.raw == obj else None
         if (
-            isinstance(meta, dict)
-            and meta.get("resourceVersion") == answer.resource_version
+            meta.get("resourceVersion") == answer.resource_version
             and meta.get("uid") == answer.uid
             and obj.get("apiVersion") == answer.raw.get("apiVersion")
         ):
             return answer
+        rv = meta.get("resourceVersion")
+        if meta.get("uid") == answer.uid and isinstance(rv, str) and is_newer(answer.resource_version, rv):
+            self.overtaken[key] = answer  # an earlier event (the finalizer update's) came late
+            if len(self.overtaken) > ANSWERS_KEPT:
+                del self.overtaken[next(iter(self.overtaken))]
         return None
 
     def observed(self, kind: str, resource_version: str) -> None:
@@ -297,6 +308,7 @@ class ClusterState:
                     del self.deleted_pods[next(iter(self.deleted_pods))]
         if kind == "ResourceClaim":
             self.answers.pop((namespace, name), None)
+            self.overtaken.pop((namespace, name), None)
             self.broken_claims.pop((namespace, name), None)
             self.unprotecting.discard((namespace, name))
             self.changed_claims.add((namespace, name))
