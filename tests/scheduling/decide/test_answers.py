@@ -17,8 +17,8 @@ from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
-from extender.scheduling.decide.answers import group_representatives, split_by_fit
-from extender.scheduling.decide.decision import Assessment
+from extender.scheduling.decide.answers import group_representatives, reasons, split_apart, split_by_fit
+from extender.scheduling.decide.decision import NOT_EVALUATED, Assessment
 from extender.scheduling.decide.snapshot import Snapshot
 from tests.builders import allocated, claim, device, device_class, exact, node, pod, reserve, resource_slice
 
@@ -148,3 +148,77 @@ def test_both_ways_of_splitting_agree_with_a_node_at_a_time(groups: list[int], f
 def test_split_pairs_nodes_with_groups() -> None:
     with pytest.raises(ValueError, match="1 groups for 2 nodes"):
         split_by_fit(["a", "b"], [1], {1: FIT})
+
+
+@pytest.mark.parametrize(("case", "groups", "failing"), SPLITS, ids=[c[0] for c in SPLITS])
+def test_split_apart_lists_the_failing_nodes_and_their_groups(
+    case: str, groups: list[Any], failing: set[Any]
+) -> None:
+    names = [f"n{i}" for i in range(len(groups))]
+    answers = {g: FULL if g in failing else FIT for g in groups}
+    passed, passed_groups, rest = _reference_split(names, groups, answers)
+    assert split_apart(names, groups, answers) == (
+        passed,
+        passed_groups,
+        [n for n, _ in rest],
+        [g for _, g in rest],
+    )
+
+
+def _reference_reasons(
+    failing: list[tuple[str, Any]], answers: dict[Any, Assessment]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """A node at a time, as filter sorted its failing nodes before :func:`reasons`."""
+    why = {g: a.reason or "does not fit" for g, a in answers.items() if not a.fits}
+    skipped = {g for g, a in answers.items() if a is NOT_EVALUATED or a.resolvable}
+    failed = {name: why[group] for name, group in failing if group in skipped}
+    unresolvable = {name: why[group] for name, group in failing if group not in skipped}
+    return failed, unresolvable
+
+
+#: The answers a failing group may have.
+FAILING_ANSWERS = [
+    FULL,
+    Assessment(False, "other reason"),
+    Assessment(False, None),  # "does not fit"
+    Assessment(False, "evicting pods may help", resolvable=True),
+    NOT_EVALUATED,
+]
+
+
+# (case, groups of nodes n0, n1, ..., the answer per failing group by index in FAILING_ANSWERS)
+REASONS: list[tuple[str, list[Any], dict[Any, int]]] = [
+    ("one failing group: one reason for all", [1, 9, 1, 9, 9], {9: 0}),
+    ("two failing groups, two reasons", [1, 8, 9, 8, 9], {8: 0, 9: 1}),
+    ("a reason left out", [1, 8, 9], {8: 2, 9: 0}),
+    ("not judged for the budget: Unschedulable", [1, 8, 9, 8], {8: 4, 9: 0}),
+    ("only not judged", [1, 8, 1, 8], {8: 4}),
+    ("evicting pods may help: Unschedulable", [8, 9, 9], {8: 3, 9: 0}),
+    ("a name sent twice", [9, 1, 9], {9: 0}),
+]
+
+
+@pytest.mark.parametrize(("case", "groups", "answer_of"), REASONS, ids=[c[0] for c in REASONS])
+def test_failing_nodes_get_their_groups_reasons(
+    case: str, groups: list[Any], answer_of: dict[Any, int]
+) -> None:
+    names = [f"n{i}" for i in range(len(groups))]
+    if case == "a name sent twice":
+        names[2] = names[0]
+    answers = {g: FAILING_ANSWERS[answer_of[g]] if g in answer_of else FIT for g in groups}
+    _passed, _groups, failing, failing_groups = split_apart(names, groups, answers)
+    expected = _reference_reasons(list(zip(failing, failing_groups, strict=True)), answers)
+    assert reasons(failing, failing_groups, answers) == expected
+    assert [list(d.items()) for d in reasons(failing, failing_groups, answers)] == [
+        list(d.items()) for d in expected
+    ]  # in the same order
+
+
+@given(st.lists(st.integers(0, 6), max_size=60), st.dictionaries(st.integers(0, 6), st.integers(0, 4)))
+def test_reasons_agree_with_a_node_at_a_time(groups: list[int], answer_of: dict[int, int]) -> None:
+    names = [f"n{i % 23}" for i in range(len(groups))]  # some names twice
+    answers = {g: FAILING_ANSWERS[answer_of[g]] if g in answer_of else FIT for g in range(7)}
+    _passed, _groups, failing, failing_groups = split_apart(names, groups, answers)
+    expected = _reference_reasons(list(zip(failing, failing_groups, strict=True)), answers)
+    found = reasons(failing, failing_groups, answers)
+    assert [list(d.items()) for d in found] == [list(d.items()) for d in expected]
