@@ -148,7 +148,11 @@ class KeepAlivePool:
         self._ssl = context
         self._server_hostname = server_hostname if context is not None else None
         self._idle: deque[_Connection] = deque()
-        self._slots = asyncio.Semaphore(limit)
+        #: Requests that may be in flight now beyond those that are; waiters for a slot, in
+        #: order (a slot is handed straight to the first: no semaphore, no timeout context,
+        #: which cost as much as the rest of a request's bookkeeping when binds queue here).
+        self._free = limit
+        self._waiting: deque[asyncio.Future[None]] = deque()
         self._all: set[_Connection] = set()
         self._loop = asyncio.get_running_loop()
         self.closed = False
@@ -163,14 +167,10 @@ class KeepAlivePool:
         now = loop.time()
         deadline = now + timeout
         connected_by = min(deadline, now + connect_timeout)
-        if self._slots.locked():  # only then is there a wait to bound
-            try:
-                async with asyncio.timeout_at(connected_by):
-                    await self._slots.acquire()
-            except TimeoutError:
-                raise ConnectFailed(f"no free connection within {connect_timeout:g} s") from None
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
         else:
-            await self._slots.acquire()
+            await self._wait_for_slot(loop, connected_by, connect_timeout)
         try:
             connection = await self._connection(connected_by)
             answered = connection.send(request)
@@ -188,7 +188,36 @@ class KeepAlivePool:
                 self._forget(connection)
             return answer
         finally:
-            self._slots.release()
+            self._release_slot()
+
+    async def _wait_for_slot(
+        self, loop: asyncio.AbstractEventLoop, by: float, connect_timeout: float
+    ) -> None:
+        """Wait until a request in flight hands its slot over; :class:`ConnectFailed` at ``by``."""
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiting.append(waiter)
+
+        def expire() -> None:
+            if not waiter.done():
+                waiter.set_exception(ConnectFailed(f"no free connection within {connect_timeout:g} s"))
+
+        timer = loop.call_at(by, expire)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._release_slot()  # handed over as we were cancelled: pass it on
+            raise
+        finally:
+            timer.cancel()
+
+    def _release_slot(self) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
 
     async def _connection(self, connected_by: float) -> _Connection:
         while self._idle:

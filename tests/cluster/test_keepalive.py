@@ -260,3 +260,46 @@ def test_closing_the_pool_fails_what_is_in_flight_and_refuses_new_requests() -> 
         listening.close()
 
     run(main)
+
+
+def test_a_request_cancelled_while_it_waits_for_a_connection_loses_no_slot() -> None:
+    async def main() -> None:
+        async def slow(_n: int) -> tuple[bytes | None, bool]:
+            await asyncio.sleep(0.1)
+            return answer(), False
+
+        server, listening, port = await serving(slow)
+        pool = KeepAlivePool("127.0.0.1", port, None, None, limit=1)
+        first = asyncio.ensure_future(exchange(pool))  # holds the only slot for 0.1 s
+        waiting = [asyncio.ensure_future(exchange(pool)) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        waiting[0].cancel()
+        assert (await first).status == 200
+        waiting[1].cancel()  # the slot may have been handed to it already: it is passed on
+        await asyncio.gather(*waiting, return_exceptions=True)
+        # A lost slot would leave these waiting for a connection until they fail (1 s).
+        answers = await asyncio.gather(*(exchange(pool, timeout=1.0) for _ in range(3)))
+        assert [a.status for a in answers] == [200] * 3 and server.requests >= 4
+        pool.close()
+        listening.close()
+
+    run(main)
+
+
+def test_a_slot_handed_to_a_request_cancelled_in_the_same_step_is_passed_on() -> None:
+    """The race the test above cannot time: the slot is handed over (the waiter has its
+    result) and the waiting task is cancelled before it runs again."""
+
+    async def main() -> None:
+        pool = KeepAlivePool("127.0.0.1", 9, None, None, limit=1)
+        pool._free = 0  # one request in flight holds the only slot
+        loop = asyncio.get_running_loop()
+        waiting = asyncio.ensure_future(pool._wait_for_slot(loop, loop.time() + 5, 5))
+        await asyncio.sleep(0)  # it waits now
+        pool._release_slot()  # the request in flight ends: the slot goes to the waiter...
+        waiting.cancel()  # ...which is cancelled before it runs again
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert pool._free == 1  # passed on, not lost
+
+    run(main)
