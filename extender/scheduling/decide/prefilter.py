@@ -43,6 +43,11 @@ class PodClaims:
     consumers: dict[Key, dict[str, str]] = field(default_factory=dict)
     #: The pod (DRANodeAllocatableResources reads its containers and requests at Filter).
     pod: Pod | None = None
+    #: :meth:`key` and :meth:`content_key`, once asked: a filter asks each several times, and
+    #: nothing changes a PodClaims once :func:`resolve_claims` returned it (a changed one is a
+    #: copy, ``dataclasses.replace``, whose keys are made again).
+    _key: tuple[Any, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _content_key: tuple[Any, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def empty(self) -> bool:
@@ -63,15 +68,22 @@ class PodClaims:
         """What a node's answer depends on, without the names of the claims to allocate: pods
         asking for the same devices (one Deployment's) can share a node's *fitting* answer (an
         unschedulable one names its claims, so it stays the pod's own)."""
-        specs = tuple(orjson.dumps(c.raw.get("spec"), option=orjson.OPT_SORT_KEYS) for c in self.to_allocate)
-        allocated = tuple((c.namespace, c.name, c.uid, c.resource_version) for c in self.allocated)
-        return ("content", specs, allocated, self.extended.key() if self.extended is not None else None)
+        if self._content_key is None:
+            specs = tuple(
+                orjson.dumps(c.raw.get("spec"), option=orjson.OPT_SORT_KEYS) for c in self.to_allocate
+            )
+            allocated = tuple((c.namespace, c.name, c.uid, c.resource_version) for c in self.allocated)
+            extended = self.extended.key() if self.extended is not None else None
+            self._content_key = ("content", specs, allocated, extended)
+        return self._content_key
 
     def key(self) -> tuple[Any, ...]:
         """Identity of the claims as allocation sees them (changes with every claim update)."""
-        claims = [*self.to_allocate, *self.allocated]
-        key = tuple((c.namespace, c.name, c.uid, c.resource_version) for c in claims)
-        return key if self.extended is None else (*key, self.extended.key())
+        if self._key is None:
+            claims = [*self.to_allocate, *self.allocated]
+            key = tuple((c.namespace, c.name, c.uid, c.resource_version) for c in claims)
+            self._key = key if self.extended is None else (*key, self.extended.key())
+        return self._key
 
 
 def resolve_claims(
