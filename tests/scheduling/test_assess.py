@@ -14,6 +14,7 @@ from extender.cluster.memory_api import MemoryAPI
 from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.scheduling.assembly import assemble
+from extender.scheduling.config import EngineConfig
 from extender.scheduling.decide import snapshot as snapshot_module
 from extender.scheduling.decide.claim_hints import without_hint
 from extender.scheduling.decide.snapshot import Snapshot
@@ -362,3 +363,58 @@ def test_nodes_whose_devices_differ_only_in_what_a_derived_attribute_reads_are_t
     assert [assess(n).fits for n in state.nodes.values()] == [False, True]
     groups = snapshot.node_groups(pod_claims, list(state.nodes))
     assert groups is not None and groups[0] != groups[1]
+
+
+def _two_kinds_of_nodes() -> list[dict[str, Any]]:
+    """node-big-i and node-small-i, one device each, told apart by the model only."""
+    objects: list[dict[str, Any]] = []
+    for model in ("big", "small"):
+        for i in range(3):
+            name = f"node-{model}-{i}"
+            objects.append(node(name))
+            devices = [device("d0", attributes=attrs(model=model))]
+            objects.append(resource_slice(f"s-{name}", devices, pool=name, node=name))
+    return objects
+
+
+def test_pods_asking_for_the_same_devices_share_one_projection(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[int] = []
+    real = snapshot_module.claim_projection
+
+    def counted(*args: Any) -> Any:
+        made.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(snapshot_module, "claim_projection", counted)
+    objects = [device_class(), *_two_kinds_of_nodes()]
+    objects += [claim("one"), pod("p", ["one"]), claim("two"), pod("q", ["two"])]
+    objects += [claim("other", requests=[exact(selectors=['device.attributes["driver-a"].model == "big"'])])]
+    objects += [pod("r", ["other"])]
+    state = ClusterState.from_objects(objects)
+    snapshot = Snapshot(state, Features(), CEL)
+    names = sorted(state.nodes)
+    claims = {p: snapshot.claims_of(state.pods[("default", p)]) for p in "pqr"}
+    groups = {p: snapshot.node_groups(c, names) for p, c in claims.items()}
+    assert len(made) == 2  # p's and q's specs are equal; r's selector reads the model
+    assert snapshot._projections[claims["p"].key()] is snapshot._projections[claims["q"].key()]
+    assert groups["p"] == groups["q"] and groups["p"] is not None and len(set(groups["p"])) == 1
+    assert groups["r"] is not None and len(set(groups["r"])) == 2  # big and small told apart
+
+
+def test_a_changed_device_class_is_never_served_a_stale_projection() -> None:
+    """The class's selector is part of what a projection reads: after the class changes, a pod
+    with the same spec as one filtered before is judged on the new selector."""
+    objects = [device_class(expression="true"), *_two_kinds_of_nodes()]
+    objects += [claim("one"), pod("p", ["one"]), claim("two"), pod("q", ["two"])]
+    kept = assemble(ClusterState.from_objects(objects), MemoryAPI(MemoryStore()), CEL, EngineConfig())
+    names = sorted(kept.state.nodes)
+    assert kept.filter(kept.state.pods[("default", "p")], names).passed == names
+    changed = device_class(expression='device.attributes["driver-a"].model == "big"')
+    kept.state.apply(changed)
+    fresh_objects = [changed, *objects[1:]]
+    fresh = assemble(ClusterState.from_objects(fresh_objects), MemoryAPI(MemoryStore()), CEL, EngineConfig())
+    q = ("default", "q")
+    answer = kept.filter(kept.state.pods[q], names)
+    assert (
+        answer.passed == fresh.filter(fresh.state.pods[q], names).passed == [n for n in names if "big" in n]
+    )
