@@ -1,8 +1,9 @@
 """The floor of ``bench.realcluster_bench``: an extender that decides nothing.
 
 filter passes every node it is sent, prioritize scores every node 0, bind writes only the
-pod's Binding. It is served by the same stack as ``dra-extender serve`` (uvicorn on uvloop,
-the same listener settings and admission limits) and writes through the same API client
+pod's Binding. It is served by the same stack as ``dra-extender serve`` (uvicorn on uvloop with
+the verbs' own HTTP, extender/service/verbs_http.py; the same listener settings and admission
+limits) and writes through the same API client
 (:class:`~extender.cluster.async_kube.AsyncKube`), so what it costs kube-scheduler, the API
 server and itself is what the extender protocol costs before any decision: the bench's third
 mode, beside the in-tree plugin and the extender.
@@ -29,6 +30,7 @@ from extender.service.fast_verbs import respond
 from extender.service.listeners import Limits, Listener, run, serve
 
 PREFIX = "/scheduler"
+VERBS = frozenset(("filter", "prioritize", "bind"))
 
 
 class _Names(msgspec.Struct):
@@ -46,6 +48,21 @@ class NullVerbs:
     def __init__(self, api: AsyncKube) -> None:
         self.api = api
 
+    # The verbs' listener's own HTTP (extender/service/verbs_http.py) serves the verbs through
+    # these, as it serves the extender's.
+    def verb_of(self, path: str) -> str | None:
+        verb = path.removeprefix(f"{PREFIX}/")
+        return verb if verb in VERBS and path.startswith(PREFIX) else None
+
+    def body_limit(self, verb: str) -> int:
+        return 64 * 1024 * 1024
+
+    def body_refused(self, verb: str, exc: Exception, peer: str | None) -> tuple[int, bytes]:
+        return 413, _encode({"Error": "request body too large"})
+
+    async def answer(self, verb: str, body: bytes, peer: str | None) -> tuple[int, bytes]:
+        return await self.answer_path(f"{PREFIX}/{verb}", body)
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             while (await receive())["type"] != "lifespan.shutdown":
@@ -59,10 +76,10 @@ class NullVerbs:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        status, payload = await self.answer(scope.get("path", ""), body)
+        status, payload = await self.answer_path(scope.get("path", ""), body)
         await respond(send, status, payload)
 
-    async def answer(self, path: str, body: bytes) -> tuple[int, bytes]:
+    async def answer_path(self, path: str, body: bytes) -> tuple[int, bytes]:
         if path == f"{PREFIX}/filter":
             names = _names.decode(body).NodeNames or []
             return 200, _encode(

@@ -56,31 +56,38 @@ class Admission:
         self.verbs = verbs
         self.fence = fence
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        path = scope.get("path")
+    def counter(self, path: str) -> Counter:
+        return self.binds if path == self.bind_path else self.requests
+
+    def refusal(self, path: str) -> Refusal | None:
+        """Why a request on ``path`` is answered 503 now (None: it is served; count it in
+        :meth:`counter` while it is)."""
         if self.fence is not None and path in self.verbs:
             why = self.fence()
             if why is not None:
-                await _refuse(send, {"Error": f"this dra-extender replica does not decide now: {why}"})
-                return
-        counter = self.binds if path == self.bind_path else self.requests
+                body = orjson.dumps({"Error": f"this dra-extender replica does not decide now: {why}"})
+                return Refusal(body, ((b"connection", b"close"),), close=True)
+        counter = self.counter(path)
         if counter.in_flight >= counter.limit:
             body = b'{"Error":"too many %s in flight (limit %d); retry later"}' % (
                 counter.name.encode(),
                 counter.limit,
             )
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 503,
-                    "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1")],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            return Refusal(body, ((b"retry-after", b"1"),), close=False)
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
             return
+        path = scope.get("path") or ""
+        refusal = self.refusal(path)
+        if refusal is not None:
+            headers = [(b"content-type", b"application/json"), *refusal.headers]
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": refusal.body})
+            return
+        counter = self.counter(path)
         counter.in_flight += 1
         try:
             await self.app(scope, receive, send)
@@ -88,12 +95,11 @@ class Admission:
             counter.in_flight -= 1
 
 
-async def _refuse(send: Send, body: dict[str, str]) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 503,
-            "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
-        }
-    )
-    await send({"type": "http.response.body", "body": orjson.dumps(body)})
+@dataclass(frozen=True)
+class Refusal:
+    """A 503: its JSON body, its headers beside the content type, and whether the connection
+    is closed after it (a replica that does not decide sends kube-scheduler elsewhere)."""
+
+    body: bytes
+    headers: tuple[tuple[bytes, bytes], ...]
+    close: bool

@@ -49,6 +49,19 @@ class FastVerbs:
         self.verbs = verbs
         self.paths = {f"{prefix}/{name}": name for name in Verbs.NAMES}
 
+    # The verbs' listener's own HTTP (extender/service/verbs_http.py) asks these directly.
+    def verb_of(self, path: str) -> str | None:
+        return self.paths.get(path)
+
+    def body_limit(self, verb: str) -> int:
+        return self.verbs.body_limit(verb)
+
+    def body_refused(self, verb: str, exc: Exception, peer: str | None) -> tuple[int, bytes]:
+        return self.verbs.body_refused(verb, exc, peer)
+
+    def answer(self, verb: str, body: bytes, peer: str | None) -> Awaitable[tuple[int, bytes]]:
+        return self.verbs.handle(verb, body, peer)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         verb = self.paths.get(scope.get("path", "")) if scope["type"] == "http" else None
         if verb is None or scope.get("method") != "POST":

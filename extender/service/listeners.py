@@ -4,6 +4,10 @@ kube-scheduler is the only client of the verbs, so they listen where only it can
 on 127.0.0.1 in the sidecar deployment, or behind mutual TLS with a dedicated client CA (and,
 optionally, an allowed client name) when the extender runs behind a Service. Kubelet's probes
 and Prometheus reach the second listener, which serves nothing else.
+
+uvicorn runs both listeners; on the verbs' one, kube-scheduler's POSTs are answered by the
+verbs' own HTTP protocol (:mod:`extender.service.verbs_http`), which hands every other request
+(debug views, other methods) with its connection to uvicorn's.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import ssl
 import threading
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import uvicorn
 import uvloop
@@ -25,6 +29,7 @@ from extender.defaults import DEFAULT_MAX_BINDS, DEFAULT_MAX_CONNECTIONS, DEFAUL
 from extender.service.admission import Admission
 from extender.service.app import Verbs, verb_prefix
 from extender.service.fast_verbs import FastVerbs
+from extender.service.verbs_http import VerbRoutes, certificate_names, verbs_protocol
 
 T = TypeVar("T")
 log = logging.getLogger("dra_extender")
@@ -66,15 +71,6 @@ class Limits:
     max_header_bytes: int = 16 * 1024
 
 
-def certificate_names(cert: dict[str, Any] | None) -> set[str]:
-    """Common names and DNS names of a peer certificate as ``ssl`` reports it."""
-    if not cert:
-        return set()
-    names = {value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"}
-    names |= {value for kind, value in cert.get("subjectAltName", ()) if kind == "DNS"}
-    return names
-
-
 def name_checking_protocol(allowed: frozenset[str]) -> type[H11Protocol]:
     """An HTTP protocol that hangs up on clients whose certificate carries none of ``allowed``."""
 
@@ -102,16 +98,27 @@ class _QuietSignals(uvicorn.Server):
 
 
 def _config(
-    app: Any, listener: Listener, limits: Limits, *, lifespan: Literal["on", "off"]
+    app: Any,
+    listener: Listener,
+    limits: Limits,
+    *,
+    lifespan: Literal["on", "off"],
+    routes: VerbRoutes | None = None,
+    admission: Admission | None = None,
 ) -> uvicorn.Config:
+    """uvicorn's settings for one listener; with ``routes``, its verbs are answered by
+    :mod:`extender.service.verbs_http` (which checks client names itself)."""
     options: dict[str, Any] = {}
     http: Any = "auto"
+    names = listener.tls.client_names if listener.tls is not None else frozenset()
     if listener.tls is not None:
         options = {"ssl_certfile": listener.tls.cert_file, "ssl_keyfile": listener.tls.key_file}
         if listener.tls.client_ca_file:
             options.update(ssl_ca_certs=listener.tls.client_ca_file, ssl_cert_reqs=ssl.CERT_REQUIRED)
-        if listener.tls.client_names:
-            http = name_checking_protocol(listener.tls.client_names)
+        if names and routes is None:
+            http = name_checking_protocol(names)
+    if routes is not None:
+        http = verbs_protocol(routes, admission, max_header_bytes=limits.max_header_bytes, client_names=names)
     return uvicorn.Config(
         app,
         host=listener.host,
@@ -158,7 +165,8 @@ async def serve(
         verbs=frozenset(f"{routes}/{verb}" for verb in Verbs.NAMES),
         fence=getattr(getattr(app, "state", None), "fence", None),
     )
-    main = uvicorn.Server(_config(admitted, verbs, limits, lifespan="on"))
+    routes = cast(VerbRoutes, served) if hasattr(served, "verb_of") else None
+    main = uvicorn.Server(_config(admitted, verbs, limits, lifespan="on", routes=routes, admission=admitted))
     ops_server: uvicorn.Server | None = None
     ops_thread: threading.Thread | None = None
     if ops is not None:
