@@ -7,7 +7,7 @@ verbatim into allocation results (tolerations, opaque configuration).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from extender.cel import CelDevice
@@ -599,6 +599,22 @@ def _device_conditions(status: Reader) -> dict[DeviceID, dict[str, DeviceConditi
     return out
 
 
+def _known_allocation(known: Allocation, stored: Any) -> Allocation | None:
+    """``known`` as ``stored`` holds it: the same, or with the ``allocationTimestamp`` the status
+    write added (binding conditions on: sent beside the parsed allocation, issue 54); None when
+    anything else differs."""
+    if known.raw == stored:
+        return known
+    if not isinstance(stored, dict):
+        return None
+    stamp = stored.get("allocationTimestamp")
+    if not isinstance(stamp, str) or "allocationTimestamp" in known.raw or len(stored) != len(known.raw) + 1:
+        return None
+    if any(known.raw.get(key) != value for key, value in stored.items() if key != "allocationTimestamp"):
+        return None
+    return replace(known, raw=stored, allocation_timestamp=parse_timestamp(stamp) if stamp else None)
+
+
 def parse_resource_claim(
     original: dict[str, Any], previous: ResourceClaim | None = None, known: Allocation | None = None
 ) -> ResourceClaim:
@@ -628,8 +644,8 @@ def parse_resource_claim(
             and old_status.get("allocation") == status.raw("allocation")
         ):
             allocation = previous.allocation
-        elif known is not None and known.raw == status.raw("allocation"):
-            allocation = known
+        elif known is not None and (reused := _known_allocation(known, status.raw("allocation"))) is not None:
+            allocation = reused
         else:
             allocation = parse_allocation(status.sub("allocation"))
     controller_uid = None
