@@ -262,15 +262,17 @@ def run_mode(
     # The floor passes every node: it binds the pods that do not fit too (no device is given).
     fit = count if mode == "floor" else count - UNFIT
     deadline = started + 60 + count / 10
-    while len(watch.bound) < fit and time.monotonic() < deadline:
+    while len(watch.bound) < fit and time.monotonic() < deadline and sched.process.alive():
         time.sleep(0.05)
+    # kube-scheduler exits when it loses its Lease (an API server answering 429 to its renewals)
+    scheduler_exited = not sched.process.alive()
     time.sleep(1.0)  # late binds (there should be none beyond the pods that fit)
     after = {k: cpu_seconds(p) for k, p in pids.items()}
     system_after = {k: cpu_seconds(p, "system") for k, p in pids.items()}
     profiled = sampling and profile is not None and profiler.stop(pids[EXTENDER], profile)
     loading.set()
     before.setdefault("kube-scheduler", 0.0)
-    metrics = sched.metrics()
+    metrics = sched.metrics() if not scheduler_exited else ""
     events = api.list("Event", NAMESPACE)
     result: dict[str, Any] = {
         "mode": mode,
@@ -291,6 +293,7 @@ def run_mode(
                 if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] in watch.bound
             }
         ),
+        "scheduler_exited": scheduler_exited,
         "api_delay_s": api_delay,
         "api_load_s": api_load,
         "failed_scheduling_messages": sorted(
@@ -402,7 +405,8 @@ def report(r: dict[str, Any]) -> str:
         f"{r['mode']:>13} {r['nodes']:>4} nodes {r['shape']:<16} {r['bound']}/{r['pods']} bound in "
         f"{r['wall_s']:.1f} s = {r['pods_per_s']:.1f} pods/s, FailedScheduling {r['failed_scheduling']}, "
         f"SLI p50/p99 {r['sli_ms']['p50']}/{r['sli_ms']['p99']} ms, attempts {r['attempts']}, "
-        f"failed then bound {r['failed_then_bound']}\n"
+        f"failed then bound {r['failed_then_bound']}"
+        f"{' (kube-scheduler EXITED mid-run: it lost its Lease)' if r.get('scheduler_exited') else ''}\n"
         f"{'':>14}CPU s: {cpu}"
     )
     if "extender_ms_per_pod" in r:
