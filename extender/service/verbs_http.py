@@ -112,6 +112,8 @@ class VerbsHttp(asyncio.Protocol):
         self._busy = False
         self._closing = False
         self._idle_timer: asyncio.TimerHandle | None = None
+        #: When the client last sent something or got an answer (the keep-alive time runs from it).
+        self._active_at = self.loop.time()
         self._body_timer: asyncio.TimerHandle | None = None
 
     # --- the connection ------------------------------------------------------------------------
@@ -149,9 +151,7 @@ class VerbsHttp(asyncio.Protocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
+        self._active_at = self.loop.time()
         if self._dropping:
             return
         if not self._in_message:  # a request starts with this chunk (nobody pipelines here)
@@ -291,7 +291,7 @@ class VerbsHttp(asyncio.Protocol):
                 self._close()
             elif self.transport is not None and not self.transport.is_closing():
                 self.transport.resume_reading()
-                self._arm_idle()
+                self._active_at = self.loop.time()
 
     def _body_too_slow(self) -> None:
         self._body_timer = None
@@ -315,14 +315,22 @@ class VerbsHttp(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def _arm_idle(self) -> None:
-        seconds = getattr(self.config, "timeout_keep_alive", 5)
+    def _arm_idle(self, seconds: float | None = None) -> None:
+        """One timer per connection, moved on when it fires early (not one per answer)."""
+        if seconds is None:
+            seconds = float(getattr(self.config, "timeout_keep_alive", 5))
         self._idle_timer = self.loop.call_later(seconds, self._idle_expired)
 
     def _idle_expired(self) -> None:
         self._idle_timer = None
-        if not self._busy and not self._in_message and self.transport is not None:
-            self.transport.close()
+        if self.transport is None:
+            return
+        keep_alive = float(getattr(self.config, "timeout_keep_alive", 5))
+        idle = self.loop.time() - self._active_at
+        if self._busy or idle < keep_alive:  # nothing heard for that long: even mid-request
+            self._arm_idle(keep_alive if self._busy else max(keep_alive - idle, 0.05))
+            return
+        self._close()
 
     def _cancel_timers(self) -> None:
         for timer in (self._idle_timer, self._body_timer):

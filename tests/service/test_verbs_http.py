@@ -287,3 +287,21 @@ def test_an_idle_connection_is_closed_after_the_keep_alive_time() -> None:
         assert got.endswith(b'{"got":"1"}') and closed
 
     run(scenario)
+
+
+def test_a_request_head_that_stops_coming_is_closed_after_the_keep_alive_time() -> None:
+    async def scenario() -> None:
+        async with listening(Routes(), keep_alive=1) as (port, _):
+            got, closed = await talk(port, b"POST /v/echo HTTP/1.1\r\nHost: x\r\n", wait=2.5)
+        assert got == b"" and closed
+
+    run(scenario)
+
+
+def test_a_connection_in_use_is_not_closed_as_idle() -> None:
+    async def scenario() -> None:
+        async with listening(Routes(), keep_alive=1) as (port, _):
+            got, _ = await talk(port, *(post("/v/echo", b"%d" % i) for i in range(4)), pause=0.4, wait=0.5)
+        assert got.count(b"HTTP/1.1 200 OK") == 4
+
+    run(scenario)
