@@ -264,3 +264,59 @@ def test_the_records_of_a_pod_follow_every_change_of_the_records() -> None:
         assert by_pod_from_index(assumed, pods) == by_pod_from_iteration(assumed), name
     assert p not in assumed.of_pod("uid-p")
     assert assumed.entries()["pods_with_records"] == len(by_pod_from_iteration(assumed))
+
+
+def newest_written_by_scan(assumed: AssumedClaims) -> dict[tuple[str, str], ResourceClaim]:
+    """What the overlay must put in place of the cache: per claim, the newest written answer."""
+    out: dict[tuple[str, str], ResourceClaim] = {}
+    for record in assumed:
+        written = record.written
+        if record.state is WriteState.WRITTEN and written is not None:
+            best = out.get(record.key)
+            if best is None or is_newer(written.resource_version, best.resource_version):
+                out[record.key] = written
+    return out
+
+
+def test_the_overlay_follows_every_change_of_the_records_and_old_overlays_stay_as_made() -> None:
+    # The overlay reads again only the claims whose records changed: after each kind of change it
+    # must show what a scan of every record shows, and a snapshot's older overlay must not move.
+    assumed = AssumedClaims()
+    cache = {("default", "c"): cached("10"), ("default", "d"): parse_resource_claim(claim("d", uid="uid-d"))}
+    p = record_in(WriteState.WRITTEN, assumed)  # uid-p's write of c, answered at 12
+    x = assumed.assume(cached("10"), "uid-x", ("default", "x"), "node-1", None, 0.0)
+    d = assumed.assume(cache[("default", "d")], "uid-x", ("default", "x"), "node-1", ALLOCATION, 0.0)
+
+    def write_d() -> None:
+        answer = claim("d", allocation=ALLOCATION, uid="uid-d")
+        answer["metadata"]["resourceVersion"] = "20"
+        assumed.sending(d, "19")
+        assumed.written(d, answer)
+
+    def write_x_newer() -> None:
+        answer = claim("c", allocation=ALLOCATION, uid="uid-c")
+        answer["metadata"]["resourceVersion"] = "14"
+        assumed.sending(x, "12")
+        assumed.written(x, answer)
+
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("after assume", lambda: None),
+        ("after another claim's write is answered", write_d),
+        ("after a newer write of the same claim", write_x_newer),
+        ("after a written record is sent again", lambda: assumed.sending(x, "14")),
+        ("after its outcome is unknown", lambda: assumed.unknown(x)),
+        ("after a write is forgotten", lambda: assumed.forget(d)),
+        ("after a settle drops the written record", lambda: assumed.settle({("default", "c"): cached("12")})),
+        ("after an interrupted bind", lambda: assumed.interrupted("uid-x")),
+    ]
+    earlier: list[tuple[Any, dict[tuple[str, str], Any]]] = []
+    for name, step in steps:
+        step()
+        overlay = assumed.overlay(cache)
+        expected = newest_written_by_scan(assumed)
+        for key in cache:
+            assert overlay[key] is expected.get(key, cache[key]), (name, key)
+        earlier.append((overlay, {key: overlay[key] for key in cache}))
+    for overlay, seen in earlier:
+        assert {key: overlay[key] for key in cache} == seen  # made once, never changed after
+    assert p.state is WriteState.WRITTEN
