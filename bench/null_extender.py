@@ -26,6 +26,7 @@ from kubernetes import config as k8s_config
 from extender.cluster.api import ClusterAPIError
 from extender.cluster.async_kube import AsyncKube
 from extender.service import wire
+from extender.service.app import BodyTooLarge
 from extender.service.fast_verbs import respond
 from extender.service.listeners import Limits, Listener, run, serve
 
@@ -58,7 +59,9 @@ class NullVerbs:
         return 64 * 1024 * 1024
 
     def body_refused(self, verb: str, exc: Exception, peer: str | None) -> tuple[int, bytes]:
-        return 413, _encode({"Error": "request body too large"})
+        if isinstance(exc, BodyTooLarge):
+            return 413, _encode({"Error": "request body too large"})
+        return 408, _encode({"Error": "request body not received in time"})
 
     async def answer(self, verb: str, body: bytes, peer: str | None) -> tuple[int, bytes]:
         return await self.answer_path(f"{PREFIX}/{verb}", body)

@@ -81,6 +81,10 @@ class _Connection(asyncio.Protocol):
         self._waiter = None
 
     # httptools' callbacks
+    def on_message_begin(self) -> None:
+        if self._waiter is None:  # an answer after the last one's end, in the same chunk
+            raise AnswerLost("the API server sent an answer no request asked for")
+
     def on_status(self, reason: bytes) -> None:
         self._reason += reason
 
@@ -173,7 +177,14 @@ class KeepAlivePool:
             await self._wait_for_slot(loop, connected_by, connect_timeout)
         try:
             connection = await self._connection(connected_by)
-            answered = connection.send(request)
+            if not connection.usable:  # closed by the server as it was made (a limit, a reset)
+                self._forget(connection)
+                raise ConnectFailed(f"{self.host}:{self.port} closed the connection before the request")
+            try:
+                answered = connection.send(request)
+            except Exception as exc:  # the transport refused the bytes: none left
+                self._forget(connection)
+                raise ConnectFailed(f"sending to {self.host}:{self.port}: {exc}") from None
             expiry = loop.call_at(deadline, connection.expire, timeout)
             try:
                 answer = await answered

@@ -94,6 +94,7 @@ class VerbsHttp(asyncio.Protocol):
         #: The raw bytes of the request being read, until it is known to be a verb's.
         self._raw: list[bytes] = []
         self._head_bytes = 0
+        self._raw_bytes = 0
         self._headers_done = False
         self._url = b""
         self._verb: str | None = None
@@ -111,6 +112,8 @@ class VerbsHttp(asyncio.Protocol):
         #: A verb is being answered (reading is paused meanwhile: one request at a time).
         self._busy = False
         self._closing = False
+        #: The transport's buffer is full (the client does not read): reading waits for it.
+        self._write_paused = False
         self._idle_timer: asyncio.TimerHandle | None = None
         #: When the client last sent something or got an answer (the keep-alive time runs from it).
         self._active_at = self.loop.time()
@@ -132,7 +135,7 @@ class VerbsHttp(asyncio.Protocol):
                     ", ".join(sorted(names)) or "nothing",
                     ", ".join(sorted(self.client_names)),
                 )
-                self.transport.close()
+                self._close()
                 return
         self._arm_idle()
 
@@ -145,10 +148,21 @@ class VerbsHttp(asyncio.Protocol):
         return None  # close our side too; an answer being made is dropped when it is ready
 
     def shutdown(self) -> None:
-        """uvicorn's graceful shutdown: close now if idle, else once the answer is written."""
+        """uvicorn's graceful shutdown: close now unless a verb's request is being read (its
+        body within :data:`BODY_READ_SECONDS`) or answered; then once its answer is written, with
+        ``connection: close``. A head still arriving is closed at once, as uvicorn does."""
         self._closing = True
-        if not self._busy and not self._in_message and self.transport is not None:
-            self.transport.close()
+        if not self._busy and not (self._in_message and self._headers_done):
+            self._close()
+
+    # The transport's flow control (a client that sends requests but never reads the answers).
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if not self._busy and self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         self._active_at = self.loop.time()
@@ -156,10 +170,10 @@ class VerbsHttp(asyncio.Protocol):
             return
         if not self._in_message:  # a request starts with this chunk (nobody pipelines here)
             self._raw = [data]
-            self._head_bytes = len(data)
+            self._raw_bytes = len(data)
         elif not self._headers_done:
             self._raw.append(data)
-            self._head_bytes += len(data)
+            self._raw_bytes += len(data)
         self._completed_here = False
         try:
             self.parser.feed_data(data)
@@ -167,7 +181,7 @@ class VerbsHttp(asyncio.Protocol):
             self._hand_over = True
         except httptools.HttpParserError as exc:
             if not (self._hand_over or self._dropping):
-                self._write(400, b'{"Error":"malformed HTTP request: %s"}' % _ascii(exc))
+                self._write(400, b'{"Error":"malformed HTTP request: %s"}' % _ascii(exc), close=True)
                 self._close()
                 return
         if self._hand_over:
@@ -176,9 +190,12 @@ class VerbsHttp(asyncio.Protocol):
             self._closing = True  # after the answer being made, if any
             if not self._busy:
                 self._close()
-        elif self._in_message and not self._headers_done and self._head_bytes > self.max_header_bytes:
-            self._write(431, b'{"Error":"request head larger than %d bytes"}' % self.max_header_bytes)
-            self._close()
+        elif self._in_message and not self._headers_done:
+            if self._raw_bytes > self.max_header_bytes:  # all head: httptools buffers a header whole
+                self._head_too_large()
+        elif self._in_message and self._body_timer is None and self._verb is not None:
+            # A body still to come (most arrive with their head): it has that long.
+            self._body_timer = self.loop.call_later(BODY_READ_SECONDS, self._body_too_slow)
 
     # --- httptools' callbacks -------------------------------------------------------------------
 
@@ -190,6 +207,7 @@ class VerbsHttp(asyncio.Protocol):
             raise _Stop
         self._in_message = True
         self._headers_done = False
+        self._head_bytes = 0
         self._url = b""
         self._verb = None
         self._declared = None
@@ -199,8 +217,10 @@ class VerbsHttp(asyncio.Protocol):
 
     def on_url(self, url: bytes) -> None:
         self._url += url
+        self._head_bytes += len(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_bytes += len(name) + len(value) + 4
         lowered = name.lower()
         if lowered == b"content-length":
             self._declared = int(value) if value.isdigit() else None
@@ -209,6 +229,9 @@ class VerbsHttp(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._headers_done = True
+        if self._head_bytes > self.max_header_bytes:  # whichever request: uvicorn has no limit
+            self._head_too_large()
+            raise _Stop
         self._path = _path_of(self._url)
         verb = self.routes.verb_of(self._path) if self.parser.get_method() == b"POST" else None
         if verb is None or self.parser.should_upgrade():
@@ -217,21 +240,18 @@ class VerbsHttp(asyncio.Protocol):
         self._verb = verb
         self._raw = []
         if self._declared is not None and self._declared > self.routes.body_limit(verb):
-            self._write(*self.routes.body_refused(verb, BodyTooLarge(), self.peer))
-            self._close()
-            self._dropping = True  # the body is not read
+            self._write(*self.routes.body_refused(verb, BodyTooLarge(), self.peer), close=True)
+            self._close()  # the body is not read
             raise _Stop
         if self._continue:
             self._send(b"HTTP/1.1 100 Continue\r\n\r\n")
-        self._body_timer = self.loop.call_later(BODY_READ_SECONDS, self._body_too_slow)
 
     def on_body(self, body: bytes) -> None:
         assert self._verb is not None
         self._size += len(body)
         if self._size > self.routes.body_limit(self._verb):
-            self._write(*self.routes.body_refused(self._verb, BodyTooLarge(), self.peer))
+            self._write(*self.routes.body_refused(self._verb, BodyTooLarge(), self.peer), close=True)
             self._close()
-            self._dropping = True
             raise _Stop
         self._body.append(body)
 
@@ -251,8 +271,9 @@ class VerbsHttp(asyncio.Protocol):
             len(self.server_state.connections) >= limit or len(self.server_state.tasks) >= limit
         ):  # as uvicorn answers when its limit is reached
             log.warning("Exceeded concurrency limit.")
-            self._write(503, b'{"Error":"Exceeded concurrency limit."}')
-            if not keep_alive:
+            close = not keep_alive or self._closing
+            self._write(503, b'{"Error":"Exceeded concurrency limit."}', close=close)
+            if close:
                 self._close()
             return
         self._busy = True
@@ -266,42 +287,58 @@ class VerbsHttp(asyncio.Protocol):
     async def _answer(self, verb: str, path: str, body: bytes, keep_alive: bool) -> None:
         close = not keep_alive
         try:
-            admission = self.admission
-            refusal = admission.refusal(path) if admission is not None else None
-            if refusal is not None:
-                extra = b"".join(b"%s: %s\r\n" % header for header in refusal.headers)
-                self._write(503, refusal.body, extra)
-                close = close or refusal.close
-                return
-            counter = admission.counter(path) if admission is not None else None
-            if counter is not None:
-                counter.in_flight += 1
-            try:
-                status, payload = await self.routes.answer(verb, body, self.peer)
-            except Exception:  # as uvicorn answers an app's failure: a 500, the detail in the log
-                log.exception("%s request failed", verb)
-                status, payload = 500, b'{"Error":"internal error (see the extender\'s log)"}'
-            finally:
-                if counter is not None:
-                    counter.in_flight -= 1
-            self._write(status, payload)
+            status, payload, extra, refused_close = await self._admitted_answer(verb, path, body)
+            close = close or refused_close or self._closing
+            self._write(status, payload, extra, close=close)
+            self.server_state.total_requests += 1
         finally:
             self._busy = False
             if close or self._closing:
                 self._close()
             elif self.transport is not None and not self.transport.is_closing():
-                self.transport.resume_reading()
+                if not self._write_paused:  # else once the client reads (resume_writing)
+                    self.transport.resume_reading()
                 self._active_at = self.loop.time()
+
+    async def _admitted_answer(self, verb: str, path: str, body: bytes) -> tuple[int, bytes, bytes, bool]:
+        """(status, payload, extra header lines, close after it): admission's refusal, or the
+        verb's answer; any failure a 500, as uvicorn answers an app's (the detail in the log)."""
+        try:
+            admission = self.admission
+            refusal = admission.refusal(path) if admission is not None else None
+            if refusal is not None:
+                headers = [h for h in refusal.headers if h[0] != b"connection"]
+                return 503, refusal.body, b"".join(b"%s: %s\r\n" % h for h in headers), refusal.close
+            counter = admission.counter(path) if admission is not None else None
+            if counter is not None:
+                counter.in_flight += 1
+            try:
+                status, payload = await self.routes.answer(verb, body, self.peer)
+            finally:
+                if counter is not None:
+                    counter.in_flight -= 1
+            return status, payload, b"", False
+        except Exception:
+            log.exception("%s request failed", verb)
+            return 500, b'{"Error":"internal error (see the extender\'s log)"}', b"", False
 
     def _body_too_slow(self) -> None:
         self._body_timer = None
-        if self._verb is not None:
-            self._write(*self.routes.body_refused(self._verb, BodyTooSlow(), self.peer))
+        if self._verb is not None and self._in_message:
+            self._write(*self.routes.body_refused(self._verb, BodyTooSlow(), self.peer), close=True)
             self._close()
 
-    def _write(self, status: int, payload: bytes, extra: bytes = b"") -> None:
+    def _head_too_large(self) -> None:
+        self._write(431, b'{"Error":"request head larger than %d bytes"}' % self.max_header_bytes, close=True)
+        self._close()
+
+    def _write(self, status: int, payload: bytes, extra: bytes = b"", *, close: bool = False) -> None:
+        """One answer; ``close``: the connection is closed after it, and the answer says so (Go's
+        client then never sends another request on it)."""
         head = _STATUS_LINES.get(status) or _status_line(status)
         default = b"".join(b"%s: %s\r\n" % header for header in self.server_state.default_headers)
+        if close:
+            extra += b"connection: close\r\n"
         self._send(
             b"%s%s%s%scontent-length: %d\r\n\r\n%s" % (head, default, _JSON, extra, len(payload), payload)
         )
@@ -311,6 +348,7 @@ class VerbsHttp(asyncio.Protocol):
             self.transport.write(data)
 
     def _close(self) -> None:
+        self._dropping = True  # nothing more is read (asyncio's TLS may still hand data over)
         self._cancel_timers()
         if self.transport is not None:
             self.transport.close()
@@ -354,6 +392,8 @@ class VerbsHttp(asyncio.Protocol):
         transport.set_protocol(successor)
         successor.connection_made(transport)
         successor.data_received(raw)
+        if self._closing:  # uvicorn's shutdown told this connection already, not its successor
+            successor.shutdown()
 
 
 class _Stop(Exception):

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator, Awaitable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import uvicorn
@@ -30,7 +31,7 @@ class Routes:
 
     def verb_of(self, path: str) -> str | None:
         verb = path.removeprefix("/v/")
-        return verb if verb in ("echo", "slow", "boom", "bind") else None
+        return verb if verb in ("echo", "slow", "boom", "bind", "big") else None
 
     def body_limit(self, verb: str) -> int:
         return LIMIT
@@ -49,6 +50,8 @@ class Routes:
         if verb == "boom":
             raise RuntimeError("boom")
         self.answered.append((verb, body))
+        if verb == "big":
+            return 200, b'{"got":"%s"}' % (b"x" * 1_000_000)
         return 200, b'{"got":"%s"}' % body
 
 
@@ -81,7 +84,7 @@ async def listening(
         bind_path="/v/bind",
         max_binds=max_binds,
         max_requests=8,
-        verbs=frozenset({"/v/echo", "/v/slow", "/v/boom", "/v/bind"}),
+        verbs=frozenset({"/v/echo", "/v/slow", "/v/boom", "/v/bind", "/v/big"}),
         fence=(lambda: fence) if fence is not None else None,
     )
     config = uvicorn.Config(
@@ -303,5 +306,81 @@ def test_a_connection_in_use_is_not_closed_as_idle() -> None:
         async with listening(Routes(), keep_alive=1) as (port, _):
             got, _ = await talk(port, *(post("/v/echo", b"%d" % i) for i in range(4)), pause=0.4, wait=0.5)
         assert got.count(b"HTTP/1.1 200 OK") == 4
+
+    run(scenario)
+
+
+#: (case, bytes sent) -> answered, then closed, and the answer says so (Go's client would
+#: otherwise send its next request on a connection being closed: a POST it does not retry).
+CLOSING: list[tuple[str, bytes]] = [
+    ("connection-close-asked", post("/v/echo", b"1", b"Connection: close\r\n")),
+    ("body-too-large", b"POST /v/echo HTTP/1.1\r\nContent-Length: %d\r\n\r\nxx" % (LIMIT + 1)),
+    ("malformed", b"POST /v/echo HTTP/9\x00\r\n\r\n"),
+    (
+        "head-too-large-in-one-piece",
+        b"POST /v/echo HTTP/1.1\r\nX-Big: " + b"h" * 4096 + b"\r\nContent-Length: 1\r\n\r\n1",
+    ),
+]
+
+
+@pytest.mark.parametrize("sent", [c[1] for c in CLOSING], ids=[c[0] for c in CLOSING])
+def test_an_answer_before_a_close_says_connection_close(sent: bytes) -> None:
+    async def scenario() -> None:
+        async with listening(Routes()) as (port, _):
+            got, closed = await talk(port, sent, wait=0.5)
+        head = got.split(b"\r\n\r\n", 1)[0]
+        assert closed and head.count(b"connection: close") == 1, got
+
+    run(scenario)
+
+
+def test_an_answer_made_during_shutdown_says_connection_close() -> None:
+    async def scenario() -> None:
+        async with listening(Routes(delay=0.4), fence=None) as (port, server):
+            talking = asyncio.create_task(talk(port, post("/v/slow", b"1"), wait=2.0))
+            await asyncio.sleep(0.1)
+            server.should_exit = True
+            got, closed = await talking
+        assert closed and b"connection: close\r\n" in got and got.endswith(b'{"got":"1"}')
+
+    run(scenario)
+
+
+def test_a_head_still_arriving_at_shutdown_is_closed_at_once() -> None:
+    async def scenario() -> None:
+        async with listening(Routes()) as (port, server):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /debug/x HTTP/1.1\r\nHo")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            server.should_exit = True
+            assert await asyncio.wait_for(reader.read(), 2.0) == b""  # closed, nothing answered
+            writer.close()
+
+    run(scenario)
+
+
+def test_a_client_that_does_not_read_its_answers_stops_being_read() -> None:
+    async def scenario() -> None:
+        routes = Routes()
+        async with listening(routes) as (port, _):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            transport = cast(asyncio.Transport, writer.transport)
+            transport.pause_reading()  # this client reads nothing
+            for _ in range(30):  # one request at a time, as a client that does not pipeline
+                writer.write(post("/v/big", b"1"))
+                await writer.drain()
+                await asyncio.sleep(0.01)
+            stalled = len(routes.answered)
+            transport.resume_reading()
+            with contextlib.suppress(ConnectionResetError):  # closed with requests unread: a reset
+                while await asyncio.wait_for(reader.read(2**20), 5.0):
+                    pass
+            writer.close()
+        # 1 MB answers: the server stopped reading once its write buffer filled; what it read
+        # afterwards came as pipelined requests (one answered, the connection then closed).
+        assert stalled < 30
+        assert len(routes.answered) <= stalled + 1
 
     run(scenario)
