@@ -70,8 +70,10 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (DECISIONS, ("extender/scheduling/", "extender/allocator/", "extender/cel/")),
     ("request decode/encode", ("extender/service/wire.py",)),
+    # The verbs' own HTTP protocol (issue 54) is what uvicorn's was: the HTTP server.
+    ("HTTP server", ("extender/service/verbs_http.py",)),
     ("verbs (app, admission)", ("extender/service/",)),
-    ("HTTP server (uvicorn)", ("uvicorn/",)),
+    ("HTTP server", ("uvicorn/",)),
     ("event loop", ("asyncio/", "uvloop/")),
     ("TLS", ("ssl.py",)),
     ("informer threads", ("kubernetes/", "urllib3/", "threading.py")),
