@@ -15,6 +15,7 @@ from extender.cluster.memstore import MemoryStore
 from extender.cluster.state import ClusterState
 from extender.scheduling.assembly import assemble
 from extender.scheduling.config import EngineConfig
+from extender.scheduling.decide import projection
 from extender.scheduling.decide import snapshot as snapshot_module
 from extender.scheduling.decide.claim_hints import without_hint
 from extender.scheduling.decide.snapshot import Snapshot
@@ -379,7 +380,7 @@ def _two_kinds_of_nodes() -> list[dict[str, Any]]:
 
 def test_pods_asking_for_the_same_devices_share_one_projection(monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[int] = []
-    real = snapshot_module.claim_projection
+    real = projection.claim_projection  # the function snapshot.py calls by this name
 
     def counted(*args: Any) -> Any:
         made.append(1)

@@ -305,7 +305,7 @@ def test_malformed_names_are_refused_for_the_same_reason_with_the_memo(case: str
 
 
 #: name -> a names array and what it decodes to, with or without the memo.
-ABSENT_NAMES = {
+ABSENT_NAMES: dict[str, tuple[bytes, list[str]]] = {
     "null": (b'{"Pod":{"metadata":{"name":"p"}},"NodeNames":null}', []),
     "left out": (b'{"Pod":{"metadata":{"name":"p"}}}', []),
     "empty": (b'{"Pod":{"metadata":{"name":"p"}},"NodeNames":[]}', []),
