@@ -243,7 +243,17 @@ class AsyncKube:
             head = self._heads[content_type] = "".join(f"{n}: {v}\r\n" for n, v in lines).encode("latin-1")
         return head
 
+    def _target(self, path: str, query: Mapping[str, str | int] | None) -> bytes:
+        """The request line's target, encoded: the server's path prefix, the path, the query."""
+        if not _PLAIN_PATH.fullmatch(path):
+            path = quote(path, safe="/")
+        target = self._path_prefix + path
+        if query:
+            target += "?" + query_string(query)
+        return target.encode("ascii")
+
     def _url(self, path: str, query: Mapping[str, str | int] | None) -> URL:
+        """The whole URL, for aiohttp (through a proxy)."""
         if not _PLAIN_PATH.fullmatch(path):
             path = quote(path, safe="/")
         return URL.build(
@@ -280,10 +290,9 @@ class AsyncKube:
             limit = client_timeout(total, min(total, WRITE_CONNECT_SECONDS))
         else:
             limit = client_timeout(total)
-        url = self._url(path, query)
         started = time.perf_counter()
         try:
-            raw, status, reason = await self._send(method, path, url, data, content_type, limit)
+            raw, status, reason = await self._send(method, path, query, data, content_type, limit)
         except NotLeading:
             raise  # never sent: nothing to count
         except ClusterAPIError as exc:
@@ -320,7 +329,7 @@ class AsyncKube:
         self,
         method: str,
         path: str,
-        url: URL,
+        query: Mapping[str, str | int] | None,
         data: bytes | None,
         content_type: str,
         limit: aiohttp.ClientTimeout,
@@ -337,9 +346,10 @@ class AsyncKube:
                 self.last_write = time.monotonic()
             try:
                 if self._proxy:
+                    url = self._url(path, query)
                     return await self._send_via_proxy(method, url, data, content_type, limit)
                 answer = await self._kept_alive().exchange(
-                    self._request_bytes(method, url, data, content_type),
+                    self._request_bytes(method, self._target(path, query), data, content_type),
                     connect_timeout=limit.connect if limit.connect is not None else limit.total or 0.0,
                     timeout=limit.total or 0.0,
                 )
@@ -365,13 +375,9 @@ class AsyncKube:
             self._keepalive_loop = loop
         return self._keepalive
 
-    def _request_bytes(self, method: str, url: URL, data: bytes | None, content_type: str) -> bytes:
+    def _request_bytes(self, method: str, target: bytes, data: bytes | None, content_type: str) -> bytes:
         """The whole request as it goes on the wire: request line, head, length and body."""
-        start = b"%s %s HTTP/1.1\r\n%s" % (
-            method.encode("ascii"),
-            url.raw_path_qs.encode("ascii"),
-            self._head(content_type),
-        )
+        start = b"%s %s HTTP/1.1\r\n%s" % (method.encode("ascii"), target, self._head(content_type))
         if data is None:
             return start + b"\r\n"
         return b"%sContent-Length: %d\r\n\r\n%s" % (start, len(data), data)

@@ -19,6 +19,7 @@ import orjson
 import pytest
 import trustme
 from kubernetes import client as k8s
+from yarl import URL
 
 from extender.cluster.api import ApiAlreadyExists, ApiConflict, ApiNotFound, ClusterAPIError, FencedByStore
 from extender.cluster.async_kube import AUTH_REFRESH_SECONDS, CONNECT_ATTEMPTS, AsyncKube
@@ -237,7 +238,9 @@ def test_query_values_and_paths_are_percent_encoded_once() -> None:
     ],
 )
 def test_the_url_is_the_configured_host_then_the_path(host: str, url: str) -> None:
-    assert str(AsyncKube(configuration(host))._url("/api/v1/pods/p", {"a": "b"})) == url
+    kube = AsyncKube(configuration(host))
+    assert str(kube._url("/api/v1/pods/p", {"a": "b"})) == url  # through a proxy
+    assert kube._target("/api/v1/pods/p", {"a": "b"}) == URL(url).raw_path_qs.encode()  # the request line
 
 
 def test_no_token_configured_sends_no_authorization_header() -> None:
