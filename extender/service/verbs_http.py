@@ -391,9 +391,7 @@ class VerbsHttp(asyncio.Protocol):
         )
         transport.set_protocol(successor)
         successor.connection_made(transport)
-        successor.data_received(raw)
-        if self._closing:  # uvicorn's shutdown told this connection already, not its successor
-            successor.shutdown()
+        successor.data_received(raw)  # never during shutdown: it closes a connection mid-head
 
 
 class _Stop(Exception):
