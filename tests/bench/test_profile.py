@@ -3,9 +3,15 @@ engine's own work by the verb it serves."""
 
 from __future__ import annotations
 
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
 import pytest
 
-from bench.profile import phase_of
+from bench.profile import Sampler, phase_of
 
 ROOT = "/src/extender"
 
@@ -64,3 +70,35 @@ STACKS: list[tuple[str, str, str]] = [
 @pytest.mark.parametrize(("case", "stack", "phase"), STACKS, ids=[c[0] for c in STACKS])
 def test_each_sample_goes_to_its_phase(case: str, stack: str, phase: str) -> None:
     assert phase_of(stack) == phase
+
+
+def _spin_in_thread(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_ticks_go_to_the_thread_that_spent_the_cpu(tmp_path: Path) -> None:
+    """The handler runs in the main thread; a tick another thread's CPU caused is that thread's
+    (with its stack), not the main thread's, which only waits here (waking every millisecond,
+    as the extender's loop does, to run the handler)."""
+    sampler = Sampler(tmp_path / "profile.txt")
+    previous = signal.signal(signal.SIGPROF, sampler.tick)
+    try:
+        sampler.start()
+        worker = threading.Thread(target=_spin_in_thread, args=(0.3,), name="spinner")
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.001)
+        sampler.stop()
+    finally:
+        signal.signal(signal.SIGPROF, previous)
+    text = (tmp_path / "profile.txt").read_text()
+    counts = Counter[str]()
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not line.startswith("#"):
+            counts["spinner" if "_spin_in_thread" in stack else "other"] += int(count)
+    assert counts["spinner"] >= 0.8 * sum(counts.values()) > 0
+    threads = next(line for line in text.splitlines() if line.startswith("# threads"))
+    assert threads.split(": ", 1)[1].startswith("spinner 0.")
