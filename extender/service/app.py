@@ -123,7 +123,8 @@ class Verbs:
         self.max_body_bytes = max_body_bytes
         self.service = service
         #: The pods of recent requests, parsed: a filter's pod comes again in its prioritize.
-        self.pods = wire.PodMemo()
+        #: A version of a pod the cache holds is the cache's record.
+        self.pods = wire.PodMemo(cached=lambda key: self.engine.state.pods.get(key))
         #: Node-name arrays of recent requests and filter answers: prioritize sends filter's back.
         self.names = wire.NamesMemo()
 

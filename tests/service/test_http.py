@@ -214,6 +214,26 @@ def test_a_pods_filter_and_prioritize_parse_it_once() -> None:
     run_with_service(body)
 
 
+def test_a_pod_sent_as_the_cache_holds_it_is_the_cache_record_not_parsed() -> None:
+    """kube-scheduler sends its informer's copy of the pod: at the cache's resourceVersion, the
+    cache's record is the pod (the same answer, no parse); at another version, it is parsed."""
+
+    async def body(r: Running) -> None:
+        verbs = r.client._transport.app.state.verbs  # type: ignore[attr-defined]
+        stored = r.store.get("Pod", "default", "batch-job")
+        names = [n["metadata"]["name"] for n in r.store.objects("Node")]
+        request = json.dumps({"Pod": stored, "Nodes": None, "NodeNames": names}).encode()
+        cached = await r.client.post("/scheduler/filter", content=request)
+        assert verbs.pods.from_cache == 1 and verbs.pods.parsed == 0
+        older = {**stored, "metadata": {**stored["metadata"], "resourceVersion": "1"}}
+        sent = json.dumps({"Pod": older, "Nodes": None, "NodeNames": names}).encode()
+        parsed = await r.client.post("/scheduler/filter", content=sent)
+        assert verbs.pods.from_cache == 1 and verbs.pods.parsed == 1
+        assert cached.status_code == parsed.status_code == 200 and cached.json() == parsed.json()
+
+    run_with_service(body)
+
+
 def test_oversized_bodies_get_413() -> None:
     async def body(r: Running) -> None:
         resp = await r.client.post("/scheduler/filter", content=args_names(TRAINER, ["n"] * 5000))

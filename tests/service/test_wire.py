@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from extender.model.core import Pod, parse_pod
 from extender.model.errors import ObjectError
 from extender.scheduling.preempt.victims import Candidate
 from extender.service import wire
@@ -237,6 +238,52 @@ def test_the_memo_keeps_the_last_pods_used_and_no_large_ones() -> None:
         wire.decode_args(filter_body(large), memo).pod is not wire.decode_args(filter_body(large), memo).pod
     )
     assert len(memo) == 2
+
+
+def versioned_pod(name: str = "p", uid: str = "u1", version: str = "7", **spec: object) -> bytes:
+    meta = {"name": name, "namespace": "default", "uid": uid, "resourceVersion": version}
+    return json.dumps({"metadata": meta, "spec": spec}).encode()
+
+
+def cache_of(*pods: bytes) -> dict[tuple[str, str], Pod]:
+    """The cache's records of these pods, as the informer parsed them."""
+    records = [parse_pod(json.loads(raw)) for raw in pods]
+    return {record.key: record for record in records}
+
+
+def test_a_pod_the_cache_holds_at_that_version_is_the_cache_record() -> None:
+    cache = cache_of(versioned_pod(priority=3))
+    memo = wire.PodMemo(cached=cache.get)
+    sent = versioned_pod(priority=3).replace(b", ", b",")  # other bytes, the same version
+    pod = wire.decode_args(filter_body(sent), memo).pod
+    assert pod is cache[("default", "p")] and memo.parsed == 0 and memo.from_cache == 1
+    assert wire.decode_args(filter_body(sent), memo).pod is pod and memo.from_cache == 1  # kept
+
+
+#: name -> a request's pod that is not the cache's record of ``versioned_pod()``: parsed.
+NOT_THE_CACHED_VERSION = {
+    "another resourceVersion": versioned_pod(version="8", priority=5),
+    "another uid (a pod of the same name, recreated)": versioned_pod(uid="u2", priority=5),
+    "no resourceVersion": json.dumps(
+        {"metadata": {"name": "p", "namespace": "default", "uid": "u1"}, "spec": {"priority": 5}}
+    ).encode(),
+    "another pod": versioned_pod(name="q", priority=5),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_THE_CACHED_VERSION))
+def test_a_pod_the_cache_does_not_hold_at_that_version_is_parsed(case: str) -> None:
+    cache = cache_of(versioned_pod(priority=3))
+    memo = wire.PodMemo(cached=cache.get)
+    pod = wire.decode_args(filter_body(NOT_THE_CACHED_VERSION[case]), memo).pod
+    assert pod.priority == 5 and memo.parsed == 1 and memo.from_cache == 0
+
+
+def test_a_malformed_pod_is_refused_as_ever_with_a_cache() -> None:
+    cache = cache_of(versioned_pod())
+    meta = {"name": "p", "namespace": "default", "uid": 1, "resourceVersion": "7"}
+    with pytest.raises(ObjectError, match=r"metadata\.uid"):
+        wire.decode_args(filter_body(json.dumps({"metadata": meta}).encode()), wire.PodMemo(cached=cache.get))
 
 
 def test_prioritize_takes_the_names_filter_answered_as_they_are() -> None:
