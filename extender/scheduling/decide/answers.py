@@ -162,12 +162,25 @@ def split_apart(
     fits = {g: a.fits for g, a in answers.items()}
     mask = list(map(fits.__getitem__, groups))
     failing = list(map(not_, mask))
+    passed, failed = list(compress(names, mask)), list(compress(names, failing))
     return (
-        list(compress(names, mask)),
-        list(compress(groups, mask)),
-        list(compress(names, failing)),
-        list(compress(groups, failing)),
+        passed,
+        _groups_of(groups, mask, passed, fits, True),
+        failed,
+        _groups_of(groups, failing, failed, fits, False),
     )
+
+
+def _groups_of(
+    groups: Sequence[G], mask: list[bool], kept: list[str], fits: dict[G, bool], fit: bool
+) -> list[G]:
+    """The groups of the nodes ``mask`` keeps (``kept``); when one group has that answer, the
+    list is made without reading ``groups`` again (a filling cluster: one group of free
+    nodes, one of full ones)."""
+    alike = [g for g, f in fits.items() if f is fit]
+    if len(alike) == 1:
+        return [alike[0]] * len(kept)
+    return list(compress(groups, mask))
 
 
 def reasons(
