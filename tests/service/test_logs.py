@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import logging
+import queue
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ from extender.scheduling.assembly import assemble
 from extender.scheduling.engine import LOGGED_REASONS
 from extender.service.logs import (
     JsonFormatter,
+    LineWriter,
     TextFormatter,
     decision_log,
     utc_time,
@@ -167,6 +170,49 @@ def test_each_log_line_is_formatted_once_and_written_by_exit(log_format: str) ->
         )
     else:
         assert lines[0].endswith("INFO dra_extender.test: hello there k=v") and lines[0].count("INFO") == 1
+
+
+class FlakyStream(io.StringIO):
+    """A stream whose first write fails (a pipe that broke for a moment)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def write(self, text: str) -> int:
+        if not self.failed:
+            self.failed = True
+            raise OSError("broken pipe")
+        return super().write(text)
+
+
+def test_the_writer_writes_every_queued_line_in_order_by_its_stop() -> None:
+    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    stream = io.StringIO()
+    writer = LineWriter(lines, stream)
+    for i in range(3):
+        lines.put(f"before start {i}")
+    writer.start()
+    for i in range(500):
+        lines.put(f"line {i}")
+    writer.stop()
+    assert stream.getvalue().splitlines() == [
+        *(f"before start {i}" for i in range(3)),
+        *(f"line {i}" for i in range(500)),
+    ]
+
+
+def test_a_failed_write_loses_its_lines_not_the_writer() -> None:
+    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    stream = FlakyStream()
+    writer = LineWriter(lines, stream)
+    lines.put("lost")
+    writer.start()
+    while not stream.failed:
+        time.sleep(0.01)
+    lines.put("written")
+    writer.stop()
+    assert stream.getvalue() == "written\n"
 
 
 def utc(text: str) -> dt.datetime:
