@@ -6,15 +6,16 @@ extender shares with kube-apiserver, etcd and kube-scheduler a runnable thread i
 running. Its profile of a 100 x 8 run put 22% of the extender in the two socket writes of each
 HTTP answer (the peer woken by the send takes the core), where ``perf`` found 74% of the
 process's CPU in the interpreter and 13% in the kernel. This profiler counts CPU time only:
-``ITIMER_PROF`` ticks with the process's CPU time, and on each tick the main thread's stack is
-recorded. Python runs the handler in the main thread, so a tick that another thread's CPU
-caused would land on whatever the main thread does next: each tick goes instead to the thread
-whose CPU clock (``pthread_getcpuclockid``) advanced most since the last one, with that
-thread's stack, and the header gives each thread's CPU seconds.
+``ITIMER_PROF`` ticks with the process's CPU time. Python runs the handler in the main thread,
+so recording the main thread's stack would put the CPU of the other threads (the informers'
+reflectors, the log writer) on whatever the main thread does next: on each tick, every
+thread's stack is recorded, weighted by the CPU its clock (``pthread_getcpuclockid``) advanced
+since the last tick, in microseconds. The header gives each thread's CPU seconds.
 
 ``python -m bench.profile run OUTPUT MODULE ARGS...`` runs ``python -m MODULE ARGS...`` with
 the sampler installed and idle; SIGUSR1 starts sampling, SIGUSR2 stops it and writes OUTPUT:
-collapsed stacks, one line per distinct stack with its count (as flame-graph tools read).
+collapsed stacks, one line per distinct stack with its CPU microseconds (as flame-graph tools
+read counts).
 ``python -m bench.profile table FILE...`` prints the share of each phase: every sample goes
 to the first phase whose pattern matches its stack, read from the innermost frame outwards.
 
@@ -96,10 +97,9 @@ class Sampler:
         #: CPU seconds per thread name while sampling.
         self.thread_cpu: dict[str, float] = {}
 
-    def _busiest(self, main: FrameType | None) -> FrameType | None:
-        """The stack of the thread whose CPU advanced most since the last tick."""
-        main_thread = threading.main_thread().ident
-        busiest, most = main_thread, -1.0
+    def _spent(self) -> list[tuple[int, float]]:
+        """Per thread, the CPU seconds it spent since the last tick."""
+        out: list[tuple[int, float]] = []
         for thread in threading.enumerate():
             ident = thread.ident
             if ident is None:
@@ -113,11 +113,8 @@ class Sampler:
             spent = now - entry[1] if entry else 0.0
             self._clocks[ident] = (clock, now, thread.name)
             self.thread_cpu[thread.name] = self.thread_cpu.get(thread.name, 0.0) + spent
-            if spent > most:
-                busiest, most = ident, spent
-        if busiest == main_thread or busiest is None:
-            return main
-        return sys._current_frames().get(busiest) or main
+            out.append((ident, spent))
+        return out
 
     def collected(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -128,20 +125,28 @@ class Sampler:
         entry[1] += time.process_time() - self._collecting
 
     def tick(self, _signum: int, frame: FrameType | None) -> None:
-        frame = self._busiest(frame)
+        main = threading.main_thread().ident
+        frames = sys._current_frames()
+        for ident, spent in self._spent():
+            micros = round(spent * 1e6)
+            if micros > 0:
+                self._record(frame if ident == main else frames.get(ident), micros)
+
+    def _record(self, frame: FrameType | None, micros: int) -> None:
         stack = []
         while frame is not None:
             code = frame.f_code
             stack.append(f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})")
             frame = frame.f_back
-        self.samples[";".join(reversed(stack))] += 1
+        if stack:
+            self.samples[";".join(reversed(stack))] += micros
 
     def start(self, *_: object) -> None:
         self.samples.clear()
         self.collections.clear()
         self.thread_cpu.clear()
         self._clocks.clear()
-        self._busiest(None)  # every thread's clock as sampling starts
+        self._spent()  # every thread's clock as sampling starts
         self.thread_cpu.clear()
         self.started = time.process_time()
         gc.callbacks.append(self.collected)
