@@ -60,6 +60,10 @@ def clusters(draw: Any) -> list[dict[str, Any]]:
         objects.append(claim("held", allocation=allocated(*held)))
     for c in CLAIMS:
         objects.append(pod(f"pod-{c['metadata']['name']}", [c["metadata"]["name"]]))
+        # A look-alike pod: its claim has the same spec, so a node's "does not fit" is the
+        # first pod's, said with its own claim's name (Snapshot._failures).
+        twin = {**c, "metadata": {**c["metadata"], "name": f"{c['metadata']['name']}-twin"}}
+        objects += [twin, pod(f"pod-{c['metadata']['name']}-twin", [twin["metadata"]["name"]])]
     return objects
 
 

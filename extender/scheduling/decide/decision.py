@@ -9,8 +9,9 @@ pod (templates via ``status.resourceClaimStatuses``), allocated claims only need
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender.allocator import (
@@ -96,6 +97,35 @@ class Assessment:
     timed_out: bool = False
     #: See NodeDecision.resolvable.
     resolvable: bool = False
+
+
+#: How an explanation names a claim to allocate (allocator/explanations.py: "claim ns/name,
+#: request r: ..."); names are DNS subdomains, without commas or spaces.
+_CLAIM_NAMED = re.compile(r"claim ([^,\s]+), request ")
+
+
+def renamed(assessment: Assessment, before: Sequence[str], after: Sequence[str]) -> Assessment | None:
+    """A node's "does not fit" for claims named ``before`` (``namespace/name``, in the pod's
+    order), said for claims of the same specs named ``after``: the same answer, the claims'
+    names changed. None when that cannot be said for sure (an error, or a name used otherwise
+    than as an explanation names a claim): then the node is judged again."""
+    if assessment.fits or assessment.error is not None or assessment.reason is None:
+        return None
+    names = dict(zip(before, after, strict=True))
+    unknown = False
+
+    def rename(match: re.Match[str]) -> str:
+        nonlocal unknown
+        new = names.get(match.group(1))
+        if new is None:
+            unknown = True
+            return match.group(0)
+        return f"claim {new}, request "
+
+    reason = _CLAIM_NAMED.sub(rename, assessment.reason)
+    if unknown or any(old in _CLAIM_NAMED.sub("", assessment.reason) for old in before):
+        return None
+    return replace(assessment, reason=reason)
 
 
 #: A node not judged: the filter budget ran out first (Unschedulable, not Unresolvable).

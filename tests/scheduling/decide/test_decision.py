@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from extender.allocator import Features
 from extender.cel import CelEnvironment
 from extender.cluster.state import ClusterState
-from extender.scheduling.decide.decision import NodeDecision
+from extender.scheduling.decide.decision import Assessment, NodeDecision, renamed
 from extender.scheduling.decide.snapshot import Snapshot
 from tests.builders import allocated, claim, device, device_class, node, pod, resource_slice
 
@@ -96,3 +98,56 @@ def test_claims_of_a_pod_are_allocated_together() -> None:
     d = decide([*BASE, claim("a"), claim("b"), pod(claims=["a", "b"])])
     assert [a["devices"]["results"][0]["device"] for a in d.allocations.values()] == ["d0", "d1"]
     assert not decide([*BASE, claim("a"), claim("b"), claim("c"), pod(claims=["a", "b", "c"])]).fits
+
+
+FULL = (
+    "cannot allocate all claims: claim default/a, request gpu: needs 1 device; 8 match, 8 of them "
+    "in use; claim default/b, request nic: needs 1 device; 2 match, 2 of them in use"
+)
+
+#: name -> (the first pod's answer, its claims, the look-alike pod's claims, the answer said for
+#: them or None: judged again).
+RENAMED: dict[str, tuple[Assessment, tuple[str, ...], tuple[str, ...], str | None]] = {
+    "each claim by its own name": (
+        Assessment(False, FULL),
+        ("default/a", "default/b"),
+        ("default/x", "default/y"),
+        FULL.replace("default/a", "default/x").replace("default/b", "default/y"),
+    ),
+    "names swapped between the pods, in one pass": (
+        Assessment(False, FULL),
+        ("default/a", "default/b"),
+        ("default/b", "default/a"),
+        FULL.replace("default/a", "default/T")
+        .replace("default/b", "default/a")
+        .replace("default/T", "default/b"),
+    ),
+    "a name used otherwise than for a claim to allocate": (
+        Assessment(False, FULL + "; pools being updated: driver/default/a"),
+        ("default/a", "default/b"),
+        ("default/x", "default/y"),
+        None,
+    ),
+    "a claim the pods do not share": (
+        Assessment(False, FULL),
+        ("default/a",),
+        ("default/x",),
+        None,
+    ),
+    "an error (the pod's answer, not the node's)": (
+        Assessment(False, FULL, error="claim default/a: CEL runtime error"),
+        ("default/a", "default/b"),
+        ("default/x", "default/y"),
+        None,
+    ),
+    "a fit": (Assessment(True), ("default/a",), ("default/x",), None),
+}
+
+
+@pytest.mark.parametrize("case", list(RENAMED))
+def test_a_failure_is_said_again_for_a_look_alike_pods_claims(case: str) -> None:
+    failed, before, after, expected = RENAMED[case]
+    again = renamed(failed, before, after)
+    assert (again.reason if again is not None else None) == expected
+    if again is not None:
+        assert again == Assessment(False, expected, resolvable=failed.resolvable)
