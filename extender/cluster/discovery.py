@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.cluster.api import ClusterAPIError
-from extender.cluster.kube import RESOURCE_GROUP, SCHEDULING_GROUP, Paths, RawKube
+from extender.cluster.kube import RESOURCE_GROUP, SCHEDULING_GROUP, Paths, RawKube, without_managed_fields
 
 log = logging.getLogger("dra_extender")
 
@@ -122,8 +122,5 @@ def list_all(raw: RawKube, kinds: Iterable[tuple[str, str, str]], paths: Paths) 
         for item in items:
             if isinstance(item, dict):
                 obj = {"apiVersion": group_version, "kind": kind, **item}
-                meta = obj.get("metadata")
-                if isinstance(meta, dict) and "managedFields" in meta:
-                    obj["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
-                listing.objects.append(obj)
+                listing.objects.append(without_managed_fields(obj))
     return listing

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.cluster.api import ClusterAPIError
-from extender.cluster.kube import RawKube
+from extender.cluster.kube import RawKube, without_managed_fields
 
 log = logging.getLogger("dra_extender.reflector")
 
@@ -167,6 +167,7 @@ class Reflector:
         result = self.raw.request("GET", self.path)
         items = result.get("items") or []
         for item in items:
+            without_managed_fields(item)
             item.setdefault("kind", self.kind)
             item.setdefault("apiVersion", self.api_version)
         self.resource_version = (result.get("metadata") or {}).get("resourceVersion", "")
@@ -216,6 +217,7 @@ class Reflector:
             if etype == "BOOKMARK":
                 self.sink("BOOKMARK", obj, None)
                 continue
+            without_managed_fields(obj)
             obj.setdefault("kind", self.kind)
             obj.setdefault("apiVersion", self.api_version)
             self.sink(str(etype), obj, None)

@@ -132,3 +132,45 @@ def test_a_watch_that_opens_and_fails_at_once_is_one_outage(caplog: pytest.LogCa
         "connection reset by peer"
     ]
     assert [m for level, m in messages if "working again" in m] == ["watch PodDisruptionBudget working again"]
+
+
+MANAGED = [{"manager": "kube-scheduler", "fieldsV1": {"f:status": {"f:conditions": {}}}}]
+
+
+class ServedObjects(Raw):
+    """Lists one object and watches one event, each with the server's managedFields."""
+
+    def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        item = {"metadata": {"name": "listed", "resourceVersion": "4", "managedFields": MANAGED}}
+        return {"items": [item], "metadata": {"resourceVersion": "5"}}
+
+    def watch_lines(
+        self, path: str, query: dict[str, Any], timeout: float, on_open: Callable[[], None]
+    ) -> Iterator[dict[str, Any]]:
+        on_open()
+        meta = {"name": "watched", "resourceVersion": "6", "managedFields": MANAGED}
+        yield {"type": "ADDED", "object": {"metadata": meta}}
+        self.stop.set()
+
+
+def test_listed_and_watched_objects_reach_the_cache_without_managed_fields() -> None:
+    """As kube-scheduler's informers keep them (and as the state files and discovery's list)."""
+    seen: list[dict[str, Any]] = []
+
+    def sink(kind: str, obj: dict[str, Any] | None, items: list[dict[str, Any]] | None) -> None:
+        seen.extend(items if items is not None else [obj] if obj is not None and kind == "ADDED" else [])
+
+    stop = RecordedWaits()
+    Reflector(
+        ServedObjects(0, stop),  # type: ignore[arg-type]
+        "/api/v1/pods",
+        "Pod",
+        sink,
+        stop,
+        api_version="v1",
+    ).run()
+    assert [o["metadata"] for o in seen] == [
+        {"name": "listed", "resourceVersion": "4"},
+        {"name": "watched", "resourceVersion": "6"},
+    ]
+    assert all((o["kind"], o["apiVersion"]) == ("Pod", "v1") for o in seen)

@@ -33,6 +33,12 @@ def test_example_cluster_scheduled_by_the_real_scheduler(cluster: ControlPlane) 
         assert all("ResourceClaim not created yet" in m for m in events.values()), events
         assert "oversized" not in bound(api)
     assert store_violations(api) == []
+    # The extender's cache keeps no managedFields, so its writes send none: an update without
+    # them leaves the API server's entries as they are, the creator's beside the extender's.
+    trainer_gpus = api.get("ResourceClaim", "trainer-gpus", "default")
+    assert trainer_gpus is not None and trainer_gpus["status"]["reservedFor"]
+    managers = {entry["manager"] for entry in trainer_gpus["metadata"]["managedFields"]}
+    assert "dra-extender" in managers and len(managers) >= 2, managers
     legacy = api.get("Pod", "legacy-gpu", "default")
     assert legacy is not None
     extended = legacy["status"]["extendedResourceClaimStatus"]
