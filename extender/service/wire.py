@@ -7,8 +7,8 @@ full NodeList are kept as raw bytes so that they go back unchanged.
 The Pod is kept as raw bytes too, and parsed through a :class:`PodMemo`: kube-scheduler sends the
 same Pod (the same bytes) in a scheduling attempt's filter and prioritize, and again in every
 retry while the pod is unchanged (issue 54: decoding and parsing it was about 5% of the CPU).
-A pod new to the memo whose identity and resourceVersion are those of the cache's record (the
-informer parsed the same object) is that record, not parsed again.
+A pod new to the memo that equals the cache's record of it (the informer parsed the same
+object) is that record, not parsed again.
 """
 
 from __future__ import annotations
@@ -76,10 +76,7 @@ class _MetaVictims(msgspec.Struct):
 
 
 class _PodMeta(msgspec.Struct):
-    namespace: str = "default"
-    name: str = ""
     uid: str = ""
-    resourceVersion: str = ""
 
 
 class _PodHeadOnly(msgspec.Struct):
@@ -119,7 +116,6 @@ _pod_object = msgspec.json.Decoder(dict[str, Any])
 _names = msgspec.json.Decoder(list[str] | None)
 _binding = msgspec.json.Decoder(ExtenderBindingArgs)
 _node_head = msgspec.json.Decoder(_NodeHead)
-_pod_head = msgspec.json.Decoder(_PodHeadOnly)
 _encoder = msgspec.json.Encoder()
 
 
@@ -192,14 +188,12 @@ class PodMemo:
     one, ``dataclasses.replace``). Only pods that parsed are kept: a malformed one is checked
     again, with the same reason, each time it comes.
 
-    ``cached``: the cache's record of a pod by (namespace, name). Bytes new to the memo whose
-    namespace, name, uid and resourceVersion are the record's are the object the informer
-    parsed (the API server gives each version of an object its own resourceVersion, and
-    kube-scheduler sends its informer's copy), so the record is the answer: only the metadata
-    is decoded (issue 54: a pod's decoding and parsing was 4% of the extender's CPU at 500 x 8,
-    and the informer had parsed the same version). Such bytes are not checked further: a
-    request that names an existing version of a pod is answered for that pod, as sent by the
-    API server; anything else is parsed and checked as ever.
+    ``cached``: the cache's record of a pod by (namespace, name). A pod new to the memo that
+    equals the record's object (but for ``kind`` and ``apiVersion``, which kube-scheduler's copy
+    leaves out) is that record: equal input, equal output, and that input was checked when the
+    informer parsed it. kube-scheduler sends its informer's copy of the pod, which ours parsed
+    already (issue 54: parsing it was 2.5% of the extender's CPU at 500 x 8); anything else,
+    a changed, older or malformed pod, is parsed and checked as ever.
     """
 
     def __init__(
@@ -220,39 +214,40 @@ class PodMemo:
         return len(self._pods)
 
     def known(self, raw: bytes) -> Pod | None:
-        found = self._pods.get(raw)
-        if found is None and self.cached is not None:
-            found = self._cached_version(raw)
-        return found
-
-    def _cached_version(self, raw: bytes) -> Pod | None:
-        assert self.cached is not None
-        try:
-            meta = _pod_head.decode(raw).metadata
-        except (msgspec.DecodeError, RecursionError):
-            return None  # parsed (and refused) as ever
-        if not (meta.uid and meta.resourceVersion):
-            return None
-        record = self.cached((meta.namespace, meta.name))
-        if record is None or record.uid != meta.uid:
-            return None
-        kept = record.raw.get("metadata")
-        if not isinstance(kept, dict) or kept.get("resourceVersion") != meta.resourceVersion:
-            return None
-        self.from_cache += 1
-        self._keep(raw, record)
-        return record
-
-    def _keep(self, raw: bytes, pod: Pod) -> None:
-        if len(raw) <= self.max_bytes:
-            self._pods[raw] = pod
+        return self._pods.get(raw)
 
     def parse(self, raw: bytes, obj: dict[str, Any]) -> Pod:
-        """``obj`` (``raw`` decoded and checked) parsed, and kept; raises ObjectError."""
-        pod = parse_pod(obj)
-        self.parsed += 1
-        self._keep(raw, pod)
+        """``obj`` (``raw`` decoded and checked) parsed, or the cache's record of it; kept;
+        raises ObjectError."""
+        pod = self._cached_as_sent(obj)
+        if pod is None:
+            pod = parse_pod(obj)
+            self.parsed += 1
+        else:
+            self.from_cache += 1
+        if len(raw) <= self.max_bytes:
+            self._pods[raw] = pod
         return pod
+
+    def _cached_as_sent(self, obj: dict[str, Any]) -> Pod | None:
+        meta = obj.get("metadata")
+        if self.cached is None or not isinstance(meta, dict):
+            return None
+        namespace, name = meta.get("namespace", "default"), meta.get("name")
+        if not (isinstance(namespace, str) and isinstance(name, str)):
+            return None
+        record = self.cached((namespace, name))
+        if record is None or record.uid != meta.get("uid"):
+            return None
+        kept = record.raw
+        keys = obj.keys() - _TYPE_META
+        if keys != kept.keys() - _TYPE_META or any(obj[k] != kept[k] for k in keys):
+            return None
+        return record
+
+
+#: An object's type, which kube-scheduler's copy of a pod leaves out and the informer's carries.
+_TYPE_META = frozenset({"kind", "apiVersion"})
 
 
 class _PodOf:

@@ -251,39 +251,61 @@ def cache_of(*pods: bytes) -> dict[tuple[str, str], Pod]:
     return {record.key: record for record in records}
 
 
-def test_a_pod_the_cache_holds_at_that_version_is_the_cache_record() -> None:
-    cache = cache_of(versioned_pod(priority=3))
+def typed(raw: bytes) -> bytes:
+    """The pod as the informer holds it: with its kind and apiVersion (kube-scheduler's copy
+    leaves them out)."""
+    return json.dumps({"kind": "Pod", "apiVersion": "v1", **json.loads(raw)}).encode()
+
+
+def test_a_pod_sent_as_the_cache_holds_it_is_the_cache_record() -> None:
+    cache = cache_of(typed(versioned_pod(priority=3)))
     memo = wire.PodMemo(cached=cache.get)
-    sent = versioned_pod(priority=3).replace(b", ", b",")  # other bytes, the same version
+    sent = versioned_pod(priority=3).replace(b", ", b",")  # other bytes, the same object
     pod = wire.decode_args(filter_body(sent), memo).pod
     assert pod is cache[("default", "p")] and memo.parsed == 0 and memo.from_cache == 1
     assert wire.decode_args(filter_body(sent), memo).pod is pod and memo.from_cache == 1  # kept
 
 
-#: name -> a request's pod that is not the cache's record of ``versioned_pod()``: parsed.
-NOT_THE_CACHED_VERSION = {
+#: name -> a request's pod that is not the cache's record of ``versioned_pod(priority=3)``: parsed.
+NOT_AS_CACHED = {
     "another resourceVersion": versioned_pod(version="8", priority=5),
     "another uid (a pod of the same name, recreated)": versioned_pod(uid="u2", priority=5),
     "no resourceVersion": json.dumps(
         {"metadata": {"name": "p", "namespace": "default", "uid": "u1"}, "spec": {"priority": 5}}
     ).encode(),
     "another pod": versioned_pod(name="q", priority=5),
+    "the cached version, another spec (not what the API server holds)": versioned_pod(priority=5),
 }
 
 
-@pytest.mark.parametrize("case", list(NOT_THE_CACHED_VERSION))
-def test_a_pod_the_cache_does_not_hold_at_that_version_is_parsed(case: str) -> None:
+@pytest.mark.parametrize("case", list(NOT_AS_CACHED))
+def test_a_pod_not_as_the_cache_holds_it_is_parsed(case: str) -> None:
     cache = cache_of(versioned_pod(priority=3))
     memo = wire.PodMemo(cached=cache.get)
-    pod = wire.decode_args(filter_body(NOT_THE_CACHED_VERSION[case]), memo).pod
+    pod = wire.decode_args(filter_body(NOT_AS_CACHED[case]), memo).pod
     assert pod.priority == 5 and memo.parsed == 1 and memo.from_cache == 0
 
 
-def test_a_malformed_pod_is_refused_as_ever_with_a_cache() -> None:
+#: name -> a malformed pod under a cached pod's name, uid and version: refused as without a cache.
+MALFORMED_AS_CACHED = {
+    "metadata of the wrong type": (
+        json.dumps({"metadata": {"name": "p", "namespace": "default", "uid": 1, "resourceVersion": "7"}}),
+        r"metadata\.uid",
+    ),
+    "a spec that is no object": (json.dumps({**json.loads(versioned_pod()), "spec": "x"}), r"spec"),
+    "containers that are no list": (versioned_pod(containers=5).decode(), r"spec\.containers"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_AS_CACHED))
+def test_a_malformed_pod_is_refused_as_ever_with_a_cache(case: str) -> None:
     cache = cache_of(versioned_pod())
-    meta = {"name": "p", "namespace": "default", "uid": 1, "resourceVersion": "7"}
-    with pytest.raises(ObjectError, match=r"metadata\.uid"):
-        wire.decode_args(filter_body(json.dumps({"metadata": meta}).encode()), wire.PodMemo(cached=cache.get))
+    body, reason = MALFORMED_AS_CACHED[case]
+    memo = wire.PodMemo(cached=cache.get)
+    for _ in range(2):  # and not kept
+        with pytest.raises(ObjectError, match=reason):
+            wire.decode_args(filter_body(body.encode()), memo)
+    assert memo.from_cache == 0 and len(memo) == 0
 
 
 def test_prioritize_takes_the_names_filter_answered_as_they_are() -> None:
