@@ -111,6 +111,8 @@ def renamed(assessment: Assessment, before: Sequence[str], after: Sequence[str])
     than as an explanation names a claim): then the node is judged again."""
     if assessment.fits or assessment.error is not None or assessment.reason is None:
         return None
+    if len(set(before)) != len(before) or len(set(after)) != len(after):
+        return None  # a claim named twice: which name goes where is not said by the name
     names = dict(zip(before, after, strict=True))
     unknown = False
 

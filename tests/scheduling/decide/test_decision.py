@@ -141,6 +141,18 @@ RENAMED: dict[str, tuple[Assessment, tuple[str, ...], tuple[str, ...], str | Non
         None,
     ),
     "a fit": (Assessment(True), ("default/a",), ("default/x",), None),
+    "a claim the first pod names twice": (
+        Assessment(False, FULL.replace("default/a", "default/b")),
+        ("default/b", "default/b"),
+        ("default/x", "default/y"),
+        None,
+    ),
+    "a claim the look-alike pod names twice": (
+        Assessment(False, FULL),
+        ("default/a", "default/b"),
+        ("default/x", "default/x"),
+        None,
+    ),
 }
 
 
