@@ -99,13 +99,19 @@ class _QueuedLines(logging.handlers.QueueHandler):
 
 
 class LineWriter:
-    """Writes queued lines to ``stream`` from a thread of its own: every line waiting goes in
-    one write and one flush (the standard listener writes and flushes each line). A failed
-    write loses those lines, not the writer."""
+    """Writes queued lines to ``stream`` from a thread of its own: the lines waiting, up to
+    :data:`BATCH_LINES`, go in one write and one flush (the standard listener writes and
+    flushes each line). A failed write (whatever the stream raises: a closed or broken pipe,
+    no stderr at all) loses those lines, counted in :attr:`dropped`, not the writer."""
 
-    def __init__(self, lines: queue.SimpleQueue[str | None], stream: TextIO) -> None:
+    #: Lines written at most in one write: what a failed write can lose.
+    BATCH_LINES = 256
+
+    def __init__(self, lines: queue.SimpleQueue[str | None], stream: TextIO | None) -> None:
         self.lines = lines
         self.stream = stream
+        #: Lines lost to failed writes.
+        self.dropped = 0
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -123,14 +129,17 @@ class LineWriter:
         while True:
             batch = [self.lines.get()]
             with contextlib.suppress(queue.Empty):
-                while batch[-1] is not None:
+                while batch[-1] is not None and len(batch) < self.BATCH_LINES:
                     batch.append(self.lines.get_nowait())
             done = batch[-1] is None
-            text = "".join(f"{line}\n" for line in batch if line is not None)
-            if text:
-                with contextlib.suppress(OSError, ValueError):  # a closed or broken stream
-                    self.stream.write(text)
+            lines = batch[:-1] if done else batch
+            if lines:
+                try:
+                    assert self.stream is not None, "no stream to write to"
+                    self.stream.write("".join(f"{line}\n" for line in lines))
                     self.stream.flush()
+                except Exception:  # the writer goes on; the lines are lost
+                    self.dropped += len(lines)
             if done:
                 return
 

@@ -208,11 +208,24 @@ def test_a_failed_write_loses_its_lines_not_the_writer() -> None:
     writer = LineWriter(lines, stream)
     lines.put("lost")
     writer.start()
-    while not stream.failed:
+    deadline = time.monotonic() + 10
+    while not stream.failed and time.monotonic() < deadline:
         time.sleep(0.01)
     lines.put("written")
     writer.stop()
-    assert stream.getvalue() == "written\n"
+    assert stream.getvalue() == "written\n" and writer.dropped == 1
+
+
+def test_no_stream_at_all_loses_the_lines_not_the_writer() -> None:
+    """No stderr (fd 2 closed: ``sys.stderr`` is None): every line is counted as lost, and the
+    writer still ends at its stop."""
+    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    writer = LineWriter(lines, None)
+    writer.start()
+    for i in range(LineWriter.BATCH_LINES * 3):
+        lines.put(f"line {i}")
+    writer.stop()
+    assert writer.dropped == LineWriter.BATCH_LINES * 3
 
 
 def utc(text: str) -> dt.datetime:
