@@ -92,28 +92,32 @@ class Sampler:
         #: The cyclic garbage collector's passes while sampling: per generation, (count, CPU s).
         self.collections: dict[int, list[float]] = {}
         self._collecting = 0.0
-        #: Per thread ident: (its CPU clock, its CPU seconds at the last tick, its name).
-        self._clocks: dict[int, tuple[int, float, str]] = {}
+        #: Per thread (ident, native id: an ident is reused by later threads): its CPU clock,
+        #: its CPU seconds at the last tick.
+        self._clocks: dict[tuple[int, int | None], tuple[int, float]] = {}
         #: CPU seconds per thread name while sampling.
         self.thread_cpu: dict[str, float] = {}
 
     def _spent(self) -> list[tuple[int, float]]:
         """Per thread, the CPU seconds it spent since the last tick."""
         out: list[tuple[int, float]] = []
+        clocks: dict[tuple[int, int | None], tuple[int, float]] = {}  # the threads alive now
         for thread in threading.enumerate():
             ident = thread.ident
             if ident is None:
                 continue
-            entry = self._clocks.get(ident)
+            key = (ident, thread.native_id)
+            entry = self._clocks.get(key)
             try:
                 clock = entry[0] if entry else time.pthread_getcpuclockid(ident)
                 now = time.clock_gettime(clock)
             except OSError:  # the thread ended
                 continue
             spent = now - entry[1] if entry else 0.0
-            self._clocks[ident] = (clock, now, thread.name)
+            clocks[key] = (clock, now)
             self.thread_cpu[thread.name] = self.thread_cpu.get(thread.name, 0.0) + spent
             out.append((ident, spent))
+        self._clocks = clocks
         return out
 
     def collected(self, phase: str, info: dict[str, int]) -> None:
