@@ -131,10 +131,15 @@ class Sampler:
     def tick(self, _signum: int, frame: FrameType | None) -> None:
         main = threading.main_thread().ident
         frames = sys._current_frames()
-        for ident, spent in self._spent():
-            micros = round(spent * 1e6)
-            if micros > 0:
-                self._record(frame if ident == main else frames.get(ident), micros)
+        try:
+            for ident, spent in self._spent():
+                micros = round(spent * 1e6)
+                if micros > 0:
+                    self._record(frame if ident == main else frames.get(ident), micros)
+        finally:
+            # It holds this very frame, which holds it: a cycle per tick that kept every
+            # interrupted frame (and the tasks they run) alive until the collector came.
+            frames.clear()
 
     def _record(self, frame: FrameType | None, micros: int) -> None:
         stack = []
