@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import logging
 import queue
@@ -19,8 +18,8 @@ from extender.scheduling.assembly import assemble
 from extender.scheduling.engine import LOGGED_REASONS
 from extender.service.logs import (
     JsonFormatter,
-    LineWriter,
     TextFormatter,
+    _QueuedLines,
     decision_log,
     utc_time,
 )
@@ -172,60 +171,15 @@ def test_each_log_line_is_formatted_once_and_written_by_exit(log_format: str) ->
         assert lines[0].endswith("INFO dra_extender.test: hello there k=v") and lines[0].count("INFO") == 1
 
 
-class FlakyStream(io.StringIO):
-    """A stream whose first write fails (a pipe that broke for a moment)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.failed = False
-
-    def write(self, text: str) -> int:
-        if not self.failed:
-            self.failed = True
-            raise OSError("broken pipe")
-        return super().write(text)
-
-
-def test_the_writer_writes_every_queued_line_in_order_by_its_stop() -> None:
-    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-    stream = io.StringIO()
-    writer = LineWriter(lines, stream)
-    for i in range(3):
-        lines.put(f"before start {i}")
-    writer.start()
-    for i in range(500):
-        lines.put(f"line {i}")
-    writer.stop()
-    assert stream.getvalue().splitlines() == [
-        *(f"before start {i}" for i in range(3)),
-        *(f"line {i}" for i in range(500)),
-    ]
-
-
-def test_a_failed_write_loses_its_lines_not_the_writer() -> None:
-    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-    stream = FlakyStream()
-    writer = LineWriter(lines, stream)
-    lines.put("lost")
-    writer.start()
-    deadline = time.monotonic() + 10
-    while not stream.failed and time.monotonic() < deadline:
-        time.sleep(0.01)
-    lines.put("written")
-    writer.stop()
-    assert stream.getvalue() == "written\n" and writer.dropped == 1
-
-
-def test_no_stream_at_all_loses_the_lines_not_the_writer() -> None:
-    """No stderr (fd 2 closed: ``sys.stderr`` is None): every line is counted as lost, and the
-    writer still ends at its stop."""
-    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-    writer = LineWriter(lines, None)
-    writer.start()
-    for i in range(LineWriter.BATCH_LINES * 3):
-        lines.put(f"line {i}")
-    writer.stop()
-    assert writer.dropped == LineWriter.BATCH_LINES * 3
+def test_a_record_is_queued_as_its_formatted_line_without_a_copy() -> None:
+    lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    handler = _QueuedLines(lines)
+    handler.setFormatter(TextFormatter())
+    rec = record(pod="default/p")
+    handler.emit(rec)
+    queued = lines.get_nowait()
+    assert queued is rec and queued.args is None
+    assert queued.getMessage() == "2026-11-29T23:55:44.123Z INFO dra_extender.test: hello there pod=default/p"
 
 
 def utc(text: str) -> dt.datetime:
