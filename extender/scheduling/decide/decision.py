@@ -114,19 +114,12 @@ def renamed(assessment: Assessment, before: Sequence[str], after: Sequence[str])
     if len(set(before)) != len(before) or len(set(after)) != len(after):
         return None  # a claim named twice: which name goes where is not said by the name
     names = dict(zip(before, after, strict=True))
-    unknown = False
-
-    def rename(match: re.Match[str]) -> str:
-        nonlocal unknown
-        new = names.get(match.group(1))
-        if new is None:
-            unknown = True
-            return match.group(0)
-        return f"claim {new}, request "
-
-    reason = _CLAIM_NAMED.sub(rename, assessment.reason)
-    if unknown or any(old in _CLAIM_NAMED.sub("", assessment.reason) for old in before):
-        return None
+    if not set(_CLAIM_NAMED.findall(assessment.reason)) <= names.keys():
+        return None  # a claim the other pod does not have
+    said_otherwise = _CLAIM_NAMED.sub("", assessment.reason)
+    if any(old in said_otherwise for old in before):
+        return None  # a name said otherwise than as the claim being allocated
+    reason = _CLAIM_NAMED.sub(lambda m: f"claim {names[m.group(1)]}, request ", assessment.reason)
     return replace(assessment, reason=reason)
 
 
