@@ -253,16 +253,9 @@ class AsyncKube:
         return target.encode("ascii")
 
     def _url(self, path: str, query: Mapping[str, str | int] | None) -> URL:
-        """The whole URL, for aiohttp (through a proxy)."""
-        if not _PLAIN_PATH.fullmatch(path):
-            path = quote(path, safe="/")
-        return URL.build(
-            scheme=self._scheme,
-            authority=self._authority,
-            path=self._path_prefix + path,
-            query_string=query_string(query) if query else "",
-            encoded=True,
-        )
+        """The whole URL, for aiohttp (through a proxy): the same target."""
+        target = self._target(path, query).decode("ascii")
+        return URL(f"{self._scheme}://{self._authority}{target}", encoded=True)
 
     async def request(
         self,
