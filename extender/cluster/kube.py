@@ -278,8 +278,9 @@ def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` (an object the API server sent, decoded for us alone) without the server's
     ``metadata.managedFields``, removed in place: nothing decides on them (kube-scheduler's
     informers drop them too), every write of ours sends the object back without them (an update
-    without managedFields leaves the server's as they are), and kept they were a third of the
-    objects a cached pod or claim holds, each looked at by the garbage collector (issue 54)."""
+    without managedFields leaves the server's as they are), and kept they were objects of every
+    cached pod and claim for the garbage collector to look at (issue 54: 9 young-generation
+    passes per 500 x 8 run instead of 11)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
