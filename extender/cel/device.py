@@ -57,10 +57,19 @@ def split_qualified(driver: str, name: str) -> tuple[str, str]:
 
 
 def group_by_domain(driver: str, flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    grouped: dict[str, dict[str, Any]] = {}
+    """``flat`` by domain (:func:`split_qualified`), domains in no particular order. Most names
+    are bare (the driver's domain): they go in without being split, which was three quarters
+    of this at 5,000 x 8 (done once per device, for 40,000 devices; issue 54)."""
+    own: dict[str, Any] = {}
+    grouped: dict[str, dict[str, Any]] = {driver: own}
     for name, value in flat.items():
-        domain, ident = split_qualified(driver, name)
-        grouped.setdefault(domain, {})[ident] = value
+        if "/" in name:
+            domain, _, ident = name.rpartition("/")
+            grouped.setdefault(domain, {})[ident] = value
+        else:
+            own[name] = value
+    if not own:
+        del grouped[driver]
     return grouped
 
 
