@@ -8,6 +8,7 @@ Such a selector keeps its ``error``; matching it raises :class:`NodeSelectorErro
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -186,6 +187,9 @@ def aggregate(errors: list[str]) -> str:
 
 
 def parse_node_selector(reader: Reader) -> NodeSelector:
+    node = _single_node(reader.data)
+    if node is not None:
+        return node_name_selector(node)
     terms = []
     errors: list[str] = []
     for i, raw in enumerate(reader.readers("nodeSelectorTerms")):
@@ -195,6 +199,36 @@ def parse_node_selector(reader: Reader) -> NodeSelector:
     return NodeSelector(tuple(terms), aggregate(errors) if errors else None)
 
 
+def _single_node(data: dict[str, Any]) -> str | None:
+    """The node of ``matchFields metadata.name In [node]`` and nothing else: the selector of
+    every node-local allocation, read from each claim event, write answer and assumed write
+    (1.2% of the extender's CPU at 500 x 8 went to reading it generally, issue 54); None for
+    any other selector (read generally, with its errors)."""
+    terms = data.get("nodeSelectorTerms")
+    if len(data) != 1 or type(terms) is not list or len(terms) != 1:
+        return None
+    term = terms[0]
+    if type(term) is not dict or len(term) != 1:
+        return None
+    fields = term.get("matchFields")
+    if type(fields) is not list or len(fields) != 1:
+        return None
+    requirement = fields[0]
+    if (
+        type(requirement) is not dict
+        or len(requirement) != 3
+        or requirement.get("key") != "metadata.name"
+        or requirement.get("operator") != "In"
+    ):
+        return None
+    values = requirement.get("values")
+    if type(values) is not list or len(values) != 1 or type(values[0]) is not str:
+        return None
+    return values[0]
+
+
+@functools.lru_cache(maxsize=8192)
 def node_name_selector(node_name: str) -> NodeSelector:
-    """``matchFields metadata.name In [node]``: the selector of a node-local allocation."""
+    """``matchFields metadata.name In [node]``: the selector of a node-local allocation. One
+    per node, shared (it is immutable): every claim allocated on a node has it."""
     return NodeSelector((Term((), (Requirement("metadata.name", "In", (node_name,)),)),))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
 from extender.model.core import parse_pod
 from extender.model.dra import parse_resource_claim, parse_resource_slice
 from extender.model.errors import ObjectError
-from extender.model.nodeselector import parse_node_selector
+from extender.model.nodeselector import node_name_selector, parse_node_selector
 from extender.model.reader import Reader
 from tests.builders import claim, device, exact, pod, resource_slice
 
@@ -132,6 +133,40 @@ def test_gt_lt_operators() -> None:
         and not selector.matches("n", {"gen": "3"})
         and not selector.matches("n", {"gen": "x"})
     )
+
+
+def _one_name(**requirement: object) -> dict[str, object]:
+    fields = {"key": "metadata.name", "operator": "In", "values": ["node-7"], **requirement}
+    return {"nodeSelectorTerms": [{"matchFields": [fields]}]}
+
+
+#: Selectors near a node-local allocation's (one node by name): each reads as its general form
+#: does (the same selector with an empty matchExpressions, which takes the general path).
+ONE_NODE_LOOKALIKES = {
+    "node-local allocation": _one_name(),
+    "two names": _one_name(values=["node-7", "node-8"]),
+    "NotIn": _one_name(operator="NotIn"),
+    "another field": _one_name(key="metadata.namespace"),
+    "no values": _one_name(values=[]),
+    "an extra key": _one_name(extra="x"),
+    "empty name": _one_name(values=[""]),
+}
+
+
+@pytest.mark.parametrize("raw", ONE_NODE_LOOKALIKES.values(), ids=ONE_NODE_LOOKALIKES.keys())
+def test_a_one_node_selector_reads_as_the_general_reading_does(raw: dict[str, Any]) -> None:
+    general = {"nodeSelectorTerms": [{**raw["nodeSelectorTerms"][0], "matchExpressions": []}]}
+    assert parse_node_selector(Reader(raw)) == parse_node_selector(Reader(general))
+
+
+def test_a_node_local_allocation_selects_its_node_only() -> None:
+    selector = parse_node_selector(Reader(_one_name()))
+    assert selector == node_name_selector("node-7") and selector.error is None
+    assert selector.matches("node-7", {}) and not selector.matches("node-8", {})
+    bad = parse_node_selector(Reader(_one_name(values=["node-7", "node-8"])))
+    assert bad.error is not None and "must have one element" in bad.error
+    with pytest.raises(ObjectError, match="values"):
+        parse_node_selector(Reader(_one_name(values=[7])))
 
 
 def test_a_reread_claim_reuses_what_did_not_change() -> None:
