@@ -63,6 +63,21 @@ STACKS: list[tuple[str, str, str]] = [
         _stack(f"sweep_finalizers ({ROOT}/scheduling/write/binder.py:383)"),
         "decisions: other",
     ),
+    (
+        "a reflector thread blocked in its watch's TLS read: its CPU is the thread's",
+        _stack(
+            "_bootstrap (/py/threading.py:995)",
+            f"_watch ({ROOT}/cluster/reflector.py:194)",
+            f"watch_lines ({ROOT}/cluster/kube.py:248)",
+            "read (/py/ssl.py:1158)",
+        ),
+        "informer threads",
+    ),
+    (
+        "the event loop's TLS on the main thread",
+        _stack("run (/py/asyncio/runners.py:86)", "read (/py/ssl.py:912)"),
+        "TLS",
+    ),
     ("nothing known", _stack("select (/py/selectors.py:1)"), "other"),
 ]
 
