@@ -230,6 +230,8 @@ class HintPlanner:
         self._waiting: dict[str, tuple[Pod, frozenset[str] | None]] = {}
         self._swept_at = -SWEEP_SECONDS
         self._queue: deque[tuple[Pod, _Capture, frozenset[str] | None]] = deque()
+        #: Under the lock: per pod UID, its plans queued or being made (until stored or dropped).
+        self._planning: dict[str, int] = {}
         self._wake = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._last: _Capture | None = None
@@ -301,6 +303,10 @@ class HintPlanner:
             self._schedule(self._enqueue, pod, targets)
 
     def forget(self, uid: str) -> None:
+        if uid not in self._waiting and uid not in self._planning and uid not in self._keys:
+            # Never asked for (most bound pods), or nothing of it is left: no plan can come
+            # for it. The caches' own bookkeeping for every bind was 0.8% of the CPU at 500 x 8.
+            return
         self._asked.pop(uid, None)
         with self._lock:
             self._hints.pop(uid, None)
@@ -348,6 +354,7 @@ class HintPlanner:
         self._sweep()
         with self._lock:
             self._queue.append((pod, capture, targets))
+            self._planning[pod.uid] = self._planning.get(pod.uid, 0) + 1
             if self.threaded and self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="make-room-hints", daemon=True)
                 self._thread.start()
@@ -395,7 +402,17 @@ class HintPlanner:
                     self._inventory = self._built = self._last = None  # the copies go with it
                     return
                 pod, capture, targets = self._queue.popleft()
+            self._work_on(pod, capture, targets)
+
+    def _work_on(self, pod: Pod, capture: _Capture, targets: frozenset[str] | None) -> None:
+        """Plan for ``pod``; then it has one plan fewer on the way."""
+        try:
             self._work(pod, capture, targets)
+        finally:
+            with self._lock:
+                left = self._planning.pop(pod.uid, 1) - 1
+                if left:
+                    self._planning[pod.uid] = left
 
     def drain(self) -> int:
         """Plan for every queued pod on the calling thread (tests); how many were planned."""
@@ -405,7 +422,7 @@ class HintPlanner:
                 if not self._queue:
                     return done
                 pod, capture, targets = self._queue.popleft()
-            self._work(pod, capture, targets)
+            self._work_on(pod, capture, targets)
             done += 1
 
     def _polite(self) -> float:

@@ -212,6 +212,30 @@ def test_the_hint_is_forgotten_when_the_pod_is_bound() -> None:
     assert s.engine.entries()["make_room_hints"] == 0
 
 
+def test_a_plan_still_on_its_way_for_a_pod_bound_meanwhile_is_not_kept() -> None:
+    """Even when the pod no longer counts as waiting (the memory let it go): its plan is on the
+    way, so the bind marks it gone."""
+    other = [claim("wanted-2", requests=[exact(count=2)]), pod("trainer-2", ["wanted-2"], priority=100)]
+    s = setup(objects(extra=other))
+    s.planner.memory = 1  # trainer-2's ask lets trainer's go
+    s.filter()
+    s.filter("trainer-2")
+    assert "uid-trainer" not in s.planner._waiting
+    s.planner.forget("uid-trainer")  # bound before its plan was made
+    assert s.planner.drain() == 2
+    assert [key for _, (key, _) in s.planner._hints.items()] == [("default", "trainer-2")]
+
+
+def test_binding_a_pod_never_asked_for_leaves_nothing_behind() -> None:
+    s = setup(objects())
+    for uid in ("uid-a", "uid-b"):
+        s.planner.forget(uid)
+    assert len(s.planner._gone) == 0 and len(s.planner._asked) == 0
+    s.filter()  # asked for: its bind is remembered until its plan can no longer come
+    s.planner.forget("uid-trainer")
+    assert "uid-trainer" in s.planner._gone
+
+
 def test_the_hint_is_forgotten_when_the_pod_is_deleted_or_ages_out() -> None:
     """A deleted pod's hint goes at the next computation queued (for any pod); one nobody asks
     about again ages out after two intervals."""
