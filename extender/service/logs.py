@@ -16,6 +16,7 @@ import functools
 import logging
 import logging.handlers
 import queue
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -63,10 +64,14 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+#: What makes a text value quoted (as JSON): a space, a quote, "=", a line break, a tab, "\\".
+_NEEDS_QUOTES = re.compile(r'[ "=\n\t\\]').search
+
+
 def _text_value(value: Any) -> str:
     if isinstance(value, str):
-        plain = value and not any(c in value for c in ' "=\n\t\\')
-        return value if plain else orjson.dumps(value).decode()
+        # One search in C: a generator over the six characters was a sixth of a bind line's cost.
+        return value if value and not _NEEDS_QUOTES(value) else orjson.dumps(value).decode()
     if isinstance(value, bool) or value is None:
         return orjson.dumps(value).decode()
     if isinstance(value, int | float):

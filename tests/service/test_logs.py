@@ -86,6 +86,10 @@ TEXT_CASES = {
     ),
     "mappings as json": (record(reasons={"n-1": "a b"}), 'hello there reasons={"n-1":"a b"}'),
     "newlines quoted": (record(error="line one\nline two"), 'hello there error="line one\\nline two"'),
+    "each character that needs quotes, and the empty value": (
+        record(a="x=y", b='say "hi"', c="a\tb", d="back\\slash", e="", f="plain-value/ok"),
+        'hello there a="x=y" b="say \\"hi\\"" c="a\\tb" d="back\\\\slash" e="" f=plain-value/ok',
+    ),
 }
 
 
