@@ -16,9 +16,9 @@ from extender.cluster.state import ClusterState
 from extender.scheduling.config import EngineConfig, Observer
 from extender.scheduling.decision_log import DecisionLog, Sink
 from extender.scheduling.engine import Engine
+from extender.scheduling.hint_line import Hints
 from extender.scheduling.inflight.snapshots import Snapshots
 from extender.scheduling.inflight.tracker import Tracker
-from extender.scheduling.make_room_hints import Hints
 from extender.scheduling.write.binder import Binder
 
 

@@ -31,10 +31,10 @@ from extender.scheduling.decide.snapshot import Snapshot
 from extender.scheduling.decide.timeout_memo import TimeoutMemo
 from extender.scheduling.decide.what_if import NodeAdjustment
 from extender.scheduling.decision_log import DecisionLog
+from extender.scheduling.hint_line import Hints, NoHints, with_hint
 from extender.scheduling.inflight import catch_up, holds
 from extender.scheduling.inflight.snapshots import Snapshots
 from extender.scheduling.inflight.tracker import Tracker
-from extender.scheduling.make_room_hints import Hints, NoHints, with_hint
 from extender.scheduling.preempt import nominated, victims
 from extender.scheduling.preempt.victims import Candidate
 from extender.scheduling.write.binder import Binder

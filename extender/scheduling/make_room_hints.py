@@ -36,10 +36,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import Any
 
 from cachetools import TTLCache
 
@@ -50,6 +50,7 @@ from extender.model.core import Pod
 from extender.model.dra import ResourceClaim
 from extender.scheduling.config import EngineConfig, NoObserver, Observer
 from extender.scheduling.decide.snapshot import Snapshot
+from extender.scheduling.hint_line import Hint, hint_line
 from extender.scheduling.inflight.assumed import Overlay
 from extender.scheduling.inflight.snapshots import Snapshots
 from extender.scheduling.preempt.make_room import Plan, plan
@@ -76,97 +77,6 @@ IDLE_EXIT = 60.0
 SWEEP_SECONDS = 5.0
 #: Outcomes of ``dra_extender_make_room_hints_total``.
 OUTCOMES = ("plan", "none", "skipped")
-
-
-@dataclass(frozen=True, slots=True)
-class Hint:
-    """The node a plan frees, and the line its reason gets; the plan itself and when it was
-    made (on the planner's ``clock``), for the mover (:mod:`extender.scheduling.make_room_mover`)."""
-
-    node: str
-    line: str
-    plan: Plan | None = field(default=None, compare=False)
-    made: float = field(default=0.0, compare=False)
-
-
-def hint_line(pod: Pod, found: Plan) -> str:
-    """``fits on node-12 after moving 2 pods: kubectl dra make-room ml/trainer``."""
-    return f"{found.explain()}: kubectl dra make-room {pod.namespace}/{pod.name}"
-
-
-def with_hint(hint: Hint | None, unresolvable: dict[str, str], failed: dict[str, str]) -> None:
-    """A filter answer that fits no node: the hint's line goes into the reason of the node its
-    plan frees, in whichever map holds it (the node stays there), once.
-
-    kube-scheduler (kubernetes/kubernetes pkg/scheduler/schedule_one.go,
-    ``findNodesThatPassExtenders``, read at 003b4460 of the 1.35-1.37 period; the v1.37.0 tag
-    itself could not be fetched here) sets each FailedNodes entry as the node's Unschedulable
-    status and each FailedAndUnresolvableNodes entry as its UnschedulableAndUnresolvable one,
-    the message its one reason (``statuses.Set``; a node in both maps counts once, as
-    Unresolvable). ``FitError.Error`` (pkg/scheduler/framework/types.go, read at f899a310)
-    counts every node's reasons alike, whatever the code, and sorts "<count> <reason>": "0/10
-    nodes are available: 1 <reason>; fits on node-12 after moving 2 pods: kubectl dra make-room
-    ml/trainer, 9 <reason>." ``handleSchedulingFailure`` puts that message in the
-    FailedScheduling event, cut at 1,024 bytes (``truncateMessage``), and in full in the
-    PodScheduled condition. Only for an answer that fits no node: a hint left from before is
-    stale once the pod fits somewhere."""
-    if hint is None:
-        return
-    for reasons in (unresolvable, failed):
-        reason = reasons.get(hint.node)
-        if reason is not None:
-            reasons[hint.node] = f"{reason}; {hint.line}"
-            return
-
-
-class Hints(Protocol):
-    """What filter asks of the background planner (on the engine's loop)."""
-
-    def hint(self, pod: Pod) -> Hint | None:
-        """The hint an earlier computation left for the pod, if any (never computes)."""
-
-    def ask(self, pod: Pod, candidates: Collection[str] | None = None) -> None:
-        """No node fits the pod: plan for it in the background (at most once per interval).
-        ``candidates``: the nodes kube-scheduler's own filters passed (the filter's names):
-        the plan frees one of them."""
-
-    def forget(self, uid: str) -> None:
-        """The pod is bound: its hint goes."""
-
-    def drop(self, uid: str) -> None:
-        """A node fits the pod now: its plan (made while none did) goes; a later one may come."""
-
-    def reconfigure(self, config: EngineConfig) -> None: ...
-
-    def entries(self) -> int: ...
-
-    def touch(self) -> None:
-        """A verb runs now (the planner keeps off the GIL for a while)."""
-
-
-class NoHints:
-    """No background planner (simulate, benchmarks and tests that do not ask for one)."""
-
-    def hint(self, pod: Pod) -> Hint | None:
-        return None
-
-    def ask(self, pod: Pod, candidates: Collection[str] | None = None) -> None:
-        pass
-
-    def forget(self, uid: str) -> None:
-        pass
-
-    def drop(self, uid: str) -> None:
-        pass
-
-    def reconfigure(self, config: EngineConfig) -> None:
-        pass
-
-    def entries(self) -> int:
-        return 0
-
-    def touch(self) -> None:
-        pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +140,8 @@ class HintPlanner:
         self._waiting: dict[str, tuple[Pod, frozenset[str] | None]] = {}
         self._swept_at = -SWEEP_SECONDS
         self._queue: deque[tuple[Pod, _Capture, frozenset[str] | None]] = deque()
-        #: Under the lock: per pod UID, its plans queued or being made (until stored or dropped).
-        self._planning: dict[str, int] = {}
+        #: Under the lock: per pod UID, its plans queued or being made.
+        self._planning: Counter[str] = Counter()
         self._wake = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._last: _Capture | None = None
@@ -304,9 +214,7 @@ class HintPlanner:
 
     def forget(self, uid: str) -> None:
         if uid not in self._waiting and uid not in self._planning and uid not in self._keys:
-            # Never asked for (most bound pods), or nothing of it is left: no plan can come
-            # for it. The caches' own bookkeeping for every bind was 0.8% of the CPU at 500 x 8.
-            return
+            return  # never asked for (most bound pods: 0.8% of the CPU at 500 x 8 went here)
         self._asked.pop(uid, None)
         with self._lock:
             self._hints.pop(uid, None)
@@ -354,7 +262,7 @@ class HintPlanner:
         self._sweep()
         with self._lock:
             self._queue.append((pod, capture, targets))
-            self._planning[pod.uid] = self._planning.get(pod.uid, 0) + 1
+            self._planning[pod.uid] += 1
             if self.threaded and self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="make-room-hints", daemon=True)
                 self._thread.start()
@@ -401,29 +309,29 @@ class HintPlanner:
                     self._thread = None
                     self._inventory = self._built = self._last = None  # the copies go with it
                     return
-                pod, capture, targets = self._queue.popleft()
-            self._work_on(pod, capture, targets)
-
-    def _work_on(self, pod: Pod, capture: _Capture, targets: frozenset[str] | None) -> None:
-        """Plan for ``pod``; then it has one plan fewer on the way."""
-        try:
-            self._work(pod, capture, targets)
-        finally:
-            with self._lock:
-                left = self._planning.pop(pod.uid, 1) - 1
-                if left:
-                    self._planning[pod.uid] = left
+            self._plan_next()
 
     def drain(self) -> int:
         """Plan for every queued pod on the calling thread (tests); how many were planned."""
         done = 0
-        while True:
-            with self._lock:
-                if not self._queue:
-                    return done
-                pod, capture, targets = self._queue.popleft()
-            self._work_on(pod, capture, targets)
+        while self._plan_next():
             done += 1
+        return done
+
+    def _plan_next(self) -> bool:
+        """Plan for the next queued pod (False: none); then it has one plan fewer on the way."""
+        with self._lock:
+            if not self._queue:
+                return False
+            pod, capture, targets = self._queue.popleft()
+        try:
+            self._work(pod, capture, targets)
+        finally:
+            with self._lock:
+                self._planning[pod.uid] -= 1
+                if self._planning[pod.uid] <= 0:
+                    del self._planning[pod.uid]
+        return True
 
     def _polite(self) -> float:
         """The planner's clock: the time it ran. Every :data:`QUANTUM` of it, and whenever a
