@@ -209,17 +209,19 @@ def header(file: Path) -> str:
     return "".join(line[2:] + "\n" for line in file.read_text().splitlines() if line.startswith("# "))
 
 
-#: A reflector thread's samples: its CPU since the last tick, recorded where it is at the tick,
-#: which is nearly always the blocking read of its watch (``ssl.py``). Most of that CPU went to
-#: the event before (reading it, decoding it, handing it over) and to waking up for it: all of
-#: it is the thread's, not TLS's (``perf`` put libssl and libcrypto at 2.2% of the extender's
-#: CPU at 500 x 8 on 2 December 2026, where "TLS" read 10.5%).
-INFORMER_THREADS = ("informer threads", "extender/cluster/reflector.py")
+#: A reflector thread's samples (its stack starts in ``threading.py`` and runs through the
+#: reflector): its CPU since the last tick, recorded where it is at the tick, which is nearly
+#: always the blocking read of its watch (``ssl.py``). Most of that CPU went to the event before
+#: (reading it, decoding it, handing it over) and to waking up for it: all of it is the
+#: thread's, not TLS's (``perf`` put libssl and libcrypto at 2.2% of the extender's CPU at
+#: 500 x 8 on 2 December 2026, where "TLS" read 10.5%). Watches read on the event loop
+#: (``LoopWatches``) are the main thread's and go by their frames like the rest.
+INFORMER_THREADS = ("informer threads", ("threading.py", "extender/cluster/reflector.py"))
 
 
 def phase_of(stack: str) -> str:
     frames = stack.split(";")
-    if INFORMER_THREADS[1] in stack:
+    if all(part in stack for part in INFORMER_THREADS[1]):
         return INFORMER_THREADS[0]
     for frame in reversed(frames):
         for phase, patterns in PHASES:

@@ -74,6 +74,15 @@ STACKS: list[tuple[str, str, str]] = [
         "informer threads",
     ),
     (
+        "a watch event read on the event loop goes by its frames",
+        _stack(
+            "run (/py/asyncio/runners.py:86)",
+            f"on_line ({ROOT}/cluster/reflector.py:260)",
+            f"loads ({ROOT}/model/nesting.py:47)",
+        ),
+        "informers: JSON decoding",
+    ),
+    (
         "the event loop's TLS on the main thread",
         _stack("run (/py/asyncio/runners.py:86)", "read (/py/ssl.py:912)"),
         "TLS",
