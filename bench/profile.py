@@ -214,8 +214,8 @@ def header(file: Path) -> str:
 #: always the blocking read of its watch (``ssl.py``). Most of that CPU went to the event before
 #: (reading it, decoding it, handing it over) and to waking up for it: all of it is the
 #: thread's, not TLS's (``perf`` put libssl and libcrypto at 2.2% of the extender's CPU at
-#: 500 x 8 on 2 December 2026, where "TLS" read 10.5%). Watches read on the event loop
-#: (``LoopWatches``) are the main thread's and go by their frames like the rest.
+#: 500 x 8 on 2 December 2026, where "TLS" read 10.5%). Reflector frames on the main thread
+#: (none today) would go by their frames like the rest.
 INFORMER_THREADS = ("informer threads", ("threading.py", "extender/cluster/reflector.py"))
 
 

@@ -21,7 +21,6 @@ and 0.65-0.75 ms through ``kubernetes.aio`` (it copies and ``json.dumps`` every 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import re
 import ssl
@@ -40,7 +39,6 @@ from yarl import URL
 from extender.cluster.api import ClusterAPIError, FencedByStore, NotLeading, NotSent, api_error
 from extender.cluster.api_calls import NO_ANSWER, RequestObserver, describe
 from extender.cluster.keepalive import AnswerLost, ConnectFailed, KeepAlivePool
-from extender.cluster.watch_stream import LineStream, StreamEnded
 from extender.model import nesting
 
 #: Attempts for a request that never reached the API server (the connection was refused or
@@ -184,8 +182,6 @@ class AsyncKube:
         self._keepalive_loop: asyncio.AbstractEventLoop | None = None
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
-        #: The watches being read (:meth:`watch`): closed with the client.
-        self._streams: set[LineStream] = set()
 
     def _pool(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -363,64 +359,6 @@ class AsyncKube:
                 raise ClusterAPIError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
         raise AssertionError("unreachable")  # the last attempt returns or raises
 
-    @property
-    def streams_watches(self) -> bool:
-        """Whether :meth:`watch` can read watches here (not through a proxy: aiohttp's client
-        takes that path, and the informers' threads read such watches)."""
-        return not self._proxy
-
-    async def watch(
-        self,
-        path: str,
-        query: Mapping[str, str | int],
-        idle_seconds: float,
-        on_open: Callable[[], None],
-        on_line: Callable[[bytes], None],
-    ) -> None:
-        """Watch ``path`` on a connection of its own: ``on_open`` as the API server's 200
-        arrives, then ``on_line`` with each line (an event's JSON) as it arrives, on this loop,
-        until the API server ends the watch. Raises :class:`ClusterAPIError` (by status) if it
-        refuses, what ``on_line`` raised, or ClusterAPIError when the connection fails or
-        nothing arrives for ``idle_seconds``."""
-        query = {**query, "watch": "true"}
-        request = b"GET %s HTTP/1.1\r\n%s\r\n" % (self._target(path, query), self._head("application/json"))
-        loop = asyncio.get_running_loop()
-        started = time.perf_counter()
-        try:
-            async with asyncio.timeout(self.timeout):
-                _, stream = await loop.create_connection(
-                    lambda: LineStream(on_open, on_line, idle_seconds),
-                    *self._address,
-                    ssl=self._ssl,
-                    server_hostname=self._server_hostname if self._ssl is not None else None,
-                )
-        except (OSError, ssl.SSLError, TimeoutError) as exc:
-            self._observed("GET", path, query, NO_ANSWER, started)
-            raise ClusterAPIError(f"GET {path}: cannot connect: {exc!r}") from None
-        self._streams.add(stream)
-        try:
-            assert stream.transport is not None
-            stream.transport.write(request)
-            try:
-                status = await stream.status_known()
-            except StreamEnded as exc:
-                self._observed("GET", path, query, NO_ANSWER, started)
-                raise ClusterAPIError(f"GET {path}: no answer: {exc}") from None
-            self._observed("GET", path, query, str(status), started)
-            if status == 401:
-                self._auth_until = float("-inf")
-            if status != 200:
-                with contextlib.suppress(StreamEnded):
-                    await stream.ended()  # the error's Status object, whole
-                raise api_error(status, stream.reason, bytes(stream.error_body))
-            try:
-                await stream.ended()
-            except StreamEnded as exc:
-                raise ClusterAPIError(f"watch {path}: {exc}") from None
-        finally:
-            self._streams.discard(stream)
-            stream.close()
-
     def _kept_alive(self) -> KeepAlivePool:
         loop = asyncio.get_running_loop()
         if self._keepalive is None or self._keepalive_loop is not loop or self._keepalive.closed:
@@ -456,8 +394,6 @@ class AsyncKube:
     async def close(self) -> None:
         """Close the pool; no write is sent after this (reads may still open a new pool)."""
         self._closed = True
-        for stream in list(self._streams):
-            stream.close()
         if self._keepalive is not None:
             self._keepalive.close()
         self._keepalive = None

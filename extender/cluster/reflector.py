@@ -4,14 +4,10 @@ Each reflector runs in its own thread: it lists (and reconciles: objects missing
 are deleted), then watches from the list's resourceVersion with bookmarks, follows every
 event's resourceVersion, relists on 410 Gone, and backs off on errors. Events are handed to a
 sink, which the service points at its event loop, so the cache is only ever changed there.
-In the service the watch itself is read on that loop (:class:`LoopWatches`) while the thread
-waits for it to end: the thread's control flow is the same either way.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
 import random
 import threading
@@ -20,9 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.cluster.api import ClusterAPIError
-from extender.cluster.async_kube import AsyncKube
 from extender.cluster.kube import RawKube, without_managed_fields
-from extender.model import nesting
 
 log = logging.getLogger("dra_extender.reflector")
 
@@ -54,11 +48,8 @@ class Reflector:
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_synced: Callable[[], None] = lambda: None,
-        loop_watches: LoopWatches | None = None,
     ) -> None:
         self.raw = raw
-        #: Where the watches are read while a loop runs (None: always on this thread).
-        self.loop_watches = loop_watches
         #: Called after each successful list (from the reflector's thread).
         self.on_synced = on_synced
         self.path = path
@@ -169,8 +160,6 @@ class Reflector:
                     )
                     break
                 except Exception as exc:
-                    if self.stop.is_set():
-                        return  # the watch was closed for the shutdown
                     self._down("watch", exc)
                     self._sleep_after_failure()
 
@@ -208,92 +197,27 @@ class Reflector:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": self.watch_timeout,
         }
-        idle_seconds = self.watch_timeout + 30
-        watches = self.loop_watches
-        if watches is None or not watches.read(self.path, query, idle_seconds, self._up, self._event):
-            # Read on this thread (the official client's connection).
-            for event in self.raw.watch_lines(self.path, query, timeout=idle_seconds, on_open=self._up):
-                if not self._event(event):
-                    return
-
-    def _event(self, event: dict[str, Any]) -> bool:
-        """One watch event into the sink; False once the reflector is stopped. Raises
-        :class:`Expired` (relist) or ClusterAPIError for an error event."""
-        if self.stop.is_set():
-            return False
-        etype = event.get("type")
-        obj = event.get("object") or {}
-        self.last_event = self.clock()
-        if self._warned:
-            self._heard()
-        if etype == "ERROR":
-            if obj.get("code") == 410:
-                raise Expired
-            raise ClusterAPIError(f"watch error: {obj.get('message')}")
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
-        if rv:
-            self.resource_version = rv
-        if etype == "BOOKMARK":
-            self.sink("BOOKMARK", obj, None)
-            return True
-        without_managed_fields(obj)
-        obj.setdefault("kind", self.kind)
-        obj.setdefault("apiVersion", self.api_version)
-        self.sink(str(etype), obj, None)
-        return True
-
-
-class _Stopped(Exception):
-    """The reflector stopped: its watch on the loop ends."""
-
-
-class LoopWatches:
-    """Reflectors' watches read on the event loop (:meth:`AsyncKube.watch`) while their threads
-    wait: an event then costs no thread a wake-up and no hand-over of the interpreter (issue
-    54; :mod:`extender.cluster.watch_stream`). Without a running loop (not started yet, or
-    closed: in-process tests run a service under several ``asyncio.run`` calls), or through a
-    proxy, the thread reads the watch itself, as before."""
-
-    #: How often a waiting thread looks at the stop event and the loop.
-    POLL_SECONDS = 1.0
-
-    def __init__(
-        self, http: AsyncKube, loop: Callable[[], asyncio.AbstractEventLoop | None], stop: threading.Event
-    ) -> None:
-        self.http = http
-        self.loop = loop
-        self.stop = stop
-
-    def read(
-        self,
-        path: str,
-        query: dict[str, Any],
-        idle_seconds: float,
-        on_open: Callable[[], None],
-        on_event: Callable[[dict[str, Any]], bool],
-    ) -> bool:
-        """Read one watch on the loop until it ends (as the thread's reading would end); False
-        when there is no loop to read it on (the caller reads it)."""
-        loop = self.loop()
-        if loop is None or loop.is_closed() or not loop.is_running() or not self.http.streams_watches:
-            return False
-
-        def on_line(line: bytes) -> None:
-            if not on_event(nesting.loads(line)):
-                raise _Stopped
-
-        done = asyncio.run_coroutine_threadsafe(
-            self.http.watch(path, query, idle_seconds, on_open, on_line), loop
-        )
-        while True:
-            try:
-                done.result(timeout=self.POLL_SECONDS)
-                return True
-            except _Stopped:
-                return True
-            except concurrent.futures.TimeoutError:
-                if self.stop.is_set() or loop.is_closed():
-                    done.cancel()
-                    return True
-            except concurrent.futures.CancelledError:
-                raise ClusterAPIError("the watch was cancelled (the event loop stopped)") from None
+        for event in self.raw.watch_lines(
+            self.path, query, timeout=self.watch_timeout + 30, on_open=self._up
+        ):
+            if self.stop.is_set():
+                return
+            etype = event.get("type")
+            obj = event.get("object") or {}
+            self.last_event = self.clock()
+            if self._warned:
+                self._heard()
+            if etype == "ERROR":
+                if obj.get("code") == 410:
+                    raise Expired
+                raise ClusterAPIError(f"watch error: {obj.get('message')}")
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if rv:
+                self.resource_version = rv
+            if etype == "BOOKMARK":
+                self.sink("BOOKMARK", obj, None)
+                continue
+            without_managed_fields(obj)
+            obj.setdefault("kind", self.kind)
+            obj.setdefault("apiVersion", self.api_version)
+            self.sink(str(etype), obj, None)

@@ -36,7 +36,7 @@ from extender.cluster.kube import (
     bounded_retries,
 )
 from extender.cluster.leader import LeaseElector
-from extender.cluster.reflector import LoopWatches, Reflector
+from extender.cluster.reflector import Reflector
 from extender.cluster.state import ClusterState
 from extender.scheduling.assembly import assemble, in_flight_view
 from extender.scheduling.config import EngineConfig
@@ -404,7 +404,6 @@ class ClusterMode:
     def _start_informers(self, paths: Paths, served: set[str], features: Features) -> None:
         reflectors: list[Reflector] = []
         optional: list[Reflector] = []
-        on_loop = LoopWatches(self.http, lambda: self.worker.loop, self.stop)
         for kind, resource, group_version in watched(
             paths, served, device_taint_rules=features.device_taint_rules
         ):
@@ -417,7 +416,6 @@ class ClusterMode:
                     self.stop,
                     api_version=group_version,
                     on_synced=self.health.reflector_synced,
-                    loop_watches=on_loop,
                 )
             )
         self.health.reflectors = reflectors

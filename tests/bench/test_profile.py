@@ -74,7 +74,7 @@ STACKS: list[tuple[str, str, str]] = [
         "informer threads",
     ),
     (
-        "a watch event read on the event loop goes by its frames",
+        "reflector frames on the main thread go by their frames",
         _stack(
             "run (/py/asyncio/runners.py:86)",
             f"on_line ({ROOT}/cluster/reflector.py:260)",
