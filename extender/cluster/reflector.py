@@ -153,7 +153,12 @@ class Reflector:
                 continue
             while not self.stop.is_set():
                 try:
-                    self._watch()
+                    try:
+                        self._watch()
+                    except ClusterAPIError as exc:
+                        if exc.code == 410:  # refused with 410 Gone, not with an error event
+                            raise Expired from None
+                        raise
                 except Expired:
                     log.info(
                         "watch %s: resourceVersion %s expired, relisting", self.kind, self.resource_version

@@ -134,6 +134,30 @@ def test_a_watch_that_opens_and_fails_at_once_is_one_outage(caplog: pytest.LogCa
     assert [m for level, m in messages if "working again" in m] == ["watch PodDisruptionBudget working again"]
 
 
+class GoneWatch(FlappingWatch):
+    """Lists fine; its first watch is refused with 410 Gone (the HTTP status, not an error
+    event); the next delivers one bookmark and ends the test."""
+
+    def watch_lines(
+        self, path: str, query: dict[str, Any], timeout: float, on_open: Callable[[], None]
+    ) -> Iterator[dict[str, Any]]:
+        self.watches += 1
+        if self.watches == 1:
+            gone = ClusterAPIError("410: too old resource version: 5 (9)")
+            gone.code = 410
+            raise gone
+        on_open()
+        return self._one_bookmark()
+
+
+def test_a_watch_refused_with_410_gone_relists_at_once_as_an_expired_one_does() -> None:
+    """As client-go's reflector does (IsResourceExpired or IsGone from the Watch call): the
+    same resourceVersion would be refused again, with back-off, for ever."""
+    reflector, stop = run_reflector(0, GoneWatch)  # (no failing lists)
+    assert reflector.raw.lists == 2 and reflector.raw.watches == 2  # type: ignore[attr-defined]
+    assert stop.waits == [] and reflector.errors == 0
+
+
 MANAGED = [{"manager": "kube-scheduler", "fieldsV1": {"f:status": {"f:conditions": {}}}}]
 
 
