@@ -64,7 +64,7 @@ def group_by_domain(driver: str, flat: Mapping[str, Any]) -> dict[str, dict[str,
     grouped: dict[str, dict[str, Any]] = {driver: own}
     for name, value in flat.items():
         if "/" in name:
-            domain, _, ident = name.rpartition("/")
+            domain, ident = split_qualified(driver, name)
             grouped.setdefault(domain, {})[ident] = value
         else:
             own[name] = value
