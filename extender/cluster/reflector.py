@@ -153,18 +153,16 @@ class Reflector:
                 continue
             while not self.stop.is_set():
                 try:
-                    try:
-                        self._watch()
-                    except ClusterAPIError as exc:
-                        if exc.code == 410:  # refused with 410 Gone, not with an error event
-                            raise Expired from None
-                        raise
-                except Expired:
-                    log.info(
-                        "watch %s: resourceVersion %s expired, relisting", self.kind, self.resource_version
-                    )
-                    break
+                    self._watch()
                 except Exception as exc:
+                    # An error event of 410, or the watch refused with 410 Gone itself.
+                    if isinstance(exc, Expired) or (isinstance(exc, ClusterAPIError) and exc.code == 410):
+                        log.info(
+                            "watch %s: resourceVersion %s expired, relisting",
+                            self.kind,
+                            self.resource_version,
+                        )
+                        break
                     self._down("watch", exc)
                     self._sleep_after_failure()
 
