@@ -18,7 +18,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -578,22 +578,16 @@ class ControlPlane:
                 out.append(json.loads(line))
         return out
 
-    def refused_writes(self, since: int = 0) -> list[str]:
+    def refused_writes(self, since: int = 0, deleted_pods: Collection[str] = ()) -> list[str]:
         """The extender's writes the API server refused, other than conflicts (409) and deletes
         of what is already gone (404), from the audit log's line ``since`` on. kube-scheduler
         shares the sidecar's identity; its requests (user agent ``kube-scheduler/...``, e.g. an
-        event series of a pod a previous test removed) are not the extender's."""
-        refused = []
-        for event in self.audit_events()[since:]:
-            if str(event.get("userAgent", "")).startswith("kube-scheduler/"):
-                continue
-            code = (event.get("responseStatus") or {}).get("code", 0)
-            if code >= 400 and code not in (409,) and not (code == 404 and event.get("verb") == "delete"):
-                refused.append(
-                    f"{event.get('verb')} {event.get('requestURI')}: {code} "
-                    f"{(event.get('responseStatus') or {}).get('message', '')}"
-                )
-        return refused
+        event series of a pod a previous test removed) are not the extender's.
+
+        ``deleted_pods``: pods the test deleted while they were being scheduled. A binding of
+        one of them refused with 404 is the race the test made (the pod went between the
+        extender's last look and its write, and nothing can close that window), not a refusal."""
+        return refused_in(self.audit_events()[since:], deleted_pods)
 
     # -- objects the tests need -------------------------------------------------------------------
 
@@ -725,3 +719,33 @@ def running(binaries: Binaries, folder: Path, **kw: Any) -> Iterator[ControlPlan
         yield plane
     finally:
         plane.stop()
+
+
+def binding_of(event: dict[str, Any]) -> str | None:
+    """The pod an audit event's binding create is of; None if it is no binding create."""
+    ref = event.get("objectRef") or {}
+    if (
+        event.get("verb") == "create"
+        and ref.get("resource") == "pods"
+        and ref.get("subresource") == "binding"
+    ):
+        return str(ref.get("name"))
+    return None
+
+
+def refused_in(events: Iterable[dict[str, Any]], deleted_pods: Collection[str] = ()) -> list[str]:
+    """:meth:`ControlPlane.refused_writes` over audit events read already."""
+    refused = []
+    for event in events:
+        if str(event.get("userAgent", "")).startswith("kube-scheduler/"):
+            continue
+        code = (event.get("responseStatus") or {}).get("code", 0)
+        if code < 400 or code == 409:
+            continue
+        if code == 404 and (event.get("verb") == "delete" or binding_of(event) in deleted_pods):
+            continue
+        refused.append(
+            f"{event.get('verb')} {event.get('requestURI')}: {code} "
+            f"{(event.get('responseStatus') or {}).get('message', '')}"
+        )
+    return refused

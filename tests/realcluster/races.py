@@ -33,7 +33,7 @@ import statistics
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -339,8 +339,11 @@ class Running:
     kubelet: Kubelet
     audit_from: int
 
-    def refused_writes(self) -> list[str]:
-        return self.plane.refused_writes(self.audit_from) if self.extender is not None else []
+    def refused_writes(self, deleted_pods: Collection[str] = ()) -> list[str]:
+        """See :meth:`ControlPlane.refused_writes`."""
+        if self.extender is None:
+            return []
+        return self.plane.refused_writes(self.audit_from, deleted_pods)
 
 
 def extender_args(mode: str) -> tuple[str, ...] | None:

@@ -131,6 +131,8 @@ class SoakResult:
     leftover_claims: int = 0
     failed_binds_by_reason: dict[str, int] = field(default_factory=dict)
     refused_writes: list[str] = field(default_factory=list)
+    #: Every pod the soak deleted (all of them, some while they were being scheduled).
+    deleted_pods: set[str] = field(default_factory=set)
     #: The extender process died or logged a traceback.
     crashed: str = ""
 
@@ -270,6 +272,12 @@ def gone(api: Api, prefix: str) -> Callable[[], bool]:
     return lambda: not pods_named(api, prefix) and not owned_claims(api, prefix)
 
 
+def delete_all(api: Api, prefix: str, result: SoakResult) -> None:
+    names = [p["metadata"]["name"] for p in pods_named(api, prefix)]
+    result.deleted_pods.update(names)
+    delete_pods(api, names)
+
+
 def cycle(api: Api, n: int, result: SoakResult, timeout: float) -> None:
     """Steps 1-4 of the module's cycle; what got stuck is added to ``result``."""
     prefix = f"c{n}-"
@@ -281,11 +289,11 @@ def cycle(api: Api, n: int, result: SoakResult, timeout: float) -> None:
     create_all(api, [soak_pod(name, "high") for name in high])
     if not wait_until(lambda: bound_count(api, f"{prefix}high-") >= HIGH, timeout, period=0.2):
         result.stuck_pods += HIGH - bound_count(api, f"{prefix}high-")
-    delete_pods(api, [p["metadata"]["name"] for p in pods_named(api, prefix)])
+    delete_all(api, prefix, result)
     mid = f"c{n}-mid-"
     create_all(api, [soak_pod(f"{mid}{i:02d}", "low") for i in range(FILL)])
     time.sleep(0.3)
-    delete_pods(api, [p["metadata"]["name"] for p in pods_named(api, mid)])
+    delete_all(api, mid, result)
     result.pods += 2 * FILL + HIGH
     if not wait_until(gone(api, prefix), timeout, period=0.5):
         result.stuck_pods += len(pods_named(api, prefix))
@@ -333,6 +341,6 @@ def soak(plane: ControlPlane, seconds: float, *, cycle_timeout: float = 60.0) ->
         result.samples = sampler.samples
         errors, _ = bind_failures(run, lambda name: name.startswith("c"))
         result.failed_binds_by_reason = dict(Counter(classify(e) for e in errors))
-        result.refused_writes = run.refused_writes()
+        result.refused_writes = run.refused_writes(result.deleted_pods)
         result.crashed = crashed(run.extender)
     return result
