@@ -434,7 +434,9 @@ def scheduler_of(member: Replica | Pair) -> list[tuple[Any, str]]:
 def one_fault(fault: str, members: Members, watch: BindWatch, arrivals: Arrivals, due: int) -> FaultRecord:
     """``fault`` to the leader, timed until a successor leads and binds; then its recovery.
     Arrivals wait at ``due`` until it is injected."""
-    leader = members.leader()
+    # A snapshot can catch no leader: Replica.leading asks /readyz, which a loaded machine may
+    # answer late, and a Lease just taken over is renewed by its new holder within seconds.
+    leader = wait_for(members.leader, 15)
     if leader is None:
         arrivals.go_on(due)
         raise RuntimeError(f"no single leader before the {fault}")
