@@ -11,7 +11,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from extender.cel import CelDevice
+from extender.cel.device import kinds_convert
 from extender.model import nesting
+from extender.model.attributes import parse_attributes
 from extender.model.errors import ObjectError, TooDeep
 from extender.model.json_form import as_json, content_digest
 from extender.model.node_allocatable import ResourceMapping, parse_mappings, parse_resources
@@ -25,17 +27,6 @@ ALLOCATION_MODE_EXACT = "ExactCount"
 ALLOCATION_MODE_ALL = "All"
 ALLOCATION_RESULTS_MAX = 32
 DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
-
-_ATTRIBUTE_KINDS = (
-    ("int", "int"),
-    ("bool", "bool"),
-    ("string", "string"),
-    ("version", "version"),
-    ("ints", "ints"),
-    ("bools", "bools"),
-    ("strings", "strings"),
-    ("versions", "versions"),
-)
 
 
 class DeviceID(NamedTuple):
@@ -130,6 +121,13 @@ class Device:
             )
         return self._cel
 
+    def converts(self, list_attributes: bool) -> bool:
+        """Whether CEL can read this device (:meth:`CelDevice.conversion_error` is None),
+        answered from the published attributes while no expression has needed its CEL view."""
+        if self._cel is None and kinds_convert(self.attributes.values(), list_attributes):
+            return True
+        return self.cel().conversion_error(list_attributes) is None
+
     def attribute(self, qualified_name: str) -> tuple[str, Any] | None:
         """Upstream's constraint lookup: exact key, else the bare id when the domain is the driver's."""
         found = self.attributes.get(qualified_name)
@@ -183,25 +181,6 @@ class ResourceSlice:
         )
 
 
-_KIND_OF = dict(_ATTRIBUTE_KINDS)
-
-
-def _attributes(reader: Reader) -> dict[str, tuple[str, Any]]:
-    """``{name: {kind: value}}`` -> ``{name: (kind, value)}`` (list values as tuples); hot on sync."""
-    out: dict[str, tuple[str, Any]] = {}
-    for name, typed in reader.data.items():
-        if not isinstance(typed, dict):
-            raise ObjectError(f"{reader.path}.{name}: expected a mapping, got {type(typed).__name__}")
-        for key, raw in typed.items():
-            kind = _KIND_OF.get(key)
-            if kind is not None and raw is not None:
-                out[name] = (kind, tuple(raw) if isinstance(raw, list) else raw)
-                break
-        else:
-            out[name] = ("unknown", None)
-    return out
-
-
 def _request_policy(reader: Reader) -> RequestPolicy | None:
     if not reader.data:
         return None
@@ -242,7 +221,7 @@ def _device(reader: Reader, driver: str, pool: str, fingerprint: bytes | None = 
     )
     return Device(
         id=DeviceID(driver, pool, reader.string("name")),
-        attributes=_attributes(reader.sub("attributes")),
+        attributes=parse_attributes(reader.sub("attributes")),
         capacity=capacity,
         consumes_counters=consumes,
         taints=taints,

@@ -88,6 +88,25 @@ BAD_SLICES = [
         "spec.devices[0].capacity.mem.value: invalid quantity 'lots'",
     ),
     ("missing-pool", {"pool": None}, "spec.driver and spec.pool.name are required"),
+    # kube-apiserver refuses these; a state file may hold them (a version that is a number
+    # made CEL's conversion raise TypeError in every filter that looked at the device).
+    *(
+        (
+            f"{kind}-as-{type(value).__name__}",
+            {"devices": [device("d", attributes={"a": {kind: value}})]},
+            message,
+        )
+        for kind, value, message in [
+            ("version", 5, "spec.devices[0].attributes.a.version: expected a string"),
+            ("string", 1, "spec.devices[0].attributes.a.string: expected a string"),
+            ("int", True, "spec.devices[0].attributes.a.int: expected a 64-bit integer"),
+            ("int", 1.5, "spec.devices[0].attributes.a.int: expected a 64-bit integer"),
+            ("int", 2**63, "spec.devices[0].attributes.a.int: expected a 64-bit integer"),
+            ("bool", 0, "spec.devices[0].attributes.a.bool: expected a boolean"),
+            ("ints", [1, "2"], "spec.devices[0].attributes.a.ints: expected a list of 64-bit integers"),
+            ("versions", "1.0.0", "spec.devices[0].attributes.a.versions: expected a list of strings"),
+        ]
+    ),
 ]
 
 

@@ -406,6 +406,38 @@ def test_pods_asking_for_the_same_devices_share_one_projection(monkeypatch: pyte
     assert groups["r"] is not None and len(set(groups["r"])) == 2  # big and small told apart
 
 
+#: Selectors and whether the projection reads the device's CEL view (the driver and
+#: allowMultipleAllocations it has from the device itself).
+VIEW_READS = {
+    "no selector": ([], False),
+    "the driver": (['device.driver == "driver-a"'], False),
+    "allowMultipleAllocations": (["!device.allowMultipleAllocations"], False),
+    "an attribute": (['device.attributes["driver-a"].version != ""'], True),
+}
+
+
+@pytest.mark.parametrize("case", VIEW_READS)
+def test_a_projection_builds_cel_views_only_when_selectors_read_them_and_tells_unreadable_devices_apart(
+    case: str,
+) -> None:
+    selectors, reads_view = VIEW_READS[case]
+    objects: list[dict[str, Any]] = [device_class()]
+    for name, version in (("node-a", "1.0.0"), ("node-b", "1.0.0"), ("node-bad", "not-a-version")):
+        objects.append(node(name))
+        devices = [device("d0", attributes=attrs(version=("version", version)))]
+        objects.append(resource_slice(f"s-{name}", devices, pool=name, node=name))
+    objects += [claim("one", requests=[exact(selectors=selectors)]), pod("p", ["one"])]
+    state = ClusterState.from_objects(objects)
+    snapshot = Snapshot(state, Features(), CEL)
+    groups = snapshot.node_groups(
+        snapshot.claims_of(state.pods[("default", "p")]), ["node-a", "node-b", "node-bad"]
+    )
+    assert groups is not None and groups[0] == groups[1] != groups[2]
+    views = {s.node_name: s.devices[0]._cel is not None for s in state.slices.values()}
+    # The unreadable one is converted to learn why (every expression fails on it).
+    assert views == {"node-a": reads_view, "node-b": reads_view, "node-bad": True}
+
+
 def test_a_changed_device_class_is_never_served_a_stale_projection() -> None:
     """The class's selector is part of what a projection reads: after the class changes, a pod
     with the same spec as one filtered before is judged on the new selector."""

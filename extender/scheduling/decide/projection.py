@@ -16,21 +16,26 @@ from extender.cel import CelEnvironment, Mode, Program
 from extender.cel.reads import Path, key_function
 from extender.model.dra import Device, DeviceClass, ResourceClaim
 
+#: What selectors may read that the projection has from the device itself.
+_FROM_THE_DEVICE: frozenset[Path] = frozenset({("driver",), ("allowMultipleAllocations",)})
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimProjection:
     """Implements :class:`extender.allocator.inventory.Projection` for a set of claims."""
 
     key: Hashable
-    _reads: Callable[[Any], Any]
+    #: The key of what the selectors read of a device's CEL view; None when they read no more
+    #: than the driver and allowMultipleAllocations, which the projection has from the device
+    #: (the view is then not built: most devices of a large cluster are never evaluated).
+    _reads: Callable[[Any], Any] | None
     _attributes: tuple[str, ...]
     _capacity: bool
     _list_attributes: bool
 
     def of(self, device: Device) -> Hashable:
-        cel = device.cel()
         return (
-            self._reads(cel),
+            self._reads(device.cel()) if self._reads is not None else device.id.driver,
             tuple(device.attribute(a) for a in self._attributes),
             # A share consumes the request policy's default even without capacity requests.
             tuple(sorted((n, c.value.text, c.request_policy) for n, c in device.capacity.items()))
@@ -39,7 +44,7 @@ class ClaimProjection:
             device.allow_multiple_allocations,
             device.has_binding_conditions,
             bool(device.consumes_counters),
-            cel.conversion_error(self._list_attributes) is None,
+            device.converts(self._list_attributes),
         )
 
 
@@ -76,7 +81,7 @@ def claim_projection(
     ordered = tuple(sorted(attributes))
     return ClaimProjection(
         key=(frozen, ordered, capacity),
-        _reads=key_function(frozen),
+        _reads=None if frozen <= _FROM_THE_DEVICE else key_function(frozen),
         _attributes=ordered,
         _capacity=capacity,
         _list_attributes=cel.options.list_type_attributes,
