@@ -73,6 +73,12 @@ SCHEDULER_LEASE = "dra-extender-scheduler"
 FENCE_REFUSAL = "dra-extender: not the leader"
 
 
+def abandoned(refused: str) -> bool:
+    """A write kube-apiserver answered 504 because its own timeout (the ``timeout=`` the
+    extender sends) ran out before it was done: held on the way, it came too late to be made."""
+    return ": 504 " in refused and "context canceled" in refused
+
+
 def written(refused: str) -> str:
     """``update /apis/.../namespaces/ns/resourceclaims/name/status?...: 403 ...`` -> the verb and
     the resource: ``update resourceclaims/status``."""
@@ -492,7 +498,7 @@ def failover(
     for refused in plane.refused_writes(audit_from):
         if FENCE_REFUSAL in refused:
             result.fenced.append(refused)
-        elif ": 504 " in refused and "context canceled" in refused:
+        elif abandoned(refused):
             result.abandoned.append(refused)
         else:
             result.refused_otherwise.append(refused)

@@ -38,7 +38,7 @@ from tests.realcluster.controlplane import (
     ControlPlane,
     standalone_fence,
 )
-from tests.realcluster.failover import ready
+from tests.realcluster.failover import FENCE_REFUSAL, abandoned, ready
 from tests.realcluster.proxy import Proxy
 from tests.realcluster.test_store_fence import LEASE, pod_token, remove_claim, replica_pod
 from tests.realcluster.workload import applied, pod_with_claims
@@ -270,7 +270,9 @@ def test_a_held_allocation_write_of_a_deposed_leader_never_gives_the_gpu_twice(
         assert new == "", new  # the successor bound its pod
         assert len(holders) == 1, (holders, old, new)
     refused = cluster.refused_writes(audit_from)
-    assert refused and all("not the leader" in r for r in refused), refused  # the held writes
+    # The held writes: refused by the fence, or, let go past their own timeout (a loaded
+    # machine), answered 504 before the fence was asked; either way not made.
+    assert refused and all(FENCE_REFUSAL in r or abandoned(r) for r in refused), refused
 
 
 @pytest.mark.slow
