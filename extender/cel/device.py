@@ -99,6 +99,9 @@ def _semver_valid(text: str) -> bool:
     return _SEMVER.fullmatch(text) is not None
 
 
+_Grouped = tuple[Mapping[str, Mapping[str, RawAttribute]], Mapping[str, Mapping[str, Quantity]]]
+
+
 class CelDevice:
     """One device as CEL input, with its memoized conversion and selector results.
 
@@ -108,9 +111,8 @@ class CelDevice:
     of 50,000 devices, most never evaluated, was a sixth of the first filter (issue 54)."""
 
     __slots__ = (
-        "_attributes",
-        "_capacity",
         "_flat",
+        "_grouped",
         "_signature",
         "_valid",
         "_value",
@@ -127,9 +129,10 @@ class CelDevice:
         allow_multiple: bool = False,
     ) -> None:
         self.driver = driver
-        self._attributes: Mapping[str, Mapping[str, RawAttribute]] | None = attributes
-        self._capacity: Mapping[str, Mapping[str, Quantity]] | None = capacity
-        #: The flat maps not grouped yet (from_flat), or None.
+        #: (attributes, capacity) by domain, once grouped; set in one store, never unset (the
+        #: make-room planner's thread reads the same devices as the event loop).
+        self._grouped: _Grouped | None = (attributes, capacity)
+        #: The flat maps this was built from (from_flat), kept: they are the Device's own.
         self._flat: tuple[Mapping[str, RawAttribute], Mapping[str, Quantity]] | None = None
         self.allow_multiple = allow_multiple
         #: program -> True | False | CelEvalError, filled by the environment.
@@ -148,32 +151,29 @@ class CelDevice:
     ) -> CelDevice:
         """From ResourceSlice-style maps keyed by (possibly qualified) names."""
         device = cls(driver, {}, {}, allow_multiple)
-        device._attributes = device._capacity = None
+        device._grouped = None
         device._flat = (attributes, capacity)
         return device
 
     @property
     def attributes(self) -> Mapping[str, Mapping[str, RawAttribute]]:
         """domain -> id -> (kind, value)"""
-        if self._attributes is None:
-            self._group()
-        assert self._attributes is not None
-        return self._attributes
+        return (self._grouped or self._group())[0]
 
     @property
     def capacity(self) -> Mapping[str, Mapping[str, Quantity]]:
         """domain -> id -> Quantity"""
-        if self._capacity is None:
-            self._group()
-        assert self._capacity is not None
-        return self._capacity
+        return (self._grouped or self._group())[1]
 
-    def _group(self) -> None:
-        assert self._flat is not None
+    def _group(self) -> _Grouped:
+        # Two threads may both group: equal maps, either kept.
+        assert self._flat is not None  # only from_flat leaves _grouped None
         attributes, capacity = self._flat
-        self._attributes = group_by_domain(self.driver, attributes)
-        self._capacity = group_by_domain(self.driver, capacity)
-        self._flat = None
+        grouped = self._grouped = (
+            group_by_domain(self.driver, attributes),
+            group_by_domain(self.driver, capacity),
+        )
+        return grouped
 
     def value(self, list_attributes: bool) -> DeviceValue:
         """The CEL value; conversion errors (bad versions, list values when unsupported) raise."""
@@ -199,8 +199,9 @@ class CelDevice:
         return None
 
     def _cheap_valid(self, list_attributes: bool) -> bool:
-        if self._flat is not None:
-            return kinds_convert(self._flat[0].values(), list_attributes)
+        flat = self._flat
+        if flat is not None:
+            return kinds_convert(flat[0].values(), list_attributes)
         return kinds_convert((r for e in self.attributes.values() for r in e.values()), list_attributes)
 
     def _convert(self, list_attributes: bool) -> DeviceValue | CelEvalError:
