@@ -365,7 +365,9 @@ def test_a_client_that_does_not_read_its_answers_stops_being_read() -> None:
         routes = Routes()
         async with listening(routes) as (port, _):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            # A small window fills the server's buffers sooner; 4 KB made reading the stalled
+            # answers afterwards take 35 s, 64 KB 0.5 s (the server stalls either way).
+            writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
             transport = cast(asyncio.Transport, writer.transport)
             transport.pause_reading()  # this client reads nothing
             for _ in range(30):  # one request at a time, as a client that does not pipeline
