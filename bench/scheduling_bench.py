@@ -23,6 +23,8 @@ import argparse
 import contextlib
 import http.client
 import json
+import math
+import random
 import re
 import subprocess
 import sys
@@ -33,6 +35,7 @@ import urllib.parse
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +87,42 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
 
 
+#: kube-scheduler's Filter runs over the nodes on 16 goroutines (parallelism's default), each
+#: taking chunks of about sqrt(n) nodes, and lists a feasible node when its check ends
+#: (pkg/scheduler/schedule_one.go findNodesThatPassFilters: ``feasibleNodes[length-1]`` after an
+#: atomic increment; framework/parallelize/parallelism.go chunkSizeFor; v1.36.3): the extender is
+#: sent the names in another order for nearly every pod. The order is not what an exact-bytes
+#: memo of the request's names could ever hit on.
+PARALLELISM = 16
+
+
+class SchedulerOrder:
+    """The node names in the order kube-scheduler's filter would list them: its chunks in a
+    random order (seeded: the floor and the extender are sent the same sequence). ``fixed``:
+    always the cluster's order (what this benchmark sent before 2 December 2026; kube-scheduler
+    sends that only when it runs no filter plugin)."""
+
+    def __init__(self, names: list[str], seed: int = 54, fixed: bool = False) -> None:
+        size = max(1, min(int(math.sqrt(len(names))), len(names) // PARALLELISM + 1))
+        self._chunks = [names[i : i + size] for i in range(0, len(names), size)]
+        self._names = names
+        self._rng = random.Random(seed)
+        self._fixed = fixed
+
+    def __call__(self) -> list[str]:
+        if self._fixed:
+            return self._names
+        chunks = self._chunks.copy()
+        self._rng.shuffle(chunks)
+        return list(chain.from_iterable(chunks))
+
+
 class Loop:
     """kube-scheduler's loop: filter, prioritize, then an asynchronous bind per pod."""
 
-    def __init__(self, url: str, node_names: list[str], path: str = "/scheduler") -> None:
+    def __init__(self, url: str, order: SchedulerOrder, path: str = "/scheduler") -> None:
         self.url = url
-        self.node_names = node_names
+        self.order = order
         self.path = path
         self.latency: dict[str, list[float]] = defaultdict(list)
         self.bound = 0
@@ -138,8 +171,9 @@ class Loop:
         start = time.perf_counter()
         with ThreadPoolExecutor(BINDS_IN_FLIGHT) as binder:
             for name, spod in pods:
-                filtered = self._post("filter", args_names(spod, self.node_names))
-                passing = self.node_names if floor else (filtered.get("NodeNames") or [])
+                names = self.order()
+                filtered = self._post("filter", args_names(spod, names))
+                passing = names if floor else (filtered.get("NodeNames") or [])
                 if not passing:
                     self.unschedulable += 1
                     continue
@@ -282,7 +316,12 @@ def debug_violations(url: str) -> list[str]:
 
 
 def measure(
-    mode: str, shape: str, nodes: int, wanted_pods: int, profile: Path | None = None
+    mode: str,
+    shape: str,
+    nodes: int,
+    wanted_pods: int,
+    profile: Path | None = None,
+    fixed_order: bool = False,
 ) -> dict[str, Any]:
     pods = pod_count(shape, nodes, wanted_pods)
     objects = cluster(nodes, GPUS_PER_NODE, 0.0) + workload(shape, pods)
@@ -294,7 +333,7 @@ def measure(
         floor_script.write_text(FLOOR_SERVER)
         with server_process([sys.executable, str(floor_script)]) as (floor_url, floor_proc):
             floor_cpu_before = sum(psutil.Process(floor_proc.pid).cpu_times()[:2])
-            floor = Loop(floor_url, node_names, path="")
+            floor = Loop(floor_url, SchedulerOrder(node_names, fixed=fixed_order), path="")
             floor_s = floor.run(spods, floor=True)
             floor_cpu = sum(psutil.Process(floor_proc.pid).cpu_times()[:2]) - floor_cpu_before
         sampled = profile if mode == "embedded" else None
@@ -305,7 +344,7 @@ def measure(
             cpu_before = sum(proc.cpu_times()[:2])
             fake_before = sum(fake_proc.cpu_times()[:2]) if fake_proc is not None else 0.0
             client_before = time.process_time()
-            loop = Loop(url, node_names)
+            loop = Loop(url, SchedulerOrder(node_names, fixed=fixed_order))
             if sampled is not None:
                 profiler.start(pid)
             elapsed = loop.run(spods)
@@ -328,6 +367,7 @@ def measure(
         "mode": mode,
         "shape": shape,
         "nodes": nodes,
+        "names_order": "fixed" if fixed_order else "kube-scheduler",
         "pods": pods,
         "bound": loop.bound,
         "unschedulable": loop.unschedulable,
@@ -408,6 +448,12 @@ def main() -> None:
         help="embedded mode: sample the server's CPU during each loop (bench/profile.py) and print "
         "the share of each phase",
     )
+    parser.add_argument(
+        "--fixed-order",
+        action="store_true",
+        help="send the node names in the cluster's order for every pod, not in kube-scheduler's "
+        "(a new order per pod: its filter lists nodes as its goroutines find them)",
+    )
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -417,7 +463,7 @@ def main() -> None:
         for nodes in args.nodes:
             for shape in args.shapes:
                 profile = args.profile / f"{mode}-{nodes}-{shape}.txt" if args.profile else None
-                r = measure(mode, shape, nodes, args.pods, profile)
+                r = measure(mode, shape, nodes, args.pods, profile, args.fixed_order)
                 print(report(r), flush=True)
                 results.append(r)
     if args.json:
